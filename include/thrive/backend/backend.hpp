@@ -1,0 +1,103 @@
+// Backend: the one interface between THRIVE and a device.
+//
+// It compiles a KernelSource into a Module, allocates device memory, copies,
+// launches a module by its launch plan, times a region, and describes the device.
+// `cpu` compiles C++ with the host compiler into a shared object and dlopens it;
+// `cuda` (next issue) compiles with NVRTC and launches through the driver API.
+// Verification and benchmarking are written against this interface only, so both
+// backends share one correctness and timing protocol.
+//
+// A faulting candidate can corrupt the process (CPU) or the context (CUDA), so a
+// Backend is meant to live inside a sandbox worker process (see sandbox/).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "thrive/backend/kernel.hpp"
+#include "thrive/config/config.hpp"
+
+namespace thrive::backend {
+
+/// What a device is; `key()` identifies it in memory (peak bandwidth, best kernels).
+struct DeviceInfo {
+  std::string backend;        ///< "cpu" or "cuda"
+  std::string name;           ///< CPU model name or GPU name
+  std::string arch;           ///< e.g. "x86_64-avx2" or "sm_90"
+  std::string driver;         ///< compiler version (cpu) or driver version (cuda)
+  int compute_units = 0;      ///< cores granted (cpu) or SMs (cuda)
+  int64_t cache_bytes = 0;    ///< last-level cache (cpu L3, cuda L2), bytes
+  /// "<backend>:<name>:<arch>" with spaces replaced, e.g. "cpu:AMD_EPYC:x86_64-avx2".
+  std::string key() const;
+};
+
+/// Compiler facts the analyst reads (CUDA fills registers/spills/smem/occupancy).
+struct KernelStats {
+  int registers_per_thread = 0;
+  int64_t spilled_bytes = 0;
+  int64_t static_smem_bytes = 0;
+  double occupancy = 0.0;     ///< fraction of the device's thread slots, 0 when unknown
+};
+
+/// A loaded, launchable kernel. Owned by the backend that made it.
+class Module {
+ public:
+  virtual ~Module() = default;
+  KernelStats stats;
+};
+
+/// Result of compiling: `module` is null when compilation failed; `log` always holds
+/// the compiler's output (the full error text on failure).
+struct CompileResult {
+  std::shared_ptr<Module> module;
+  std::string log;
+  bool cached = false;
+  double compile_s = 0.0;     ///< seconds spent compiling (0 on a cache hit)
+};
+
+/// Arguments of one call of a kernel: device pointers in the op's ABI order,
+/// dims[] and scalars[] in the op's order, a scratch workspace.
+struct LaunchArgs {
+  std::vector<void*> tensors;
+  std::vector<int64_t> dims;
+  std::vector<double> scalars;
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const DeviceInfo& device() const = 0;
+  /// Compiles (or fetches from the compile cache) `kernel`. Never throws for a
+  /// kernel's own errors: those come back as a null module with the log.
+  virtual CompileResult compile(const KernelSource& kernel) = 0;
+  /// Device memory, 64-byte aligned at least. Throws Error(kBackend) on failure.
+  virtual void* allocate(int64_t bytes) = 0;
+  virtual void release(void* ptr) = 0;
+  virtual void upload(void* device_dst, const void* host_src, int64_t bytes) = 0;
+  virtual void download(void* host_dst, const void* device_src, int64_t bytes) = 0;
+  virtual void memset(void* device_dst, uint8_t value, int64_t bytes) = 0;
+  /// Runs the kernel's launch plan once (asynchronously on cuda). Returns 0 or the
+  /// kernel's non-zero status (cpu: the entry's return value).
+  virtual int launch(const Module& module, const LaunchArgs& args) = 0;
+  /// Waits for all work issued so far.
+  virtual void synchronize() = 0;
+  /// Time of `body` on the device in microseconds (cpu: steady_clock around the
+  /// synchronous body; cuda: events recorded on the launch stream).
+  virtual double time_us(const std::function<void()>& body) = 0;
+};
+
+/// Builds the backend `name` ("cpu", "cuda", or "auto": cuda when a GPU is present,
+/// else cpu). Throws Error(kUsage) for unknown names and Error(kBackend) when cuda is
+/// requested but unavailable in this build or on this machine.
+std::unique_ptr<Backend> make_backend(const std::string& name, const config::Config& cfg);
+
+/// Resolves "auto" to the backend make_backend would pick, without creating one
+/// (safe to call in a parent process before forking workers).
+std::string resolve_backend_name(const std::string& name);
+
+}  // namespace thrive::backend

@@ -1,0 +1,70 @@
+// A candidate kernel: source plus the metadata THRIVE needs to build and run it.
+//
+// File format (docs/kernel-format.md): any source file whose header comments carry
+//   // @thrive op: <op name>
+//   // @thrive backend: cpu | cuda
+//   // @thrive entry: <exported symbol>            (one per entry point; cpu: exactly one)
+//   // @thrive launch: entry=<e> block=<n> grid=<x>,<y>,<z> smem=<bytes>   (cuda only)
+//   // @thrive params: NAME=value NAME=value     (strategy values, informational)
+// Templates (kernels/<backend>/<op>/*.cpp) also declare their strategy space:
+//   // @thrive param <NAME> values=<v1>,<v2>,... default=<v> [doc=<words to end of line>]
+// and read each parameter as a macro with a fallback (#ifndef NAME / #define NAME v).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace thrive::backend {
+
+/// One declared template parameter: allowed values in order, and the default.
+struct ParamSpec {
+  std::string name;
+  std::vector<std::string> values;
+  std::string default_value;
+  std::string doc;
+};
+
+/// Parameter name -> value (as written in the source, e.g. "16").
+using Params = std::map<std::string, std::string>;
+
+/// Formats params canonically: "NAME1=v1,NAME2=v2" (sorted by name); "" when empty.
+std::string params_to_string(const Params& params);
+
+/// One launch of a CUDA launch plan; grid entries are expressions over shape symbols
+/// (e.g. "T", "ceil(B*NQ/4)"). Unused by the CPU backend.
+struct LaunchSpec {
+  std::string entry;
+  int block = 0;
+  std::string grid[3] = {"1", "1", "1"};
+  int64_t smem_bytes = 0;
+};
+
+/// A parsed kernel: what `thrive verify --kernel FILE` reads and agents produce.
+struct KernelSource {
+  std::string op;
+  std::string backend;                ///< "cpu" or "cuda"
+  std::vector<std::string> entries;   ///< exported symbols, in call order
+  std::vector<LaunchSpec> launches;   ///< cuda launch plan
+  Params params;                      ///< strategy values that produced it
+  std::vector<ParamSpec> param_specs; ///< declared strategy space (templates only)
+  std::string source;                 ///< the full file text
+
+  /// Parses the header comments of `text`. Throws Error(kInput) naming `origin`
+  /// and the problem: no `@thrive op`, no entry, unknown backend, malformed line.
+  static KernelSource parse(const std::string& text, const std::string& origin);
+
+  /// Instantiates a template with `values` (missing ones take their default):
+  /// returns a kernel whose source starts with the header lines and #defines.
+  /// Throws Error(kInput) for an undeclared parameter or a value outside `values`.
+  KernelSource instantiate(const Params& values) const;
+
+  /// Parameter values with defaults filled in.
+  Params defaults() const;
+
+  /// 16 hex digits of a 64-bit FNV-1a hash of the source text.
+  std::string content_hash() const;
+};
+
+}  // namespace thrive::backend

@@ -1,0 +1,67 @@
+// Timing protocol, roofline figures and the bandwidth ceiling.
+//
+// Method (CUTLASS/nvbench style): inputs are replicated into enough argument sets
+// that cycling through them touches at least 4x the last-level cache, so every timed
+// call reads from DRAM, not cache (on the H200 the same rotation defeats L2); warm-up
+// cycles through every set once and is not timed; then each call is timed alone
+// (Backend::time_us), and timing stops once the median's 95% confidence half-width,
+// from order statistics, is below `noise` of the median, after at least `min_reps`
+// samples, or at the time cap. Reported: median, min, max, GB/s from the op's minimum
+// bytes, TFLOP/s, percent of the measured copy ceiling.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "thrive/backend/backend.hpp"
+#include "thrive/ops/op.hpp"
+
+namespace thrive::bench {
+
+/// Knobs of one timing loop (from config: THRIVE_BENCH_*).
+struct BenchOptions {
+  double max_s = 1.0;        ///< time cap of the timed loop, seconds
+  int min_reps = 15;         ///< minimum samples
+  double noise = 0.02;       ///< target relative CI half-width of the median
+  int64_t max_rotation_bytes = 2ll << 30;  ///< cap on all argument sets together
+};
+
+/// One benchmark's figures. Times in microseconds, bandwidth in GB/s (1e9 bytes/s).
+struct BenchStats {
+  double median_us = 0, min_us = 0, max_us = 0;
+  int reps = 0;
+  double rel_ci = 0;            ///< achieved relative CI half-width of the median
+  int64_t bytes = 0;            ///< the op's minimum bytes at this shape
+  double bandwidth_gbps = 0;    ///< bytes / median
+  double tflops = 0;
+  double peak_bw_gbps = 0;      ///< the ceiling used
+  double percent_of_peak = 0;   ///< 100 * bandwidth / peak
+  bool below_floor = false;     ///< median under bytes / peak: suspect, never accepted
+  int argument_sets = 0;        ///< rotation depth
+  int64_t working_set_bytes = 0;
+};
+
+/// Times `module` running `op` at `shape`. `peak_bw_gbps` <= 0 leaves percent at 0.
+/// Throws Error(kBackend) on allocation failure; a kernel returning non-zero gives
+/// reps = 0 (the caller treats that as a launch failure).
+BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
+                            const backend::Module& module, const ops::ShapeCase& shape,
+                            const config::ModelDims& model, const BenchOptions& options,
+                            double peak_bw_gbps, uint64_t seed);
+
+/// Order-statistics summary of samples (sorted in place): median, min, max and the
+/// relative 95% CI half-width of the median.
+void summarize(std::vector<double>& samples_us, BenchStats& stats);
+
+/// Measures the device's copy bandwidth (reads + writes counted) with the copy
+/// kernel kernels/<backend>/copy.cpp through the same backend, on buffers of at
+/// least 8x the last-level cache (DRAM, not cache). Returns GB/s.
+double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& options);
+
+void to_json(nlohmann::json& j, const BenchStats& s);
+void from_json(const nlohmann::json& j, BenchStats& s);
+
+}  // namespace thrive::bench

@@ -1,0 +1,22 @@
+// Small filesystem helpers shared by the modules that persist artefacts.
+#pragma once
+
+#include <string>
+
+namespace thrive {
+
+/// Reads a whole file; throws Error(kInput) naming the path when it cannot.
+std::string read_file(const std::string& path);
+
+/// Writes via a temporary file and rename(2), so readers never see a torn file.
+/// Creates parent directories. Throws Error(kStorage) naming the path.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+/// Creates `dir` (and parents) and checks it is writable; throws Error(kStorage)
+/// "THRIVE_HOME=<dir>: not writable (<reason>)" style messages using `what`.
+void ensure_writable_dir(const std::string& dir, const std::string& what);
+
+/// 64-bit FNV-1a of `data` as 16 hex digits.
+std::string fnv1a_hex(const std::string& data);
+
+}  // namespace thrive

@@ -1,0 +1,161 @@
+// Long- and short-term memory in one SQLite database ($THRIVE_HOME/memory.db).
+//
+// Long-term: strategy cards with per-(op, shape class, backend) evidence; the kernel
+// library (every verified measurement, and the best kernel per op x shape class x
+// device); measured device ceilings. Short-term: the runs and their attempts (the
+// trajectory an agent reads back). WAL journaling and a busy timeout let several
+// `thrive optimize` processes share one store; every write is one transaction, so a
+// killed process leaves every committed row intact.
+//
+// The file is stamped with PRAGMA application_id 0x54485256 ("THRV"); a file that is
+// not SQLite, or SQLite of another application, is refused with Error(kStorage) and
+// left untouched.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct sqlite3;
+
+namespace thrive::memory {
+
+/// A strategy card: one change to a template's parameters, for ops with given traits.
+struct StrategyCard {
+  std::string id;
+  std::string title;
+  std::string description;
+  std::string backend;                    ///< "cpu" / "cuda"
+  std::vector<std::string> traits;        ///< ops::trait_name values it applies to
+  std::vector<std::string> bottlenecks;   ///< analyst diagnoses it addresses
+  nlohmann::json set;                     ///< {"PARAM": "value", ...}
+  std::string origin = "builtin";         ///< builtin | learned | imported
+};
+
+/// Evidence of one card on one op and shape class.
+struct CardEvidence {
+  std::string card_id, op, shape_class, backend;
+  int successes = 0;          ///< verified and faster than its parent
+  int failures = 0;           ///< slower, or failed compile/verify
+  double sum_log_gain = 0;    ///< sum of ln(parent_time / child_time) over verified tries
+  double best_gain = 0;       ///< best parent_time / child_time seen
+  std::string last_seen;      ///< ISO-8601 UTC
+};
+
+/// One verified (or attempted) kernel measurement at one shape on one device.
+struct KernelRecord {
+  std::string kernel_id;      ///< canonical key: op.backend.arch.dtype.params
+  std::string op, shape_class, device_key, backend;
+  std::string params;         ///< params_to_string form
+  std::string source;
+  double time_us = 0;         ///< median
+  double eager_us = 0;        ///< eager baseline median at the same shape, same run
+  double speedup = 0;         ///< eager_us / time_us
+  double bandwidth_gbps = 0;
+  double percent_of_peak = 0;
+  double max_rel_err = 0;
+  bool verified = false;
+  std::string parent_id;      ///< kernel it was derived from ("" for a seed)
+  std::string card_id;        ///< card that produced it ("" for a seed)
+  std::string command;        ///< command that reproduces the measurement
+  nlohmann::json metrics;     ///< full EvalResult JSON
+  std::string created_at;
+};
+
+/// One attempt in a run (the short-term trajectory).
+struct Attempt {
+  int64_t run_id = 0;
+  std::string op, shape_class, device_key;
+  int pass = 1, round = 0;
+  std::string phase;          ///< generate | repair | optimize | recall
+  std::string kernel_id, card_id, change;
+  std::string status;         ///< sandbox::status_name
+  double time_us = 0, speedup = 0;
+  std::string notes;          ///< analyst diagnosis and verdict detail
+  std::string created_at;
+};
+
+/// Counts from import_json.
+struct ImportSummary {
+  int cards_added = 0, evidence_merged = 0, kernels_added = 0, best_replaced = 0, best_kept = 0;
+};
+
+class Store {
+ public:
+  /// Opens or creates the store at `path`. Throws Error(kStorage) naming the path for
+  /// an unwritable location, a non-SQLite file, or a database of another application.
+  explicit Store(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  const std::string& path() const { return path_; }
+
+  // Device ceilings.
+  std::optional<double> peak_bandwidth_gbps(const std::string& device_key);
+  void set_peak_bandwidth_gbps(const std::string& device_key, double gbps);
+
+  // Cards and evidence.
+  /// Inserts the card unless one with its id exists (builtin seeding is idempotent).
+  void add_card(const StrategyCard& card);
+  std::vector<StrategyCard> cards(const std::string& backend = "");
+  std::vector<CardEvidence> evidence(const std::string& card_id = "");
+  /// Adds one outcome. `gain` = parent_time / child_time (0 when it did not verify).
+  void record_card_outcome(const std::string& card_id, const std::string& op,
+                           const std::string& shape_class, const std::string& backend,
+                           bool success, double gain);
+
+  // Kernel library.
+  /// Records a measurement (replacing the same kernel_id/shape/device row) and, when it
+  /// is verified and faster than the current best for (op, shape, device), makes it the
+  /// best. Returns true when it became the best.
+  bool record_kernel(const KernelRecord& k);
+  std::optional<KernelRecord> best(const std::string& op, const std::string& shape_class,
+                                   const std::string& device_key);
+  /// Best kernels, one per (op, shape class, device), ordered by op and shape.
+  std::vector<KernelRecord> leaderboard(const std::string& device_key = "");
+  /// Every recorded kernel measurement for `op` ("" = all), newest first.
+  std::vector<KernelRecord> kernels(const std::string& op = "");
+
+  // Runs and trajectories.
+  int64_t begin_run(const std::string& command, const std::string& device_key,
+                    const std::string& agent);
+  void end_run(int64_t run_id);
+  void record_attempt(const Attempt& a);
+  /// Attempts of (op, shape, device) in run `run_id` (0 = all runs), oldest first.
+  std::vector<Attempt> trajectory(int64_t run_id, const std::string& op,
+                                  const std::string& shape_class, const std::string& device_key);
+
+  // Sharing.
+  nlohmann::json export_json();
+  /// Merges an export: cards added if new, evidence summed, kernels added, the best
+  /// replaced only by a faster verified kernel. All or nothing (one transaction).
+  /// Throws Error(kInput) naming the first malformed field.
+  ImportSummary import_json(const nlohmann::json& doc);
+
+  /// Counts for `thrive memory show`.
+  nlohmann::json summary();
+
+ private:
+  void exec(const std::string& sql);
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+/// $THRIVE_HOME/memory.db.
+std::string default_store_path(const std::string& home);
+
+/// Current UTC time, ISO-8601 ("2026-11-30T05:10:33Z").
+std::string now_iso8601();
+
+void to_json(nlohmann::json& j, const StrategyCard& c);
+void from_json(const nlohmann::json& j, StrategyCard& c);
+void to_json(nlohmann::json& j, const KernelRecord& k);
+void from_json(const nlohmann::json& j, KernelRecord& k);
+void to_json(nlohmann::json& j, const CardEvidence& e);
+void to_json(nlohmann::json& j, const Attempt& a);
+
+}  // namespace thrive::memory

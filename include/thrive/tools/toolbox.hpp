@@ -1,0 +1,115 @@
+// The agent tools: one implementation behind every agent (search, LLM, MCP).
+//
+// get_op_spec, compile, verify, benchmark, profile, read_memory, record_strategy.
+// Every candidate goes through the sandbox (compile -> verify -> benchmark in a
+// worker process); every attempt is archived under $THRIVE_HOME/kernels/<op>/ and
+// verified measurements go into the memory store.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "thrive/backend/kernel.hpp"
+#include "thrive/config/config.hpp"
+#include "thrive/memory/store.hpp"
+#include "thrive/ops/op.hpp"
+#include "thrive/sandbox/sandbox.hpp"
+
+namespace thrive::tools {
+
+/// The analyst's reading of a measurement.
+struct Profile {
+  double time_us = 0;
+  double floor_us = 0;            ///< min_bytes / peak bandwidth (the roofline floor)
+  double bandwidth_gbps = 0;
+  double percent_of_peak = 0;
+  double tflops = 0;
+  int64_t parallel_units = 0;     ///< independent rows / sequence-head groups
+  int compute_units = 0;          ///< cores (cpu) or SMs (cuda)
+  std::string bottleneck;         ///< overhead | parallelism | compute | traffic | memory
+  std::string notes;              ///< one line for people and the trajectory
+};
+
+class Toolbox {
+ public:
+  /// `backend_name` must be resolved ("cpu"/"cuda"). Throws Error(kBackend) if the
+  /// device cannot be described, Error(kStorage) if THRIVE_HOME is unusable.
+  Toolbox(const config::Config& cfg, memory::Store& store, const std::string& backend_name);
+
+  const config::Config& config() const { return cfg_; }
+  memory::Store& store() { return store_; }
+  const std::string& backend_name() const { return backend_name_; }
+  const std::string& device_key() const { return device_key_; }
+  const nlohmann::json& device() const { return device_; }
+
+  /// Op contract as JSON: formula, tensors (ABI order), dims, scalars, shapes,
+  /// bytes/flops per shape, tolerances, template parameters and the ABI text.
+  nlohmann::json get_op_spec(const std::string& op);
+
+  /// The op's benchmark shapes this run covers: all of op.bench_shapes whose minimum
+  /// bytes fit THRIVE_MAX_SHAPE_BYTES (default 256 MiB on cpu). `only` filters by label.
+  std::vector<ops::ShapeCase> shapes_for(const ops::Op& op, const std::string& only = "");
+
+  /// The template of `op` for this backend (kernels/<backend>/<op>/template.cpp).
+  backend::KernelSource op_template(const std::string& op);
+  /// The eager baseline kernel of `op` for this backend.
+  backend::KernelSource eager_kernel(const std::string& op);
+
+  /// Compile only (in the sandbox).
+  sandbox::EvalResult compile(const backend::KernelSource& k);
+  /// Compile + verify (at the op's verification shapes plus `shape` if small).
+  sandbox::EvalResult verify(const backend::KernelSource& k, const ops::ShapeCase& shape);
+  /// Compile + verify + benchmark at `shape`; archives the attempt.
+  sandbox::EvalResult benchmark(const backend::KernelSource& k, const ops::ShapeCase& shape);
+  /// Eager baseline at `shape`, measured once per Toolbox and cached.
+  sandbox::EvalResult eager(const std::string& op, const ops::ShapeCase& shape);
+
+  /// The analyst's diagnosis of a benchmarked result.
+  Profile profile(const ops::Op& op, const ops::ShapeCase& shape, const bench::BenchStats& b);
+
+  /// Best kernel, cards with evidence and this task's trajectory, as JSON.
+  nlohmann::json read_memory(const std::string& op, const std::string& shape_class);
+  /// Adds a learned strategy card (id must be new).
+  void record_strategy(const memory::StrategyCard& card);
+
+  /// Device memory bandwidth ceiling in GB/s: THRIVE_PEAK_BW_GBPS, else the value
+  /// cached for this device in memory, else measured now (copy kernel) and cached.
+  double peak_bandwidth_gbps();
+
+  /// Canonical key: "<op>.<backend>.<arch>.bf16.<params>" (or "src-<hash>" when the
+  /// kernel carries no params).
+  std::string kernel_id(const backend::KernelSource& k) const;
+
+  /// Writes source and the attempt's verdict/metrics under $THRIVE_HOME/kernels/<op>/.
+  void archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
+               const sandbox::EvalResult& r);
+
+  /// Seconds spent in compile and benchmark across this toolbox's evaluations (cost
+  /// of a search run).
+  double compile_seconds() const { return compile_s_; }
+  double bench_seconds() const { return bench_s_; }
+  int evaluations() const { return evaluations_; }
+
+ private:
+  sandbox::EvalResult run(const backend::KernelSource& k, const ops::ShapeCase& shape,
+                          bool verify, bool bench);
+  config::Config cfg_;
+  memory::Store& store_;
+  std::string backend_name_;
+  std::string device_key_;
+  std::string arch_;
+  nlohmann::json device_;
+  std::optional<double> peak_;
+  std::map<std::string, sandbox::EvalResult> eager_cache_;
+  double compile_s_ = 0, bench_s_ = 0;
+  int evaluations_ = 0;
+};
+
+/// Loads kernels/<backend>/cards.json into memory as builtin cards (idempotent).
+void seed_builtin_cards(memory::Store& store, const std::string& backend);
+
+}  // namespace thrive::tools

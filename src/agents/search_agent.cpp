@@ -1,0 +1,314 @@
+#include "thrive/agents/search_agent.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "thrive/core/error.hpp"
+
+namespace thrive::agents {
+namespace {
+
+struct Current {
+  backend::KernelSource kernel;
+  sandbox::EvalResult result;
+  std::string id;
+  std::string parent_id;
+  std::string card_id;
+};
+
+std::string describe_change(const backend::Params& from, const backend::Params& to) {
+  std::string s;
+  for (const auto& [k, v] : to) {
+    auto it = from.find(k);
+    if (it == from.end() || it->second != v)
+      s += (s.empty() ? "" : ", ") + k + " " + (it == from.end() ? "?" : it->second) + "->" + v;
+  }
+  return s.empty() ? "no change" : s;
+}
+
+std::optional<ops::Trait> trait_of(const std::string& op) {
+  for (const auto& o : ops::registry())
+    if (o->name() == op) return o->trait();
+  return std::nullopt;
+}
+
+}  // namespace
+
+SearchAgent::SearchAgent(tools::Toolbox& tools, SearchWeights weights)
+    : tools_(tools), weights_(weights) {}
+
+std::vector<SearchAgent::Ranked> SearchAgent::rank_cards(
+    const ops::Op& op, const std::string& shape_class, const backend::KernelSource& tmpl,
+    const backend::Params& parent, const std::string& bottleneck,
+    const std::set<std::string>& tried) {
+  const std::string trait = ops::trait_name(op.trait());
+  auto all_evidence = tools_.store().evidence();
+  double total_n = 0;
+  for (const auto& e : all_evidence) total_n += e.successes + e.failures;
+  std::vector<Ranked> out;
+  for (const auto& card : tools_.store().cards(tools_.backend_name())) {
+    if (std::find(card.traits.begin(), card.traits.end(), trait) == card.traits.end()) continue;
+    Ranked r;
+    r.card = card;
+    r.result = parent;
+    bool applicable = card.set.is_object() && !card.set.empty(), changed = false;
+    for (auto it = card.set.begin(); applicable && it != card.set.end(); ++it) {
+      const std::string value = it->is_string() ? it->get<std::string>() : it->dump();
+      auto spec = std::find_if(tmpl.param_specs.begin(), tmpl.param_specs.end(),
+                               [&](const backend::ParamSpec& p) { return p.name == it.key(); });
+      if (spec == tmpl.param_specs.end() ||
+          std::find(spec->values.begin(), spec->values.end(), value) == spec->values.end()) {
+        applicable = false;
+        break;
+      }
+      changed = changed || r.result[it.key()] != value;
+      r.result[it.key()] = value;
+    }
+    if (!applicable || !changed || tried.count(backend::params_to_string(r.result))) continue;
+    double s = 0, f = 0, lg = 0;
+    for (const auto& e : all_evidence) {
+      if (e.card_id != card.id || e.backend != tools_.backend_name()) continue;
+      double w = 0.25;
+      if (e.op == op.name()) w = e.shape_class == shape_class ? 1.0 : 0.7;
+      else if (auto t = trait_of(e.op); t && *t == op.trait()) w = 0.5;
+      s += w * e.successes;
+      f += w * e.failures;
+      lg += w * e.sum_log_gain;
+    }
+    const double n = s + f;
+    r.success_rate = (s + 1.0) / (n + 2.0);
+    r.expected_log_gain = (lg + weights_.prior_log_gain) / (n + 1.0);
+    r.matches_bottleneck = std::find(card.bottlenecks.begin(), card.bottlenecks.end(),
+                                     bottleneck) != card.bottlenecks.end();
+    const double bonus = weights_.exploration * std::sqrt(std::log(total_n + 2.0) / (n + 1.0));
+    r.score = (r.matches_bottleneck ? weights_.bottleneck_match : 1.0) * r.success_rate *
+                  r.expected_log_gain + bonus;
+    out.push_back(std::move(r));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Ranked& a, const Ranked& b) {
+    return a.score != b.score ? a.score > b.score : a.card.id < b.card.id;
+  });
+  return out;
+}
+
+TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto& op = ops::find_op(task.op);
+  const auto& cfg = tools_.config();
+  auto& store = tools_.store();
+  const std::string& device = tools_.device_key();
+  const std::string backend_name = tools_.backend_name();
+  const auto tmpl = tools_.op_template(task.op);
+
+  TaskResult result;
+  result.op = task.op;
+  result.shape = task.shape.label;
+
+  auto emit = [&](Progress p) {
+    p.op = task.op;
+    p.shape = task.shape.label;
+    p.rounds = task.rounds;
+    if (progress) progress(p);
+  };
+
+  const auto eager = tools_.eager(task.op, task.shape);
+  result.eager_us = eager.bench.median_us;
+  emit({.phase = "eager", .status = "passed", .time_us = result.eager_us,
+        .note = "eager baseline (one pass per elementary op)"});
+
+  // Everything this task has evaluated, in any run: never re-try a change.
+  std::set<std::string> tried;
+  for (const auto& a : store.trajectory(0, task.op, task.shape.label, device))
+    if (a.phase == "optimize" || a.phase == "repair") tried.insert(a.change);
+
+  auto record_attempt = [&](const std::string& phase, int round, const std::string& id,
+                            const std::string& card, const std::string& change,
+                            const sandbox::EvalResult& r, const std::string& notes) {
+    ++result.attempts;
+    memory::Attempt a;
+    a.run_id = task.run_id;
+    a.op = task.op;
+    a.shape_class = task.shape.label;
+    a.device_key = device;
+    a.pass = task.pass;
+    a.round = round;
+    a.phase = phase;
+    a.kernel_id = id;
+    a.card_id = card;
+    a.change = change;
+    a.status = sandbox::status_name(r.status);
+    a.time_us = r.status == sandbox::Status::kPassed ? r.bench.median_us : 0;
+    a.speedup = a.time_us > 0 ? result.eager_us / a.time_us : 0;
+    a.notes = notes.empty() ? r.detail : notes + " | " + r.detail;
+    store.record_attempt(a);
+  };
+  auto record_kernel = [&](const Current& c) {
+    memory::KernelRecord k;
+    k.kernel_id = c.id;
+    k.op = task.op;
+    k.shape_class = task.shape.label;
+    k.device_key = device;
+    k.backend = backend_name;
+    k.params = backend::params_to_string(c.kernel.params);
+    k.source = c.kernel.source;
+    k.time_us = c.result.bench.median_us;
+    k.eager_us = result.eager_us;
+    k.speedup = result.eager_us / k.time_us;
+    k.bandwidth_gbps = c.result.bench.bandwidth_gbps;
+    k.percent_of_peak = c.result.bench.percent_of_peak;
+    k.max_rel_err = c.result.verify.max_rel_err;
+    k.verified = c.result.status == sandbox::Status::kPassed;
+    k.parent_id = c.parent_id;
+    k.card_id = c.card_id;
+    k.command = task.command;
+    k.metrics = c.result;
+    store.record_kernel(k);
+  };
+  auto evaluate = [&](const backend::KernelSource& k) { return tools_.benchmark(k, task.shape); };
+
+  std::optional<Current> best;
+  // 1. Recall: the best kernel of this exact task, re-verified before it is trusted;
+  //    else the best kernel of the nearest shape of the same op on this device.
+  std::vector<memory::KernelRecord> recall;
+  if (auto b = store.best(task.op, task.shape.label, device)) recall.push_back(*b);
+  if (recall.empty()) {
+    const double my_bytes = double(op.min_bytes(task.shape.shape));
+    std::optional<memory::KernelRecord> nearest;
+    double best_dist = INFINITY;
+    for (const auto& other : tools_.shapes_for(op)) {
+      if (other.label == task.shape.label) continue;
+      if (auto b = store.best(task.op, other.label, device)) {
+        double d = std::abs(std::log(double(op.min_bytes(other.shape)) / my_bytes));
+        if (d < best_dist) best_dist = d, nearest = *b;
+      }
+    }
+    if (nearest) recall.push_back(*nearest);
+  }
+  for (const auto& rec : recall) {
+    backend::KernelSource k;
+    try {
+      k = backend::KernelSource::parse(rec.source, "memory:" + rec.kernel_id);
+    } catch (const Error& e) {
+      emit({.phase = "recall", .status = "incorrect", .note = e.what()});
+      continue;
+    }
+    auto r = evaluate(k);
+    const std::string note = rec.shape_class == task.shape.label
+                                 ? "recalled best from memory (" + rec.kernel_id + ")"
+                                 : "recalled nearest-shape best (" + rec.shape_class + ")";
+    record_attempt("recall", 0, rec.kernel_id, "", backend::params_to_string(k.params), r, note);
+    emit({.phase = "recall", .change = note, .status = sandbox::status_name(r.status),
+          .time_us = r.bench.median_us, .best_us = r.bench.median_us,
+          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.median_us : 0,
+          .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
+    if (r.status == sandbox::Status::kPassed) {
+      best = Current{k, r, tools_.kernel_id(k), rec.parent_id, rec.card_id};
+      result.recalled = true;
+      break;
+    }
+  }
+
+  // 2. Generator: the template's defaults, the simplest correct kernel.
+  std::string seed_failure;
+  if (!best) {
+    auto k = tmpl.instantiate({});
+    auto r = evaluate(k);
+    record_attempt("generate", 0, tools_.kernel_id(k), "", backend::params_to_string(k.params), r, "");
+    emit({.phase = "generate", .change = "template defaults", .status = sandbox::status_name(r.status),
+          .time_us = r.bench.median_us, .best_us = r.bench.median_us,
+          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.median_us : 0,
+          .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
+    if (r.status == sandbox::Status::kPassed) best = Current{k, r, tools_.kernel_id(k), "", ""};
+    else seed_failure = r.detail;
+  }
+  // 3. Repairer for a failed seed: single changes from the defaults, cards that
+  //    succeeded before first, at most three tries.
+  if (!best) {
+    auto ranked = rank_cards(op, task.shape.label, tmpl, tmpl.defaults(), "compute", tried);
+    int tries = 0;
+    for (const auto& cand : ranked) {
+      if (tries++ >= 3) break;
+      auto k = tmpl.instantiate(cand.result);
+      auto r = evaluate(k);
+      tried.insert(backend::params_to_string(cand.result));
+      record_attempt("repair", 0, tools_.kernel_id(k), cand.card.id,
+                     backend::params_to_string(cand.result), r, "seed failed: " + seed_failure);
+      emit({.phase = "repair", .change = cand.card.title, .status = sandbox::status_name(r.status),
+            .time_us = r.bench.median_us, .note = r.detail});
+      if (r.status == sandbox::Status::kPassed) {
+        best = Current{k, r, tools_.kernel_id(k), "", cand.card.id};
+        break;
+      }
+    }
+  }
+  if (!best) {
+    result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    emit({.phase = "done", .status = "incorrect", .note = "no correct kernel found"});
+    return result;
+  }
+  record_kernel(*best);
+  auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.median_us; };
+  if (speedup_of(*best) >= task.target_speedup) result.round_reached_target = 0;
+
+  // 4. Optimizer: one change per round, chosen from memory and the latest profile.
+  for (int round = 1; round <= task.rounds; ++round) {
+    const auto prof = tools_.profile(op, task.shape, best->result.bench);
+    auto ranked = rank_cards(op, task.shape.label, tmpl, best->kernel.params, prof.bottleneck, tried);
+    if (ranked.empty()) {
+      emit({.phase = "optimize", .round = round, .best_us = best->result.bench.median_us,
+            .speedup = speedup_of(*best), .note = "no untried change applies; stopping"});
+      break;
+    }
+    const auto& pick = ranked.front();
+    auto child = tmpl.instantiate(pick.result);
+    const std::string change = describe_change(best->kernel.params, pick.result);
+    auto r = evaluate(child);
+    result.rounds_used = round;
+    const std::string params_key = backend::params_to_string(pick.result);
+    tried.insert(params_key);
+    const bool passed = r.status == sandbox::Status::kPassed;
+    const double gain = passed ? best->result.bench.median_us / r.bench.median_us : 0.0;
+    const bool improved = passed && r.bench.median_us < best->result.bench.median_us * (1.0 - cfg.min_gain);
+    store.record_card_outcome(pick.card.id, task.op, task.shape.label, backend_name, improved, gain);
+    const std::string notes = fmt::format("analyst: {}; card {} (score {:.3f}, {})", prof.notes,
+                                          pick.card.id, pick.score, change);
+    record_attempt("optimize", round, tools_.kernel_id(child), pick.card.id, params_key, r, notes);
+    Current cand{child, r, tools_.kernel_id(child), best->id, pick.card.id};
+    if (passed) record_kernel(cand);
+    std::string verdict;
+    if (!passed)
+      verdict = "repairer: backed out (" + std::string(sandbox::status_name(r.status)) + ")";
+    else if (improved)
+      verdict = fmt::format("kept: {:.2f}x faster than parent", gain);
+    else
+      verdict = fmt::format("reverted: {:.2f}x of parent (needs > {:.2f}x)", gain,
+                            1.0 / (1.0 - cfg.min_gain));
+    if (improved) {
+      best = cand;
+      result.rounds_to_best = round;
+    }
+    emit({.phase = passed ? "optimize" : "repair", .round = round,
+          .change = pick.card.title + " [" + change + "]", .status = sandbox::status_name(r.status),
+          .time_us = passed ? r.bench.median_us : 0, .best_us = best->result.bench.median_us,
+          .speedup = speedup_of(*best),
+          .note = passed ? verdict : verdict + ": " + r.detail.substr(0, 160)});
+    if (result.round_reached_target < 0 && speedup_of(*best) >= task.target_speedup)
+      result.round_reached_target = round;
+  }
+
+  result.best_us = best->result.bench.median_us;
+  result.speedup = speedup_of(*best);
+  result.bandwidth_gbps = best->result.bench.bandwidth_gbps;
+  result.percent_of_peak = best->result.bench.percent_of_peak;
+  result.best_kernel_id = best->id;
+  result.best_params = backend::params_to_string(best->kernel.params);
+  result.verified = true;
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  emit({.phase = "done", .status = "passed", .best_us = result.best_us, .speedup = result.speedup,
+        .note = result.best_params});
+  return result;
+}
+
+}  // namespace thrive::agents

@@ -1,0 +1,196 @@
+#include "thrive/backend/cpu_backend.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "kernels/cpu/thrive_cpu.h"
+#include "thrive/backend/embedded.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/core/process.hpp"
+
+namespace thrive::backend {
+namespace {
+
+using EntryFn = int (*)(const ThriveArgs*);
+
+class CpuModule final : public Module {
+ public:
+  CpuModule(void* handle, EntryFn entry) : handle_(handle), entry_(entry) {}
+  // dlclose is skipped on purpose: a candidate may leave OpenMP threads or atexit
+  // handlers that reference its code; the worker process exits soon anyway.
+  EntryFn entry() const { return entry_; }
+
+ private:
+  void* handle_;
+  EntryFn entry_;
+};
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(line.find_first_not_of(' ', pos + 1));
+    }
+  return "unknown-cpu";
+}
+
+std::string cpu_arch() {
+  std::string arch =
+#if defined(__x86_64__)
+      "x86_64";
+#elif defined(__aarch64__)
+      "aarch64";
+#else
+      "unknown";
+#endif
+  __builtin_cpu_init();
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return arch + "-avx512";
+  if (__builtin_cpu_supports("avx2")) return arch + "-avx2";
+#endif
+  return arch;
+}
+
+int64_t llc_bytes() {
+  for (int index = 4; index >= 0; --index) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string s;
+    if (in >> s && !s.empty()) {
+      int64_t v = std::atoll(s.c_str());
+      char unit = s.back();
+      if (unit == 'K') v <<= 10;
+      if (unit == 'M') v <<= 20;
+      if (v > 0) return v;
+    }
+  }
+  return 32ll << 20;
+}
+
+}  // namespace
+
+std::vector<std::string> CpuBackend::compile_flags() {
+  return {"-std=c++20", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
+          "-fvisibility=hidden", "-Wall"};
+}
+
+CpuBackend::CpuBackend(const config::Config& cfg) : cfg_(cfg) {
+  threads_ = cfg.threads > 0 ? cfg.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  cache_dir_ = cfg.home + "/cache/cpu";
+  ensure_writable_dir(cache_dir_, "THRIVE_HOME");
+  write_file_atomic(cache_dir_ + "/include/thrive_cpu.h", embedded_file("cpu/thrive_cpu.h"));
+  ProcessResult version = run_process({cfg.cxx, "--version"}, 30.0);
+  if (version.exit_code != 0)
+    fail(ErrorCategory::kBackend, "THRIVE_CXX={}: expected a working C++ compiler ({})", cfg.cxx,
+         version.output.substr(0, 200));
+  compiler_id_ = version.output.substr(0, version.output.find('\n'));
+  device_.backend = "cpu";
+  device_.name = cpu_model_name();
+  device_.arch = cpu_arch();
+  device_.driver = compiler_id_;
+  device_.compute_units = threads_;
+  device_.cache_bytes = llc_bytes();
+}
+
+CompileResult CpuBackend::compile(const KernelSource& kernel) {
+  CompileResult result;
+  if (kernel.backend != "cpu") {
+    result.log = "kernel backend is '" + kernel.backend + "': the cpu backend compiles cpu kernels";
+    return result;
+  }
+  std::string key_material = kernel.source + "\n" + compiler_id_;
+  for (const auto& f : compile_flags()) key_material += " " + f;
+  const std::string key = fnv1a_hex(key_material);
+  const std::string so = cache_dir_ + "/" + key + ".so";
+  const std::string src = cache_dir_ + "/" + key + ".cpp";
+  const std::string log_path = cache_dir_ + "/" + key + ".log";
+  if (std::filesystem::exists(so)) {
+    result.cached = true;
+    std::ifstream log(log_path);
+    if (log) result.log.assign(std::istreambuf_iterator<char>(log), {});
+  } else {
+    write_file_atomic(src, kernel.source);
+    const std::string tmp_so = so + ".tmp." + std::to_string(getpid());
+    std::vector<std::string> argv = {cfg_.cxx};
+    for (const auto& f : compile_flags()) argv.push_back(f);
+    argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-o", tmp_so, src});
+    ProcessResult p = run_process(argv, cfg_.candidate_timeout_s);
+    result.compile_s = p.wall_s;
+    result.log = p.output;
+    if (p.timed_out) result.log += "\ncompiler timed out after " + std::to_string(p.wall_s) + " s";
+    if (p.exit_code != 0) {
+      std::filesystem::remove(tmp_so);
+      if (result.log.empty()) result.log = "compiler exited with status " + std::to_string(p.exit_code);
+      return result;
+    }
+    write_file_atomic(log_path, p.output);
+    std::filesystem::rename(tmp_so, so);
+  }
+  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    result.log += std::string("\ndlopen failed: ") + dlerror();
+    return result;
+  }
+  void* sym = dlsym(handle, kernel.entries.at(0).c_str());
+  if (sym == nullptr) {
+    result.log += "\nentry '" + kernel.entries[0] +
+                  "' is not exported (declare it THRIVE_EXPORT int " + kernel.entries[0] +
+                  "(const ThriveArgs*))";
+    return result;
+  }
+  result.module = std::make_shared<CpuModule>(handle, reinterpret_cast<EntryFn>(sym));
+  return result;
+}
+
+void* CpuBackend::allocate(int64_t bytes) {
+  const size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) fail(ErrorCategory::kBackend, "cannot allocate {} bytes of host memory", bytes);
+  return p;
+}
+
+void CpuBackend::release(void* ptr) { std::free(ptr); }
+
+void CpuBackend::upload(void* dst, const void* src, int64_t bytes) {
+  std::memcpy(dst, src, size_t(bytes));
+}
+
+void CpuBackend::download(void* dst, const void* src, int64_t bytes) {
+  std::memcpy(dst, src, size_t(bytes));
+}
+
+void CpuBackend::memset(void* dst, uint8_t value, int64_t bytes) {
+  std::memset(dst, value, size_t(bytes));
+}
+
+int CpuBackend::launch(const Module& module, const LaunchArgs& args) {
+  const auto& m = static_cast<const CpuModule&>(module);
+  ThriveArgs a{args.tensors.data(),  int32_t(args.tensors.size()), args.dims.data(),
+               int32_t(args.dims.size()), args.scalars.data(), int32_t(args.scalars.size()),
+               args.workspace,           args.workspace_bytes,         threads_};
+  return m.entry()(&a);
+}
+
+double CpuBackend::time_us(const std::function<void()>& body) {
+  auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string DeviceInfo::key() const {
+  std::string k = backend + ":" + name + ":" + arch;
+  for (auto& c : k)
+    if (c == ' ' || c == '/') c = '_';
+  return k;
+}
+
+}  // namespace thrive::backend

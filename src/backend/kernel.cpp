@@ -1,0 +1,179 @@
+#include "thrive/backend/kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <regex>
+#include <sstream>
+
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+
+namespace thrive::backend {
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, sep))
+    if (!trim(item).empty()) out.push_back(trim(item));
+  return out;
+}
+
+// key=value pairs separated by spaces; `doc=` swallows the rest of the line.
+std::map<std::string, std::string> key_values(const std::string& s, const std::string& origin,
+                                              int line_no) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    auto eq = tok.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail(ErrorCategory::kInput, "{}:{}: '{}': expected key=value", origin, line_no, tok);
+    std::string key = tok.substr(0, eq), value = tok.substr(eq + 1);
+    if (key == "doc") {
+      std::string rest;
+      std::getline(in, rest);
+      value += rest;
+    }
+    kv[key] = trim(value);
+  }
+  return kv;
+}
+
+}  // namespace
+
+std::string params_to_string(const Params& params) {
+  std::string s;
+  for (const auto& [k, v] : params) s += (s.empty() ? "" : ",") + k + "=" + v;
+  return s;
+}
+
+KernelSource KernelSource::parse(const std::string& text, const std::string& origin) {
+  KernelSource k;
+  k.source = text;
+  static const std::regex tag(R"(^\s*//\s*@thrive\s+([a-z]+)\s*(:)?\s*(.*)$)");
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::smatch m;
+    if (!std::regex_match(line, m, tag)) continue;
+    const std::string key = m[1], value = trim(m[3]);
+    if (key == "op") {
+      k.op = value;
+    } else if (key == "backend") {
+      if (value != "cpu" && value != "cuda")
+        fail(ErrorCategory::kInput, "{}:{}: backend '{}': expected cpu or cuda", origin, line_no,
+             value);
+      k.backend = value;
+    } else if (key == "entry") {
+      static const std::regex ident(R"([A-Za-z_][A-Za-z0-9_]*)");
+      if (!std::regex_match(value, ident))
+        fail(ErrorCategory::kInput, "{}:{}: entry '{}': expected a C identifier", origin, line_no,
+             value);
+      k.entries.push_back(value);
+    } else if (key == "launch") {
+      auto kv = key_values(value, origin, line_no);
+      LaunchSpec l;
+      l.entry = kv["entry"];
+      try {
+        l.block = kv.count("block") ? std::stoi(kv["block"]) : 0;
+        l.smem_bytes = kv.count("smem") ? std::stoll(kv["smem"]) : 0;
+      } catch (const std::exception&) {
+        fail(ErrorCategory::kInput, "{}:{}: launch '{}': block and smem must be integers", origin,
+             line_no, value);
+      }
+      auto grid = split(kv.count("grid") ? kv["grid"] : "1", ',');
+      if (grid.empty() || grid.size() > 3)
+        fail(ErrorCategory::kInput, "{}:{}: grid '{}': expected 1 to 3 comma-separated "
+             "expressions", origin, line_no, kv["grid"]);
+      for (size_t i = 0; i < grid.size(); ++i) l.grid[i] = grid[i];
+      k.launches.push_back(l);
+    } else if (key == "params") {
+      for (const auto& [name, v] : key_values(value, origin, line_no)) k.params[name] = v;
+    } else if (key == "param") {
+      // "@thrive param NAME values=... default=..."; regex put NAME into value.
+      std::istringstream pv(value);
+      ParamSpec p;
+      pv >> p.name;
+      std::string rest;
+      std::getline(pv, rest);
+      auto kv = key_values(rest, origin, line_no);
+      p.values = split(kv["values"], ',');
+      p.default_value = kv["default"];
+      p.doc = kv["doc"];
+      if (p.name.empty() || p.values.empty() ||
+          std::find(p.values.begin(), p.values.end(), p.default_value) == p.values.end())
+        fail(ErrorCategory::kInput,
+             "{}:{}: param '{}': expected 'NAME values=a,b,... default=<one of the values>'",
+             origin, line_no, value);
+      k.param_specs.push_back(p);
+    } else {
+      fail(ErrorCategory::kInput,
+           "{}:{}: unknown tag '@thrive {}': expected op, backend, entry, launch, params or param",
+           origin, line_no, key);
+    }
+  }
+  if (k.op.empty())
+    fail(ErrorCategory::kInput, "{}: no '// @thrive op: <name>' line: expected the op the kernel "
+         "implements", origin);
+  if (k.backend.empty()) k.backend = "cpu";
+  if (k.entries.empty())
+    fail(ErrorCategory::kInput, "{}: no '// @thrive entry: <symbol>' line: expected the exported "
+         "entry point", origin);
+  if (k.backend == "cpu" && k.entries.size() != 1)
+    fail(ErrorCategory::kInput, "{}: {} entries: a cpu kernel has exactly one entry point", origin,
+         k.entries.size());
+  return k;
+}
+
+Params KernelSource::defaults() const {
+  Params p;
+  for (const auto& s : param_specs) p[s.name] = s.default_value;
+  return p;
+}
+
+KernelSource KernelSource::instantiate(const Params& values) const {
+  Params full = defaults();
+  for (const auto& [name, v] : values) {
+    auto it = std::find_if(param_specs.begin(), param_specs.end(),
+                           [&](const ParamSpec& s) { return s.name == name; });
+    if (it == param_specs.end())
+      fail(ErrorCategory::kInput, "parameter '{}' is not declared by the {} template", name, op);
+    if (std::find(it->values.begin(), it->values.end(), v) == it->values.end())
+      fail(ErrorCategory::kInput, "parameter {}={}: expected one of {}", name, v,
+           fmt::join(it->values, ","));
+    full[name] = v;
+  }
+  KernelSource k = *this;
+  k.params = full;
+  k.param_specs.clear();
+  std::string header = fmt::format("// @thrive op: {}\n// @thrive backend: {}\n", op, backend);
+  for (const auto& e : entries) header += "// @thrive entry: " + e + "\n";
+  for (const auto& l : launches)
+    header += fmt::format("// @thrive launch: entry={} block={} grid={},{},{} smem={}\n", l.entry,
+                          l.block, l.grid[0], l.grid[1], l.grid[2], l.smem_bytes);
+  header += "// @thrive params:";
+  for (const auto& [n, v] : full) header += " " + n + "=" + v;
+  header += "\n";
+  for (const auto& [n, v] : full) header += "#define " + n + " " + v + "\n";
+  // Drop the template's own @thrive lines; keep the rest verbatim.
+  std::istringstream in(source);
+  std::string line, body;
+  static const std::regex tag(R"(^\s*//\s*@thrive\s.*$)");
+  while (std::getline(in, line))
+    if (!std::regex_match(line, tag)) body += line + "\n";
+  k.source = header + "#line 1\n" + body;
+  return k;
+}
+
+std::string KernelSource::content_hash() const { return fnv1a_hex(source); }
+
+}  // namespace thrive::backend

@@ -1,0 +1,174 @@
+#include "thrive/bench/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "thrive/backend/embedded.hpp"
+#include "thrive/core/error.hpp"
+
+namespace thrive::bench {
+
+void summarize(std::vector<double>& s, BenchStats& stats) {
+  stats.reps = int(s.size());
+  if (s.empty()) return;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  stats.min_us = s.front();
+  stats.max_us = s.back();
+  stats.median_us = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  // 95% CI of the median by order statistics: ranks n/2 -+ 1.96 sqrt(n)/2.
+  const double half = 1.96 * std::sqrt(double(n)) / 2.0;
+  const size_t lo = size_t(std::max(0.0, std::floor(double(n) / 2.0 - half)));
+  const size_t hi = size_t(std::min(double(n - 1), std::ceil(double(n) / 2.0 + half)));
+  stats.rel_ci = stats.median_us > 0 ? (s[hi] - s[lo]) / 2.0 / stats.median_us : 0.0;
+}
+
+BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
+                            const backend::Module& module, const ops::ShapeCase& shape_case,
+                            const config::ModelDims& model, const BenchOptions& options,
+                            double peak_bw_gbps, uint64_t seed) {
+  const auto& shape = shape_case.shape;
+  BenchStats stats;
+  std::mt19937_64 rng(seed);
+  auto host = op.make_tensors(shape, model, ops::Distribution::kNormal, rng, true);
+  int64_t set_bytes = 0;
+  for (const auto& t : host)
+    if (!t.spec.shared_across_sets) set_bytes += int64_t(t.bytes.size());
+  const int64_t ws_bytes = op.workspace_bytes(shape);
+  const int64_t target = 4 * backend.device().cache_bytes;
+  int sets = int(std::clamp<int64_t>((target + set_bytes - 1) / std::max<int64_t>(set_bytes, 1), 1,
+                                     std::max<int64_t>(1, options.max_rotation_bytes /
+                                                              std::max<int64_t>(set_bytes, 1))));
+  sets = std::min(sets, 1 << 16);
+  stats.argument_sets = sets;
+  stats.working_set_bytes = set_bytes * sets;
+
+  std::vector<void*> allocations;
+  struct Guard {
+    backend::Backend& b;
+    std::vector<void*>& a;
+    ~Guard() {
+      for (void* p : a) b.release(p);
+    }
+  } guard{backend, allocations};
+  auto alloc = [&](int64_t bytes) {
+    allocations.push_back(backend.allocate(bytes));
+    return allocations.back();
+  };
+  std::vector<backend::LaunchArgs> arg_sets(static_cast<size_t>(sets));
+  std::vector<void*> shared(host.size(), nullptr);
+  void* workspace = alloc(ws_bytes);
+  for (int s = 0; s < sets; ++s) {
+    auto& args = arg_sets[size_t(s)];
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto& t = host[i];
+      void* p = nullptr;
+      if (t.spec.shared_across_sets && shared[i] != nullptr) {
+        p = shared[i];
+      } else {
+        p = alloc(int64_t(t.bytes.size()));
+        backend.upload(p, t.bytes.data(), int64_t(t.bytes.size()));
+        if (t.spec.shared_across_sets) shared[i] = p;
+      }
+      args.tensors.push_back(p);
+    }
+    args.dims = op.dims(shape);
+    args.scalars = op.scalars(shape, model);
+    args.workspace = workspace;
+    args.workspace_bytes = ws_bytes;
+  }
+
+  // Warm-up: every set once (first-touch page faults, thread pools), untimed.
+  for (int s = 0; s < std::max(sets, 3); ++s)
+    if (backend.launch(module, arg_sets[size_t(s % sets)]) != 0) return stats;
+  backend.synchronize();
+
+  std::vector<double> samples;
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  for (int i = 0;; ++i) {
+    const auto& args = arg_sets[size_t(i % sets)];
+    samples.push_back(backend.time_us([&] { status |= backend.launch(module, args); }));
+    if (status != 0) return BenchStats{};
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (int(samples.size()) >= options.min_reps) {
+      if (elapsed > options.max_s) break;
+      if (samples.size() % 8 == 0) {
+        auto copy = samples;
+        BenchStats probe;
+        summarize(copy, probe);
+        if (probe.rel_ci < options.noise) break;
+      }
+    }
+  }
+  summarize(samples, stats);
+  stats.bytes = op.min_bytes(shape);
+  stats.bandwidth_gbps = double(stats.bytes) / (stats.median_us * 1e-6) / 1e9;
+  stats.tflops = op.flops(shape) / (stats.median_us * 1e-6) / 1e12;
+  stats.peak_bw_gbps = peak_bw_gbps;
+  if (peak_bw_gbps > 0) {
+    stats.percent_of_peak = 100.0 * stats.bandwidth_gbps / peak_bw_gbps;
+    stats.below_floor = stats.bandwidth_gbps > peak_bw_gbps * 1.05;
+  }
+  return stats;
+}
+
+double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& options) {
+  const auto kernel = backend::KernelSource::parse(
+      backend::embedded_file(backend.device().backend + "/copy.cpp"), "copy.cpp");
+  auto compiled = backend.compile(kernel);
+  if (!compiled.module)
+    fail(ErrorCategory::kBackend, "copy kernel failed to compile: {}", compiled.log.substr(0, 400));
+  const int64_t bytes = std::max<int64_t>(256ll << 20, 8 * backend.device().cache_bytes);
+  void* src = backend.allocate(bytes);
+  void* dst = backend.allocate(bytes);
+  backend.memset(src, 1, bytes);
+  backend.memset(dst, 0, bytes);
+  backend::LaunchArgs args;
+  args.tensors = {src, dst};
+  args.dims = {bytes};
+  for (int i = 0; i < 2; ++i) backend.launch(*compiled.module, args);
+  backend.synchronize();
+  std::vector<double> samples;
+  const auto start = std::chrono::steady_clock::now();
+  while (samples.size() < 10 ||
+         (samples.size() < 200 && std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                                start).count() < options.max_s)) {
+    samples.push_back(backend.time_us([&] { backend.launch(*compiled.module, args); }));
+  }
+  backend.release(src);
+  backend.release(dst);
+  BenchStats s;
+  summarize(samples, s);
+  return 2.0 * double(bytes) / (s.median_us * 1e-6) / 1e9;
+}
+
+void to_json(nlohmann::json& j, const BenchStats& s) {
+  j = {{"median_us", s.median_us},       {"min_us", s.min_us},
+       {"max_us", s.max_us},             {"reps", s.reps},
+       {"rel_ci", s.rel_ci},             {"bytes", s.bytes},
+       {"bandwidth_gbps", s.bandwidth_gbps}, {"tflops", s.tflops},
+       {"peak_bw_gbps", s.peak_bw_gbps}, {"percent_of_peak", s.percent_of_peak},
+       {"below_floor", s.below_floor},   {"argument_sets", s.argument_sets},
+       {"working_set_bytes", s.working_set_bytes}};
+}
+
+void from_json(const nlohmann::json& j, BenchStats& s) {
+  s.median_us = j.value("median_us", 0.0);
+  s.min_us = j.value("min_us", 0.0);
+  s.max_us = j.value("max_us", 0.0);
+  s.reps = j.value("reps", 0);
+  s.rel_ci = j.value("rel_ci", 0.0);
+  s.bytes = j.value("bytes", int64_t{0});
+  s.bandwidth_gbps = j.value("bandwidth_gbps", 0.0);
+  s.tflops = j.value("tflops", 0.0);
+  s.peak_bw_gbps = j.value("peak_bw_gbps", 0.0);
+  s.percent_of_peak = j.value("percent_of_peak", 0.0);
+  s.below_floor = j.value("below_floor", false);
+  s.argument_sets = j.value("argument_sets", 0);
+  s.working_set_bytes = j.value("working_set_bytes", int64_t{0});
+}
+
+}  // namespace thrive::bench

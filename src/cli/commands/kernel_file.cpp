@@ -1,0 +1,43 @@
+#include "src/cli/commands/kernel_file.hpp"
+
+#include <fmt/format.h>
+
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+
+namespace thrive::cli {
+
+void add_kernel_file_flags(CLI::App& cmd, KernelFileFlags& f) {
+  cmd.add_option("--op", f.op, "Op the kernel implements")->required();
+  cmd.add_option("--kernel", f.kernel, "Kernel file (docs/kernel-format.md)")->required();
+  cmd.add_option("--shape", f.shape, "Shape label (default: the op's largest shape that fits)");
+  cmd.add_flag("--json", f.json, "Print the full result as JSON");
+}
+
+LoadedKernel load_kernel_file(Context& ctx, const KernelFileFlags& f) {
+  const auto& op = ops::find_op(f.op);
+  LoadedKernel k;
+  k.path = f.kernel;
+  k.kernel = backend::KernelSource::parse(read_file(f.kernel), f.kernel);
+  if (k.kernel.op != op.name())
+    fail(ErrorCategory::kInput, "{}: declares '@thrive op: {}' but --op is {}", f.kernel,
+         k.kernel.op, op.name());
+  auto shapes = ctx.toolbox().shapes_for(op, f.shape);
+  if (shapes.empty())
+    fail(ErrorCategory::kUsage, "op {}: no benchmark shape fits THRIVE_MAX_SHAPE_BYTES", op.name());
+  k.shape = shapes.back();
+  return k;
+}
+
+void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
+  fmt::print("{} ({} at {}): {}\n", k.path, k.kernel.op, k.shape.label, sandbox::status_name(r.status));
+  if (!r.detail.empty()) fmt::print("  {}\n", r.detail);
+  if (r.status == sandbox::Status::kCompileFailed) fmt::print("compiler output:\n{}\n", r.compile_log);
+  for (const auto& c : r.verify.cases)
+    fmt::print("  case {:<24} {:<12} {}\n", c.shape_label, c.distribution,
+               c.passed ? "ok" : "FAIL " + c.failure);
+  if (!r.verify.cases.empty())
+    fmt::print("  worst max_rel_err {:.3g}, worst nmse {:.3g}\n", r.verify.max_rel_err, r.verify.nmse);
+}
+
+}  // namespace thrive::cli

@@ -1,0 +1,41 @@
+// thrive leaderboard [--json] [--device-key K]: best verified kernel per op, shape, device.
+#include <fmt/format.h>
+
+#include "src/cli/context.hpp"
+
+namespace thrive::cli {
+
+void register_leaderboard(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("leaderboard", "Best verified kernel per op, shape and device");
+  static bool json = false;
+  static std::string device_key;
+  cmd->add_flag("--json", json, "One JSON object per entry");
+  cmd->add_option("--device-key", device_key, "Only this device (as printed by optimize)");
+  add_common_flags(*cmd, ctx.flags, false);
+  cmd->callback([&ctx] {
+    auto rows = ctx.store().leaderboard(device_key);
+    if (json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& k : rows) {
+        nlohmann::json j = k;
+        j.erase("metrics");
+        j.erase("source");
+        out.push_back(j);
+      }
+      fmt::print("{}\n", out.dump(2));
+      return;
+    }
+    if (rows.empty()) {
+      fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store().path());
+      return;
+    }
+    fmt::print("{:<21} {:<11} {:<28} {:>11} {:>11} {:>8} {:>9} {:>7}  {}\n", "op", "shape", "device",
+               "time", "eager", "speedup", "GB/s", "%peak", "kernel");
+    for (const auto& k : rows)
+      fmt::print("{:<21} {:<11} {:<28} {:>11} {:>11} {:>7.2f}x {:>9.2f} {:>6.1f}%  {}\n", k.op,
+                 k.shape_class, k.device_key.substr(0, 28), format_us(k.time_us),
+                 format_us(k.eager_us), k.speedup, k.bandwidth_gbps, k.percent_of_peak, k.kernel_id);
+  });
+}
+
+}  // namespace thrive::cli

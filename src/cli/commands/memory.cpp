@@ -1,0 +1,98 @@
+// thrive memory show | cards | kernels [--op OP] | export FILE | import FILE | reset
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "src/cli/context.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+
+namespace thrive::cli {
+
+void register_memory(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("memory", "Inspect, share or reset long-term memory");
+  cmd->require_subcommand(1);
+  add_common_flags(*cmd, ctx.flags, false);
+
+  cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx] {
+    fmt::print("{}\n", ctx.store().summary().dump(2));
+  });
+
+  static bool cards_json = false;
+  auto* cards = cmd->add_subcommand("cards", "Strategy cards with their evidence");
+  cards->add_flag("--json", cards_json, "JSON output");
+  cards->callback([&ctx] {
+    auto& store = ctx.store();
+    auto all = store.cards();
+    auto ev = store.evidence();
+    if (cards_json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& c : all) {
+        nlohmann::json j = c;
+        j["evidence"] = nlohmann::json::array();
+        for (const auto& e : ev)
+          if (e.card_id == c.id) j["evidence"].push_back(e);
+        out.push_back(j);
+      }
+      fmt::print("{}\n", out.dump(2));
+      return;
+    }
+    for (const auto& c : all) {
+      int s = 0, f = 0;
+      double best = 0;
+      for (const auto& e : ev)
+        if (e.card_id == c.id) s += e.successes, f += e.failures, best = std::max(best, e.best_gain);
+      fmt::print("{:<28} {:<4} {:>3} ok {:>3} failed  best {:.2f}x  {} {}\n", c.id, c.backend, s, f,
+                 best, c.title, c.set.dump());
+    }
+  });
+
+  static std::string kernels_op;
+  auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
+  kernels->add_option("--op", kernels_op, "Only this op");
+  kernels->callback([&ctx] {
+    for (const auto& k : ctx.store().kernels(kernels_op))
+      fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
+                 k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
+  });
+
+  static std::string export_path;
+  auto* exp = cmd->add_subcommand("export", "Write memory as JSON (to share with a team)");
+  exp->add_option("FILE", export_path, "Output file")->required();
+  exp->callback([&ctx] {
+    write_file_atomic(export_path, ctx.store().export_json().dump(1));
+    fmt::print("exported {} to {}\n", ctx.store().path(), export_path);
+  });
+
+  static std::string import_path;
+  auto* imp = cmd->add_subcommand("import", "Merge a JSON export (never replaces a faster kernel)");
+  imp->add_option("FILE", import_path, "Export file")->required();
+  imp->callback([&ctx] {
+    auto doc = nlohmann::json::parse(read_file(import_path), nullptr, false);
+    if (doc.is_discarded())
+      fail(ErrorCategory::kInput, "{}: not valid JSON; expected a `thrive memory export` file", import_path);
+    auto s = ctx.store().import_json(doc);
+    fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added, "
+               "best replaced {} / kept {}\n",
+               import_path, s.cards_added, s.evidence_merged, s.kernels_added, s.best_replaced, s.best_kept);
+  });
+
+  cmd->add_subcommand("reset", "Move memory.db aside (kept as a backup) and start empty")
+      ->callback([&ctx] {
+        auto& cfg = ctx.config();
+        const std::string path = memory::default_store_path(cfg.home);
+        if (!std::filesystem::exists(path)) {
+          fmt::print("no memory at {}\n", path);
+          return;
+        }
+        const std::string backup = path + ".bak-" + memory::now_iso8601();
+        std::error_code ec;
+        std::filesystem::rename(path, backup, ec);
+        if (ec) fail(ErrorCategory::kStorage, "{}: cannot move aside ({})", path, ec.message());
+        for (const char* suffix : {"-wal", "-shm"})
+          std::filesystem::rename(path + suffix, backup + suffix, ec);
+        fmt::print("memory reset: previous store kept as {}\n", backup);
+      });
+}
+
+}  // namespace thrive::cli

@@ -1,0 +1,140 @@
+// thrive optimize --op <name>|all [--rounds N] [--passes P] [--device ...] [--agent search]
+// Runs the inner loop (seed -> repair -> optimize x N) per op and shape, with live
+// progress, and ends with a table. Pass 2+ re-attacks every task from memory.
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "src/cli/context.hpp"
+#include "thrive/agents/search_agent.hpp"
+#include "thrive/core/error.hpp"
+
+namespace thrive::cli {
+namespace {
+
+struct OptimizeFlags {
+  std::string op;
+  std::string shape;
+  int rounds = -1;
+  int passes = -1;
+  std::string agent;
+  double target = 0;
+  bool json = false;
+};
+
+void print_progress(int pass, const agents::Progress& p) {
+  std::string where = p.round > 0 ? fmt::format("round {}/{}", p.round, p.rounds) : "";
+  std::string line = fmt::format("[pass {}] {:<21} {:<10} {:<11} {:<9}", pass, p.op, p.shape, where, p.phase);
+  if (p.phase == "eager") {
+    line += fmt::format(" eager baseline {}", format_us(p.time_us));
+  } else if (p.phase == "done") {
+    line += p.status == "passed"
+                ? fmt::format(" best {} = {:.2f}x eager  [{}]", format_us(p.best_us), p.speedup, p.note)
+                : " " + p.note;
+  } else {
+    if (!p.change.empty()) line += " " + p.change;
+    if (!p.status.empty())
+      line += fmt::format(" -> {}{}", p.status, p.time_us > 0 ? " " + format_us(p.time_us) : "");
+    if (p.best_us > 0) line += fmt::format(" | best {} ({:.2f}x)", format_us(p.best_us), p.speedup);
+    if (!p.note.empty()) line += "  " + p.note;
+  }
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void register_optimize(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("optimize", "Generate, repair and optimize kernels per op and shape");
+  static OptimizeFlags f;
+  cmd->add_option("--op", f.op, "Op name or 'all'")->required();
+  cmd->add_option("--shape", f.shape, "Only this shape label (e.g. T=4096); default: all that fit");
+  cmd->add_option("--rounds", f.rounds, "Optimizer rounds per op and shape, per pass (THRIVE_ROUNDS)");
+  cmd->add_option("--passes", f.passes, "Passes over all ops (THRIVE_PASSES)");
+  cmd->add_option("--agent", f.agent, "search (THRIVE_AGENT)");
+  cmd->add_option("--target-speedup", f.target, "Speedup over eager that counts as reached");
+  cmd->add_flag("--json", f.json, "Print the results as JSON at the end");
+  add_common_flags(*cmd, ctx.flags, true);
+  cmd->callback([&ctx] {
+    auto& cfg = ctx.config();
+    if (f.rounds != -1) {
+      if (f.rounds < 0) fail(ErrorCategory::kUsage, "--rounds={}: expected an integer >= 0", f.rounds);
+      cfg.rounds = f.rounds;
+    }
+    if (f.passes != -1) {
+      if (f.passes < 1) fail(ErrorCategory::kUsage, "--passes={}: expected an integer >= 1", f.passes);
+      cfg.passes = f.passes;
+    }
+    if (!f.agent.empty()) cfg.agent = f.agent;
+    if (f.target != 0) {
+      if (!(f.target > 0)) fail(ErrorCategory::kUsage, "--target-speedup={}: expected a number > 0", f.target);
+      cfg.target_speedup = f.target;
+    }
+    cfg.validate();
+    std::vector<const ops::Op*> targets;
+    if (f.op == "all")
+      for (const auto& op : ops::registry()) targets.push_back(op.get());
+    else
+      targets.push_back(&ops::find_op(f.op));
+    if (!f.shape.empty() && f.op == "all")
+      fail(ErrorCategory::kUsage, "--shape={}: expected a single --op (shape labels differ per op)", f.shape);
+
+    auto& tb = ctx.toolbox();
+    auto& store = ctx.store();
+    const double peak = tb.peak_bandwidth_gbps();
+    fmt::print("THRIVE optimize: device {} ({} cores, LLC {} MiB), agent {}, {} rounds x {} pass(es)\n",
+               tb.device_key(), tb.device().value("compute_units", 0),
+               tb.device().value("cache_bytes", int64_t{0}) >> 20, cfg.agent, cfg.rounds, cfg.passes);
+    fmt::print("Bandwidth ceiling: {:.1f} GB/s ({}; copy kernel, reads + writes, DRAM-sized buffers)\n",
+               peak, cfg.peak_bw_gbps > 0 ? "THRIVE_PEAK_BW_GBPS" : "measured, cached in memory");
+    fmt::print("Memory: {} ({} best kernels, {} cards)\n\n", store.path(),
+               store.summary()["best_entries"].get<int64_t>(), store.cards(tb.backend_name()).size());
+
+    agents::SearchAgent agent(tb);
+    const int64_t run_id = store.begin_run(ctx.command_line, tb.device_key(), agent.name());
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::vector<agents::TaskResult>> per_pass;
+    for (int pass = 1; pass <= cfg.passes; ++pass) {
+      per_pass.emplace_back();
+      for (const auto* op : targets) {
+        for (const auto& shape : tb.shapes_for(*op, f.shape)) {
+          agents::Task task{op->name(), shape, cfg.rounds, pass, run_id, ctx.command_line,
+                            cfg.target_speedup};
+          per_pass.back().push_back(
+              agent.run(task, [pass](const agents::Progress& p) { print_progress(pass, p); }));
+        }
+      }
+    }
+    store.end_run(run_id);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t p = 0; p < per_pass.size(); ++p) {
+      fmt::print("\nPass {} results ({}):\n", p + 1, tb.device_key());
+      fmt::print("{:<21} {:<11} {:>11} {:>11} {:>8} {:>9} {:>7} {:>6} {:>6}  {}\n", "op", "shape",
+                 "eager", "best", "speedup", "GB/s", "%peak", "start", "r→best", "best params");
+      for (const auto& r : per_pass[p]) {
+        fmt::print("{:<21} {:<11} {:>11} {:>11} {:>7.2f}x {:>9.2f} {:>6.1f}% {:>6} {:>6}  {}\n",
+                   r.op, r.shape, format_us(r.eager_us), format_us(r.best_us), r.speedup,
+                   r.bandwidth_gbps, r.percent_of_peak, r.recalled ? "memory" : "cold",
+                   r.verified ? std::to_string(r.rounds_to_best) : "-",
+                   r.verified ? r.best_params : "no correct kernel");
+        out.push_back({{"pass", p + 1}, {"op", r.op}, {"shape", r.shape}, {"eager_us", r.eager_us},
+                       {"time_us", r.best_us}, {"speedup_vs_eager", r.speedup},
+                       {"bandwidth_gbps", r.bandwidth_gbps}, {"percent_of_peak", r.percent_of_peak},
+                       {"recalled", r.recalled}, {"rounds_used", r.rounds_used},
+                       {"rounds_to_best", r.rounds_to_best}, {"round_reached_target", r.round_reached_target},
+                       {"attempts", r.attempts}, {"kernel_id", r.best_kernel_id},
+                       {"verified", r.verified}, {"wall_s", r.wall_s}});
+      }
+    }
+    fmt::print("\n{} evaluations in {:.1f} s (compile {:.1f} s, verify+bench {:.1f} s); run {} in {}\n",
+               tb.evaluations(), wall_s, tb.compile_seconds(), tb.bench_seconds(), run_id, store.path());
+    if (f.json) fmt::print("{}\n", out.dump(2));
+    for (const auto& pass : per_pass)
+      for (const auto& r : pass)
+        if (!r.verified) ctx.exit_code = 1;
+  });
+}
+
+}  // namespace thrive::cli

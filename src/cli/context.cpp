@@ -1,0 +1,59 @@
+#include "src/cli/context.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "thrive/backend/backend.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+
+namespace thrive::cli {
+
+void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
+  app.add_option("--home", flags.home, "THRIVE_HOME: memory.db, kernel archive, compile cache");
+  if (with_device)
+    app.add_option("--device", flags.device, "cpu | cuda | auto (THRIVE_DEVICE)");
+  app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off (THRIVE_LOG_LEVEL)");
+}
+
+config::Config& Context::config() {
+  if (!config_) {
+    auto c = config::Config::from_env();
+    if (!flags.home.empty()) c.home = flags.home;
+    if (!flags.device.empty()) c.device = flags.device;
+    if (!flags.log_level.empty()) c.log_level = flags.log_level;
+    c.validate();
+    auto logger = spdlog::stderr_color_mt("thrive");
+    spdlog::set_default_logger(logger);
+    spdlog::set_level(spdlog::level::from_str(c.log_level));
+    config_ = std::make_unique<config::Config>(c);
+  }
+  return *config_;
+}
+
+memory::Store& Context::store() {
+  if (!store_) {
+    auto& c = config();
+    ensure_writable_dir(c.home, "THRIVE_HOME");
+    store_ = std::make_unique<memory::Store>(memory::default_store_path(c.home));
+  }
+  return *store_;
+}
+
+tools::Toolbox& Context::toolbox() {
+  if (!toolbox_) {
+    auto& c = config();
+    const std::string backend = backend::resolve_backend_name(c.device);
+    toolbox_ = std::make_unique<tools::Toolbox>(c, store(), backend);
+  }
+  return *toolbox_;
+}
+
+std::string format_us(double us) {
+  if (us <= 0) return "-";
+  if (us >= 10000) return fmt::format("{:.2f} ms", us / 1000);
+  if (us >= 100) return fmt::format("{:.1f} us", us);
+  return fmt::format("{:.2f} us", us);
+}
+
+}  // namespace thrive::cli

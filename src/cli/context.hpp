@@ -1,0 +1,58 @@
+// Shared set-up of the subcommands: configuration from env + flags, logging, the
+// memory store and the toolbox. One subcommand per file under src/cli/commands/.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "thrive/config/config.hpp"
+#include "thrive/memory/store.hpp"
+#include "thrive/tools/toolbox.hpp"
+
+namespace thrive::cli {
+
+/// Flags shared by several subcommands; empty/negative = not given (env applies).
+struct CommonFlags {
+  std::string home;
+  std::string device;
+  std::string log_level;
+};
+
+/// Process-wide state built lazily after parsing.
+class Context {
+ public:
+  CommonFlags flags;
+  std::string command_line;   ///< argv joined, recorded with results
+  int exit_code = 0;          ///< set by a command whose candidate failed (1)
+
+  /// Config from the environment with the common flags applied, validated.
+  config::Config& config();
+  /// Opens $THRIVE_HOME/memory.db (creating THRIVE_HOME). Throws Error(kStorage).
+  memory::Store& store();
+  /// Toolbox on the resolved backend.
+  tools::Toolbox& toolbox();
+
+ private:
+  std::unique_ptr<config::Config> config_;
+  std::unique_ptr<memory::Store> store_;
+  std::unique_ptr<tools::Toolbox> toolbox_;
+};
+
+/// Adds --home/--device/--log-level to `app`.
+void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);
+
+// One registration function per subcommand (src/cli/commands/<name>.cpp).
+void register_ops(CLI::App& app, Context& ctx);
+void register_optimize(CLI::App& app, Context& ctx);
+void register_leaderboard(CLI::App& app, Context& ctx);
+void register_verify(CLI::App& app, Context& ctx);
+void register_bench(CLI::App& app, Context& ctx);
+void register_memory(CLI::App& app, Context& ctx);
+void register_env(CLI::App& app, Context& ctx);
+
+/// Formats microseconds for people: "12.3 µs", "4.56 ms".
+std::string format_us(double us);
+
+}  // namespace thrive::cli

@@ -1,0 +1,40 @@
+// thrive: the command-line entry. One top-level catch maps errors to exit codes:
+// 0 ok, 1 a candidate kernel failed (verify/bench), 2 usage, 3 bad input file,
+// 4 storage, 5 backend, 70 internal.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "src/cli/context.hpp"
+#include "thrive/core/error.hpp"
+
+int main(int argc, char** argv) {
+  thrive::cli::Context ctx;
+  for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
+  CLI::App app{"THRIVE: profile, optimize and verify LLM inference kernels (no training)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "thrive 0.1.0");
+  thrive::cli::register_ops(app, ctx);
+  thrive::cli::register_optimize(app, ctx);
+  thrive::cli::register_leaderboard(app, ctx);
+  thrive::cli::register_verify(app, ctx);
+  thrive::cli::register_bench(app, ctx);
+  thrive::cli::register_memory(app, ctx);
+  thrive::cli::register_env(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const thrive::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "thrive: {} error: {}\n", thrive::category_name(e.category()), e.what());
+    return thrive::exit_code(e.category());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "thrive: internal error: {}\n", e.what());
+    return 70;
+  }
+  return ctx.exit_code;
+}

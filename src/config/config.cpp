@@ -1,0 +1,188 @@
+#include "thrive/config/config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "thrive/core/error.hpp"
+
+namespace thrive::config {
+namespace {
+
+std::string home_default() {
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/root") + "/.thrive";
+}
+
+}  // namespace
+
+int64_t parse_int(const std::string& what, const std::string& value, int64_t min_value,
+                  int64_t max_value) {
+  errno = 0;
+  char* end = nullptr;
+  long long parsed = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || end == value.c_str() || *end != '\0' || errno == ERANGE)
+    fail(ErrorCategory::kUsage, "{}={}: expected an integer in [{}, {}]", what, value,
+         min_value, max_value);
+  if (parsed < min_value || parsed > max_value)
+    fail(ErrorCategory::kUsage, "{}={}: expected an integer in [{}, {}]", what, value,
+         min_value, max_value);
+  return parsed;
+}
+
+double parse_double(const std::string& what, const std::string& value, double min_value,
+                    double max_value) {
+  errno = 0;
+  char* end = nullptr;
+  double parsed = std::strtod(value.c_str(), &end);
+  if (value.empty() || end == value.c_str() || *end != '\0' || errno == ERANGE ||
+      !std::isfinite(parsed) || parsed < min_value || parsed > max_value)
+    fail(ErrorCategory::kUsage, "{}={}: expected a number in [{}, {}]", what, value, min_value,
+         max_value);
+  return parsed;
+}
+
+void ModelDims::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) fail(ErrorCategory::kUsage, "{}={}: expected a positive integer", name, v);
+  };
+  positive("THRIVE_HIDDEN", hidden);
+  positive("THRIVE_INTERMEDIATE", intermediate);
+  positive("THRIVE_NUM_HEADS", num_heads);
+  positive("THRIVE_NUM_KV_HEADS", num_kv_heads);
+  positive("THRIVE_HEAD_DIM", head_dim);
+  positive("THRIVE_VOCAB", vocab);
+  positive("THRIVE_MAX_POSITION", max_position);
+  if (hidden % num_heads != 0)
+    fail(ErrorCategory::kUsage,
+         "THRIVE_HIDDEN={}: expected a multiple of THRIVE_NUM_HEADS={} (hidden is split across "
+         "query heads)",
+         hidden, num_heads);
+  if (num_heads % num_kv_heads != 0)
+    fail(ErrorCategory::kUsage,
+         "THRIVE_NUM_HEADS={}: expected a multiple of THRIVE_NUM_KV_HEADS={} (GQA groups)",
+         num_heads, num_kv_heads);
+  if (head_dim % 2 != 0)
+    fail(ErrorCategory::kUsage, "THRIVE_HEAD_DIM={}: expected an even number (RoPE pairs halves)",
+         head_dim);
+  if (!(rope_theta > 1.0))
+    fail(ErrorCategory::kUsage, "THRIVE_ROPE_THETA={}: expected a number > 1", rope_theta);
+  if (!(rms_eps > 0.0 && rms_eps < 1.0))
+    fail(ErrorCategory::kUsage, "THRIVE_RMS_EPS={}: expected a number in (0, 1)", rms_eps);
+}
+
+const std::vector<Config::Knob>& Config::knobs() {
+  static const std::vector<Knob> table = {
+      {"HIDDEN", "2048", "elements", "hidden_size of the model (Qwen3-1.7B)"},
+      {"INTERMEDIATE", "6144", "elements", "intermediate_size (MLP width)"},
+      {"NUM_HEADS", "16", "count", "query heads"},
+      {"NUM_KV_HEADS", "8", "count", "key/value heads (GQA); must divide NUM_HEADS"},
+      {"HEAD_DIM", "128", "elements", "per-head dimension; even"},
+      {"VOCAB", "151936", "elements", "vocab_size (softmax row width)"},
+      {"MAX_POSITION", "40960", "positions", "rows of the RoPE cos/sin cache"},
+      {"ROPE_THETA", "1000000", "-", "RoPE base frequency"},
+      {"RMS_EPS", "1e-6", "-", "RMSNorm epsilon"},
+      {"HOME", "~/.thrive", "path", "memory.db, kernel archive, compile cache"},
+      {"DEVICE", "auto", "cpu|cuda|auto", "backend to optimize for"},
+      {"AGENT", "search", "search", "agent driving the inner loop"},
+      {"ROUNDS", "6", "rounds", "optimizer rounds per op and shape, per pass"},
+      {"PASSES", "1", "passes", "passes over all ops (pass 2 starts from memory)"},
+      {"TARGET_SPEEDUP", "2.0", "x", "speedup over eager that counts as reaching the target"},
+      {"PEAK_BW_GBPS", "0", "GB/s", "memory bandwidth ceiling; 0 = measure with a copy kernel"},
+      {"CANDIDATE_TIMEOUT_S", "120", "s", "wall-clock limit of one candidate's evaluation"},
+      {"BENCH_MAX_S", "1.0", "s", "time cap of one timing loop"},
+      {"BENCH_MIN_REPS", "15", "count", "minimum timed repetitions"},
+      {"BENCH_NOISE", "0.02", "fraction", "stop timing once the median's 95% CI half-width "
+                                          "relative to it is below this"},
+      {"MIN_GAIN", "0.02", "fraction", "relative margin a candidate must beat the best by"},
+      {"MAX_SHAPE_BYTES", "0", "bytes", "skip shapes whose minimum traffic exceeds this; "
+                                        "0 = 256 MiB on cpu, unlimited on cuda"},
+      {"THREADS", "0", "count", "CPU kernel threads; 0 = all online cores"},
+      {"CXX", "c++", "command", "host compiler for CPU candidates"},
+      {"SEED", "0", "-", "RNG seed for verification inputs; 0 = fresh entropy every check"},
+      {"LOG_LEVEL", "info", "trace..off", "log level (logs go to stderr)"},
+  };
+  return table;
+}
+
+Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn) {
+  auto get = [&](const std::string& name) -> std::pair<std::string, std::string> {
+    for (const char* prefix : {"THRIVE_", "RSI_"}) {
+      std::string var = prefix + name;
+      const char* v = getenv_fn ? getenv_fn(var.c_str()) : std::getenv(var.c_str());
+      if (v != nullptr) return {var, v};
+    }
+    return {"", ""};
+  };
+  Config c;
+  c.home = home_default();
+  auto read_int = [&](const char* name, auto& field, int64_t lo, int64_t hi) {
+    auto [var, value] = get(name);
+    if (!var.empty()) field = static_cast<std::remove_reference_t<decltype(field)>>(
+                          parse_int(var, value, lo, hi));
+  };
+  auto read_double = [&](const char* name, double& field, double lo, double hi) {
+    auto [var, value] = get(name);
+    if (!var.empty()) field = parse_double(var, value, lo, hi);
+  };
+  auto read_string = [&](const char* name, std::string& field) {
+    auto [var, value] = get(name);
+    if (!var.empty()) {
+      if (value.empty()) fail(ErrorCategory::kUsage, "{}=: expected a non-empty value", var);
+      field = value;
+    }
+  };
+  constexpr int64_t kBig = int64_t{1} << 40;
+  read_int("HIDDEN", c.model.hidden, 1, kBig);
+  read_int("INTERMEDIATE", c.model.intermediate, 1, kBig);
+  read_int("NUM_HEADS", c.model.num_heads, 1, 4096);
+  read_int("NUM_KV_HEADS", c.model.num_kv_heads, 1, 4096);
+  read_int("HEAD_DIM", c.model.head_dim, 2, 65536);
+  read_int("VOCAB", c.model.vocab, 1, kBig);
+  read_int("MAX_POSITION", c.model.max_position, 1, int64_t{1} << 24);
+  read_double("ROPE_THETA", c.model.rope_theta, 1.0, 1e12);
+  read_double("RMS_EPS", c.model.rms_eps, 1e-30, 1.0);
+  read_string("HOME", c.home);
+  read_string("DEVICE", c.device);
+  read_string("AGENT", c.agent);
+  read_int("ROUNDS", c.rounds, 0, 10000);
+  read_int("PASSES", c.passes, 1, 1000);
+  read_double("TARGET_SPEEDUP", c.target_speedup, 1e-6, 1e9);
+  read_double("PEAK_BW_GBPS", c.peak_bw_gbps, 0.0, 1e9);
+  read_double("CANDIDATE_TIMEOUT_S", c.candidate_timeout_s, 0.1, 86400.0);
+  read_double("BENCH_MAX_S", c.bench_max_s, 1e-3, 3600.0);
+  read_int("BENCH_MIN_REPS", c.bench_min_reps, 3, 1000000);
+  read_double("BENCH_NOISE", c.bench_noise, 1e-6, 1.0);
+  read_double("MIN_GAIN", c.min_gain, 0.0, 10.0);
+  read_int("MAX_SHAPE_BYTES", c.max_shape_bytes, 0, int64_t{1} << 50);
+  read_int("THREADS", c.threads, 0, 4096);
+  read_string("CXX", c.cxx);
+  {
+    auto [var, value] = get("SEED");
+    if (!var.empty()) c.seed = static_cast<uint64_t>(parse_int(var, value, 0, INT64_MAX));
+  }
+  read_string("LOG_LEVEL", c.log_level);
+  c.validate();
+  return c;
+}
+
+void Config::validate() const {
+  model.validate();
+  if (device != "cpu" && device != "cuda" && device != "auto")
+    fail(ErrorCategory::kUsage, "device={}: expected one of cpu, cuda, auto", device);
+  if (agent != "search")
+    fail(ErrorCategory::kUsage,
+         "agent={}: expected 'search' (the LLM agent is not part of this build yet)", agent);
+  if (rounds < 0) fail(ErrorCategory::kUsage, "rounds={}: expected an integer >= 0", rounds);
+  if (passes < 1) fail(ErrorCategory::kUsage, "passes={}: expected an integer >= 1", passes);
+  static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  bool ok = false;
+  for (const char* l : levels) ok = ok || log_level == l;
+  if (!ok)
+    fail(ErrorCategory::kUsage,
+         "THRIVE_LOG_LEVEL={}: expected one of trace, debug, info, warn, error, critical, off",
+         log_level);
+}
+
+}  // namespace thrive::config

@@ -1,0 +1,57 @@
+#include "thrive/core/files.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "thrive/core/error.hpp"
+
+namespace thrive {
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCategory::kInput, "{}: cannot read ({})", path, std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(ErrorCategory::kStorage, "{}: cannot write ({})", tmp, std::strerror(errno));
+    out << content;
+    if (!out.flush()) fail(ErrorCategory::kStorage, "{}: write failed", tmp);
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path, ec.message());
+}
+
+void ensure_writable_dir(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
+         ec ? ec.message() : "not a directory");
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
+         std::strerror(errno));
+}
+
+std::string fnv1a_hex(const std::string& data) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace thrive

@@ -1,0 +1,611 @@
+#include "thrive/memory/store.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <set>
+
+#include "thrive/core/error.hpp"
+
+namespace thrive::memory {
+namespace {
+
+constexpr int kApplicationId = 0x54485256;  // "THRV"
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS devices(
+  device_key TEXT PRIMARY KEY, peak_bw_gbps REAL NOT NULL, measured_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cards(
+  id TEXT PRIMARY KEY, title TEXT NOT NULL, description TEXT NOT NULL, backend TEXT NOT NULL,
+  traits TEXT NOT NULL, bottlenecks TEXT NOT NULL, set_params TEXT NOT NULL,
+  origin TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS card_evidence(
+  card_id TEXT NOT NULL, op TEXT NOT NULL, shape_class TEXT NOT NULL, backend TEXT NOT NULL,
+  successes INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
+  sum_log_gain REAL NOT NULL DEFAULT 0, best_gain REAL NOT NULL DEFAULT 0, last_seen TEXT,
+  PRIMARY KEY(card_id, op, shape_class, backend));
+CREATE TABLE IF NOT EXISTS kernels(
+  kernel_id TEXT NOT NULL, op TEXT NOT NULL, shape_class TEXT NOT NULL, device_key TEXT NOT NULL,
+  backend TEXT NOT NULL, params TEXT NOT NULL, source TEXT NOT NULL, time_us REAL NOT NULL,
+  eager_us REAL NOT NULL, speedup REAL NOT NULL, bandwidth_gbps REAL NOT NULL,
+  percent_of_peak REAL NOT NULL, max_rel_err REAL NOT NULL, verified INTEGER NOT NULL,
+  parent_id TEXT NOT NULL, card_id TEXT NOT NULL, command TEXT NOT NULL, metrics TEXT NOT NULL,
+  created_at TEXT NOT NULL, PRIMARY KEY(kernel_id, shape_class, device_key));
+CREATE TABLE IF NOT EXISTS best(
+  op TEXT NOT NULL, shape_class TEXT NOT NULL, device_key TEXT NOT NULL, kernel_id TEXT NOT NULL,
+  PRIMARY KEY(op, shape_class, device_key));
+CREATE TABLE IF NOT EXISTS runs(
+  run_id INTEGER PRIMARY KEY AUTOINCREMENT, command TEXT NOT NULL, device_key TEXT NOT NULL,
+  agent TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT);
+CREATE TABLE IF NOT EXISTS attempts(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL, op TEXT NOT NULL,
+  shape_class TEXT NOT NULL, device_key TEXT NOT NULL, pass INTEGER NOT NULL,
+  round INTEGER NOT NULL, phase TEXT NOT NULL, kernel_id TEXT NOT NULL, card_id TEXT NOT NULL,
+  change TEXT NOT NULL, status TEXT NOT NULL, time_us REAL NOT NULL, speedup REAL NOT NULL,
+  notes TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts(op, shape_class, device_key, run_id);
+)SQL";
+
+// A prepared statement with positional binds; finalizes itself.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      fail(ErrorCategory::kStorage, "memory store {}: {} (in: {})", path, sqlite3_errmsg(db),
+           sql.substr(0, 60));
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, const char* v) { return bind(i, std::string(v)); }
+  Stmt& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, std::isfinite(v) ? v : 1e308);
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& bind(int i, int v) { return bind(i, int64_t(v)); }
+  Stmt& bind(int i, bool v) { return bind(i, int64_t(v)); }
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(ErrorCategory::kStorage, "memory store {}: {}", path_, sqlite3_errmsg(db_));
+  }
+  std::string text(int c) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, c);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  double real(int c) const { return sqlite3_column_double(stmt_, c); }
+  int64_t integer(int c) const { return sqlite3_column_int64(stmt_, c); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string path_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back if an exception escapes.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      fail(ErrorCategory::kStorage, "memory store: cannot begin a transaction: {}", msg);
+    }
+  }
+  void commit() {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      fail(ErrorCategory::kStorage, "memory store: commit failed: {}", msg);
+    }
+    done_ = true;
+  }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+const char* kKernelColumns =
+    "kernel_id, op, shape_class, device_key, backend, params, source, time_us, eager_us, "
+    "speedup, bandwidth_gbps, percent_of_peak, max_rel_err, verified, parent_id, card_id, "
+    "command, metrics, created_at";
+
+KernelRecord read_kernel(const Stmt& s) {
+  KernelRecord k;
+  k.kernel_id = s.text(0);
+  k.op = s.text(1);
+  k.shape_class = s.text(2);
+  k.device_key = s.text(3);
+  k.backend = s.text(4);
+  k.params = s.text(5);
+  k.source = s.text(6);
+  k.time_us = s.real(7);
+  k.eager_us = s.real(8);
+  k.speedup = s.real(9);
+  k.bandwidth_gbps = s.real(10);
+  k.percent_of_peak = s.real(11);
+  k.max_rel_err = s.real(12);
+  k.verified = s.integer(13) != 0;
+  k.parent_id = s.text(14);
+  k.card_id = s.text(15);
+  k.command = s.text(16);
+  k.metrics = nlohmann::json::parse(s.text(17), nullptr, false);
+  if (k.metrics.is_discarded()) k.metrics = nlohmann::json::object();
+  k.created_at = s.text(18);
+  return k;
+}
+
+StrategyCard read_card(const Stmt& s) {
+  StrategyCard c;
+  c.id = s.text(0);
+  c.title = s.text(1);
+  c.description = s.text(2);
+  c.backend = s.text(3);
+  c.traits = nlohmann::json::parse(s.text(4), nullptr, false).get<std::vector<std::string>>();
+  c.bottlenecks = nlohmann::json::parse(s.text(5), nullptr, false).get<std::vector<std::string>>();
+  c.set = nlohmann::json::parse(s.text(6), nullptr, false);
+  c.origin = s.text(7);
+  return c;
+}
+
+}  // namespace
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string default_store_path(const std::string& home) { return home + "/memory.db"; }
+
+Store::Store(const std::string& path) : path_(path) {
+  const bool existed = std::filesystem::exists(path);
+  int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    fail(ErrorCategory::kStorage, "memory store {}: cannot open ({}); expected a writable path",
+         path, msg);
+  }
+  sqlite3_busy_timeout(db_, 30000);
+  try {
+    int app_id = 0, tables = 0;
+    {
+      Stmt s(db_, "PRAGMA application_id", path_);
+      if (s.step()) app_id = int(s.integer(0));
+    }
+    {
+      Stmt s(db_, "SELECT count(*) FROM sqlite_master", path_);
+      if (s.step()) tables = int(s.integer(0));
+    }
+    if (existed && tables > 0 && app_id != kApplicationId)
+      fail(ErrorCategory::kStorage,
+           "memory store {}: a SQLite database of another application (application_id {:#x}, "
+           "expected {:#x}); left untouched — point THRIVE_HOME elsewhere or move it aside",
+           path, app_id, kApplicationId);
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec("PRAGMA foreign_keys=ON");
+    if (tables == 0) {
+      exec("BEGIN IMMEDIATE");
+      exec(kSchema);
+      exec("PRAGMA application_id=" + std::to_string(kApplicationId));
+      exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
+      exec("COMMIT");
+    } else {
+      Stmt s(db_, "PRAGMA user_version", path_);
+      int version = s.step() ? int(s.integer(0)) : 0;
+      if (version > kSchemaVersion)
+        fail(ErrorCategory::kStorage,
+             "memory store {}: schema version {} is newer than this thrive understands ({}); "
+             "left untouched",
+             path, version, kSchemaVersion);
+    }
+  } catch (const Error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    std::string what = e.what();
+    if (what.find("file is not a database") != std::string::npos)
+      fail(ErrorCategory::kStorage,
+           "memory store {}: not a SQLite database (corrupted or foreign file); left untouched — "
+           "move it aside or point THRIVE_HOME elsewhere",
+           path);
+    throw;
+  }
+}
+
+Store::~Store() {
+  if (db_) sqlite3_close(db_);
+}
+
+void Store::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    fail(ErrorCategory::kStorage, "memory store {}: {}", path_, msg);
+  }
+}
+
+std::optional<double> Store::peak_bandwidth_gbps(const std::string& device_key) {
+  Stmt s(db_, "SELECT peak_bw_gbps FROM devices WHERE device_key=?", path_);
+  s.bind(1, device_key);
+  if (s.step()) return s.real(0);
+  return std::nullopt;
+}
+
+void Store::set_peak_bandwidth_gbps(const std::string& device_key, double gbps) {
+  Stmt s(db_, "INSERT OR REPLACE INTO devices(device_key, peak_bw_gbps, measured_at) VALUES(?,?,?)",
+         path_);
+  s.bind(1, device_key).bind(2, gbps).bind(3, now_iso8601());
+  s.step();
+}
+
+void Store::add_card(const StrategyCard& c) {
+  Stmt s(db_,
+         "INSERT OR IGNORE INTO cards(id, title, description, backend, traits, bottlenecks, "
+         "set_params, origin, created_at) VALUES(?,?,?,?,?,?,?,?,?)",
+         path_);
+  s.bind(1, c.id).bind(2, c.title).bind(3, c.description).bind(4, c.backend);
+  s.bind(5, nlohmann::json(c.traits).dump()).bind(6, nlohmann::json(c.bottlenecks).dump());
+  s.bind(7, c.set.dump()).bind(8, c.origin).bind(9, now_iso8601());
+  s.step();
+}
+
+std::vector<StrategyCard> Store::cards(const std::string& backend) {
+  Stmt s(db_,
+         "SELECT id, title, description, backend, traits, bottlenecks, set_params, origin FROM "
+         "cards WHERE ?='' OR backend=? ORDER BY id",
+         path_);
+  s.bind(1, backend).bind(2, backend);
+  std::vector<StrategyCard> out;
+  while (s.step()) out.push_back(read_card(s));
+  return out;
+}
+
+std::vector<CardEvidence> Store::evidence(const std::string& card_id) {
+  Stmt s(db_,
+         "SELECT card_id, op, shape_class, backend, successes, failures, sum_log_gain, best_gain, "
+         "last_seen FROM card_evidence WHERE ?='' OR card_id=? ORDER BY card_id, op, shape_class",
+         path_);
+  s.bind(1, card_id).bind(2, card_id);
+  std::vector<CardEvidence> out;
+  while (s.step())
+    out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), int(s.integer(4)),
+                   int(s.integer(5)), s.real(6), s.real(7), s.text(8)});
+  return out;
+}
+
+void Store::record_card_outcome(const std::string& card_id, const std::string& op,
+                                const std::string& shape_class, const std::string& backend,
+                                bool success, double gain) {
+  Stmt s(db_,
+         "INSERT INTO card_evidence(card_id, op, shape_class, backend, successes, failures, "
+         "sum_log_gain, best_gain, last_seen) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
+         "ON CONFLICT(card_id, op, shape_class, backend) DO UPDATE SET "
+         "successes=successes+?5, failures=failures+?6, sum_log_gain=sum_log_gain+?7, "
+         "best_gain=max(best_gain, ?8), last_seen=?9",
+         path_);
+  s.bind(1, card_id).bind(2, op).bind(3, shape_class).bind(4, backend);
+  s.bind(5, success ? 1 : 0).bind(6, success ? 0 : 1);
+  s.bind(7, gain > 0 ? std::log(gain) : 0.0).bind(8, gain).bind(9, now_iso8601());
+  s.step();
+}
+
+bool Store::record_kernel(const KernelRecord& k) {
+  Transaction tx(db_);
+  {
+    Stmt s(db_, std::string("INSERT OR REPLACE INTO kernels(") + kKernelColumns +
+                    ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+           path_);
+    s.bind(1, k.kernel_id).bind(2, k.op).bind(3, k.shape_class).bind(4, k.device_key);
+    s.bind(5, k.backend).bind(6, k.params).bind(7, k.source).bind(8, k.time_us);
+    s.bind(9, k.eager_us).bind(10, k.speedup).bind(11, k.bandwidth_gbps);
+    s.bind(12, k.percent_of_peak).bind(13, k.max_rel_err).bind(14, k.verified);
+    s.bind(15, k.parent_id).bind(16, k.card_id).bind(17, k.command).bind(18, k.metrics.dump());
+    s.bind(19, k.created_at.empty() ? now_iso8601() : k.created_at);
+    s.step();
+  }
+  bool became_best = false;
+  if (k.verified && k.time_us > 0) {
+    Stmt cur(db_,
+             "SELECT k.time_us, k.kernel_id FROM best b JOIN kernels k ON k.kernel_id=b.kernel_id "
+             "AND k.shape_class=b.shape_class AND k.device_key=b.device_key "
+             "WHERE b.op=? AND b.shape_class=? AND b.device_key=?",
+             path_);
+    cur.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key);
+    // The best's own row may have just been re-measured; compare against stored times.
+    became_best = !cur.step() || k.time_us < cur.real(0) || cur.text(1) == k.kernel_id;
+    if (became_best) {
+      Stmt s(db_, "INSERT OR REPLACE INTO best(op, shape_class, device_key, kernel_id) VALUES(?,?,?,?)",
+             path_);
+      s.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key).bind(4, k.kernel_id);
+      s.step();
+    }
+  }
+  tx.commit();
+  return became_best;
+}
+
+std::optional<KernelRecord> Store::best(const std::string& op, const std::string& shape_class,
+                                        const std::string& device_key) {
+  Stmt s(db_, std::string("SELECT ") + kKernelColumns +
+                  " FROM kernels WHERE (kernel_id, shape_class, device_key) IN (SELECT kernel_id, "
+                  "shape_class, device_key FROM best WHERE op=? AND shape_class=? AND device_key=?)",
+         path_);
+  s.bind(1, op).bind(2, shape_class).bind(3, device_key);
+  if (s.step()) return read_kernel(s);
+  return std::nullopt;
+}
+
+std::vector<KernelRecord> Store::leaderboard(const std::string& device_key) {
+  Stmt s(db_, std::string("SELECT ") + kKernelColumns +
+                  " FROM kernels WHERE (kernel_id, shape_class, device_key) IN (SELECT kernel_id, "
+                  "shape_class, device_key FROM best WHERE ?='' OR device_key=?) "
+                  "ORDER BY op, time_us",
+         path_);
+  s.bind(1, device_key).bind(2, device_key);
+  std::vector<KernelRecord> out;
+  while (s.step()) out.push_back(read_kernel(s));
+  return out;
+}
+
+std::vector<KernelRecord> Store::kernels(const std::string& op) {
+  Stmt s(db_, std::string("SELECT ") + kKernelColumns +
+                  " FROM kernels WHERE ?='' OR op=? ORDER BY created_at DESC, op",
+         path_);
+  s.bind(1, op).bind(2, op);
+  std::vector<KernelRecord> out;
+  while (s.step()) out.push_back(read_kernel(s));
+  return out;
+}
+
+int64_t Store::begin_run(const std::string& command, const std::string& device_key,
+                         const std::string& agent) {
+  Stmt s(db_, "INSERT INTO runs(command, device_key, agent, started_at) VALUES(?,?,?,?)", path_);
+  s.bind(1, command).bind(2, device_key).bind(3, agent).bind(4, now_iso8601());
+  s.step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::end_run(int64_t run_id) {
+  Stmt s(db_, "UPDATE runs SET finished_at=? WHERE run_id=?", path_);
+  s.bind(1, now_iso8601()).bind(2, run_id);
+  s.step();
+}
+
+void Store::record_attempt(const Attempt& a) {
+  Stmt s(db_,
+         "INSERT INTO attempts(run_id, op, shape_class, device_key, pass, round, phase, kernel_id, "
+         "card_id, change, status, time_us, speedup, notes, created_at) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+         path_);
+  s.bind(1, a.run_id).bind(2, a.op).bind(3, a.shape_class).bind(4, a.device_key);
+  s.bind(5, a.pass).bind(6, a.round).bind(7, a.phase).bind(8, a.kernel_id).bind(9, a.card_id);
+  s.bind(10, a.change).bind(11, a.status).bind(12, a.time_us).bind(13, a.speedup);
+  s.bind(14, a.notes).bind(15, now_iso8601());
+  s.step();
+}
+
+std::vector<Attempt> Store::trajectory(int64_t run_id, const std::string& op,
+                                       const std::string& shape_class,
+                                       const std::string& device_key) {
+  Stmt s(db_,
+         "SELECT run_id, op, shape_class, device_key, pass, round, phase, kernel_id, card_id, "
+         "change, status, time_us, speedup, notes, created_at FROM attempts WHERE (?1=0 OR "
+         "run_id=?1) AND op=?2 AND shape_class=?3 AND device_key=?4 ORDER BY id",
+         path_);
+  s.bind(1, run_id).bind(2, op).bind(3, shape_class).bind(4, device_key);
+  std::vector<Attempt> out;
+  while (s.step())
+    out.push_back({s.integer(0), s.text(1), s.text(2), s.text(3), int(s.integer(4)),
+                   int(s.integer(5)), s.text(6), s.text(7), s.text(8), s.text(9), s.text(10),
+                   s.real(11), s.real(12), s.text(13), s.text(14)});
+  return out;
+}
+
+nlohmann::json Store::summary() {
+  auto count = [&](const char* table) {
+    Stmt s(db_, std::string("SELECT count(*) FROM ") + table, path_);
+    return s.step() ? s.integer(0) : 0;
+  };
+  nlohmann::json devices = nlohmann::json::array();
+  Stmt s(db_, "SELECT device_key, peak_bw_gbps, measured_at FROM devices ORDER BY device_key", path_);
+  while (s.step())
+    devices.push_back({{"device", s.text(0)}, {"peak_bw_gbps", s.real(1)}, {"measured_at", s.text(2)}});
+  return {{"path", path_},           {"cards", count("cards")},
+          {"evidence_rows", count("card_evidence")}, {"kernels", count("kernels")},
+          {"best_entries", count("best")}, {"runs", count("runs")},
+          {"attempts", count("attempts")}, {"devices", devices}};
+}
+
+nlohmann::json Store::export_json() {
+  nlohmann::json doc = {{"format", "thrive-memory"}, {"version", kSchemaVersion},
+                        {"exported_at", now_iso8601()}};
+  doc["cards"] = cards();
+  doc["evidence"] = evidence();
+  doc["kernels"] = kernels();
+  nlohmann::json best_rows = nlohmann::json::array();
+  for (const auto& k : leaderboard()) best_rows.push_back({{"op", k.op}, {"shape_class", k.shape_class},
+                                                           {"device_key", k.device_key}, {"kernel_id", k.kernel_id}});
+  doc["best"] = best_rows;
+  nlohmann::json devices = nlohmann::json::array();
+  Stmt s(db_, "SELECT device_key, peak_bw_gbps, measured_at FROM devices", path_);
+  while (s.step())
+    devices.push_back({{"device_key", s.text(0)}, {"peak_bw_gbps", s.real(1)}, {"measured_at", s.text(2)}});
+  doc["devices"] = devices;
+  return doc;
+}
+
+ImportSummary Store::import_json(const nlohmann::json& doc) {
+  if (!doc.is_object() || doc.value("format", "") != "thrive-memory")
+    fail(ErrorCategory::kInput, "import: 'format' is '{}': expected 'thrive-memory'",
+         doc.is_object() ? doc.value("format", "") : std::string("(not an object)"));
+  ImportSummary sum;
+  std::vector<StrategyCard> new_cards;
+  std::vector<KernelRecord> new_kernels;
+  try {
+    for (const auto& c : doc.value("cards", nlohmann::json::array()))
+      new_cards.push_back(c.get<StrategyCard>());
+    for (const auto& k : doc.value("kernels", nlohmann::json::array()))
+      new_kernels.push_back(k.get<KernelRecord>());
+  } catch (const nlohmann::json::exception& e) {
+    fail(ErrorCategory::kInput, "import: malformed entry: {}", e.what());
+  }
+  std::set<std::string> best_ids;
+  for (const auto& b : doc.value("best", nlohmann::json::array()))
+    best_ids.insert(b.value("kernel_id", "") + "|" + b.value("shape_class", "") + "|" +
+                    b.value("device_key", ""));
+  Transaction tx(db_);
+  for (const auto& c : new_cards) {
+    Stmt s(db_, "SELECT 1 FROM cards WHERE id=?", path_);
+    s.bind(1, c.id);
+    if (!s.step()) {
+      add_card(c);
+      ++sum.cards_added;
+    }
+  }
+  for (const auto& e : doc.value("evidence", nlohmann::json::array())) {
+    Stmt s(db_,
+           "INSERT INTO card_evidence(card_id, op, shape_class, backend, successes, failures, "
+           "sum_log_gain, best_gain, last_seen) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
+           "ON CONFLICT(card_id, op, shape_class, backend) DO UPDATE SET "
+           "successes=successes+?5, failures=failures+?6, sum_log_gain=sum_log_gain+?7, "
+           "best_gain=max(best_gain, ?8), last_seen=max(coalesce(last_seen,''), ?9)",
+           path_);
+    s.bind(1, e.value("card_id", "")).bind(2, e.value("op", "")).bind(3, e.value("shape_class", ""));
+    s.bind(4, e.value("backend", "")).bind(5, e.value("successes", 0)).bind(6, e.value("failures", 0));
+    s.bind(7, e.value("sum_log_gain", 0.0)).bind(8, e.value("best_gain", 0.0));
+    s.bind(9, e.value("last_seen", ""));
+    s.step();
+    ++sum.evidence_merged;
+  }
+  for (const auto& k : new_kernels) {
+    Stmt exists(db_, "SELECT 1 FROM kernels WHERE kernel_id=? AND shape_class=? AND device_key=?", path_);
+    exists.bind(1, k.kernel_id).bind(2, k.shape_class).bind(3, k.device_key);
+    if (!exists.step()) {
+      Stmt s(db_, std::string("INSERT INTO kernels(") + kKernelColumns +
+                      ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             path_);
+      s.bind(1, k.kernel_id).bind(2, k.op).bind(3, k.shape_class).bind(4, k.device_key);
+      s.bind(5, k.backend).bind(6, k.params).bind(7, k.source).bind(8, k.time_us);
+      s.bind(9, k.eager_us).bind(10, k.speedup).bind(11, k.bandwidth_gbps);
+      s.bind(12, k.percent_of_peak).bind(13, k.max_rel_err).bind(14, k.verified);
+      s.bind(15, k.parent_id).bind(16, k.card_id).bind(17, k.command).bind(18, k.metrics.dump());
+      s.bind(19, k.created_at.empty() ? now_iso8601() : k.created_at);
+      s.step();
+      ++sum.kernels_added;
+    }
+    if (!best_ids.count(k.kernel_id + "|" + k.shape_class + "|" + k.device_key) || !k.verified)
+      continue;
+    Stmt cur(db_,
+             "SELECT k.time_us FROM best b JOIN kernels k ON k.kernel_id=b.kernel_id AND "
+             "k.shape_class=b.shape_class AND k.device_key=b.device_key WHERE b.op=? AND "
+             "b.shape_class=? AND b.device_key=?",
+             path_);
+    cur.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key);
+    if (!cur.step() || k.time_us < cur.real(0)) {
+      Stmt s(db_, "INSERT OR REPLACE INTO best(op, shape_class, device_key, kernel_id) VALUES(?,?,?,?)",
+             path_);
+      s.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key).bind(4, k.kernel_id);
+      s.step();
+      ++sum.best_replaced;
+    } else {
+      ++sum.best_kept;
+    }
+  }
+  for (const auto& d : doc.value("devices", nlohmann::json::array())) {
+    if (peak_bandwidth_gbps(d.value("device_key", ""))) continue;
+    Stmt s(db_, "INSERT INTO devices(device_key, peak_bw_gbps, measured_at) VALUES(?,?,?)", path_);
+    s.bind(1, d.value("device_key", "")).bind(2, d.value("peak_bw_gbps", 0.0));
+    s.bind(3, d.value("measured_at", now_iso8601()));
+    s.step();
+  }
+  tx.commit();
+  return sum;
+}
+
+void to_json(nlohmann::json& j, const StrategyCard& c) {
+  j = {{"id", c.id},         {"title", c.title},   {"description", c.description},
+       {"backend", c.backend}, {"traits", c.traits}, {"bottlenecks", c.bottlenecks},
+       {"set", c.set},       {"origin", c.origin}};
+}
+
+void from_json(const nlohmann::json& j, StrategyCard& c) {
+  c.id = j.at("id").get<std::string>();
+  c.title = j.at("title").get<std::string>();
+  c.description = j.value("description", "");
+  c.backend = j.at("backend").get<std::string>();
+  c.traits = j.at("traits").get<std::vector<std::string>>();
+  c.bottlenecks = j.value("bottlenecks", std::vector<std::string>{});
+  c.set = j.at("set");
+  if (!c.set.is_object()) throw nlohmann::json::type_error::create(302, "card 'set' must be an object", &j);
+  c.origin = j.value("origin", "imported");
+}
+
+void to_json(nlohmann::json& j, const KernelRecord& k) {
+  j = {{"kernel_id", k.kernel_id}, {"op", k.op}, {"shape", k.shape_class},
+       {"device", k.device_key}, {"backend", k.backend}, {"params", k.params},
+       {"source", k.source}, {"time_us", k.time_us}, {"eager_us", k.eager_us},
+       {"speedup_vs_eager", k.speedup}, {"bandwidth_gbps", k.bandwidth_gbps},
+       {"percent_of_peak", k.percent_of_peak}, {"max_rel_err", k.max_rel_err},
+       {"verified", k.verified}, {"parent_id", k.parent_id}, {"card_id", k.card_id},
+       {"command", k.command}, {"metrics", k.metrics}, {"created_at", k.created_at}};
+}
+
+void from_json(const nlohmann::json& j, KernelRecord& k) {
+  k.kernel_id = j.at("kernel_id").get<std::string>();
+  k.op = j.at("op").get<std::string>();
+  k.shape_class = j.at("shape").get<std::string>();
+  k.device_key = j.at("device").get<std::string>();
+  k.backend = j.at("backend").get<std::string>();
+  k.params = j.value("params", "");
+  k.source = j.at("source").get<std::string>();
+  k.time_us = j.at("time_us").get<double>();
+  k.eager_us = j.value("eager_us", 0.0);
+  k.speedup = j.value("speedup_vs_eager", 0.0);
+  k.bandwidth_gbps = j.value("bandwidth_gbps", 0.0);
+  k.percent_of_peak = j.value("percent_of_peak", 0.0);
+  k.max_rel_err = j.value("max_rel_err", 0.0);
+  k.verified = j.value("verified", false);
+  k.parent_id = j.value("parent_id", "");
+  k.card_id = j.value("card_id", "");
+  k.command = j.value("command", "");
+  k.metrics = j.value("metrics", nlohmann::json::object());
+  k.created_at = j.value("created_at", "");
+}
+
+void to_json(nlohmann::json& j, const CardEvidence& e) {
+  j = {{"card_id", e.card_id}, {"op", e.op}, {"shape_class", e.shape_class},
+       {"backend", e.backend}, {"successes", e.successes}, {"failures", e.failures},
+       {"sum_log_gain", e.sum_log_gain}, {"best_gain", e.best_gain}, {"last_seen", e.last_seen}};
+}
+
+void to_json(nlohmann::json& j, const Attempt& a) {
+  j = {{"run_id", a.run_id}, {"op", a.op}, {"shape", a.shape_class}, {"pass", a.pass},
+       {"round", a.round}, {"phase", a.phase}, {"kernel_id", a.kernel_id},
+       {"card_id", a.card_id}, {"change", a.change}, {"status", a.status},
+       {"time_us", a.time_us}, {"speedup", a.speedup}, {"notes", a.notes},
+       {"created_at", a.created_at}};
+}
+
+}  // namespace thrive::memory

@@ -1,0 +1,252 @@
+#include "thrive/sandbox/sandbox.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "thrive/core/error.hpp"
+#include "thrive/ops/op.hpp"
+
+namespace thrive::sandbox {
+namespace {
+
+constexpr const char* kStatusNames[] = {"passed",  "compile_failed", "launch_failed", "incorrect",
+                                        "timeout", "crashed",        "unsupported"};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+uint64_t fresh_seed(const config::Config& cfg) {
+  if (cfg.seed != 0) return cfg.seed;
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_name,
+                         const EvalRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  EvalResult r;
+  auto backend = backend::make_backend(backend_name, cfg);
+  r.device_key = backend->device().key();
+  const auto& op = ops::find_op(request.kernel.op);
+  auto compiled = backend->compile(request.kernel);
+  r.compile_log = compiled.log;
+  r.compile_cached = compiled.cached;
+  r.compile_s = compiled.compile_s;
+  if (!compiled.module) {
+    r.status = Status::kCompileFailed;
+    auto first = compiled.log.find("error");
+    r.detail = compiled.log.substr(first == std::string::npos ? 0 : first, 300);
+    auto nl = r.detail.find('\n');
+    if (nl != std::string::npos) r.detail.resize(nl);
+    return r;
+  }
+  r.stats = compiled.module->stats;
+  const uint64_t seed = fresh_seed(cfg);
+  if (request.verify) {
+    auto t = std::chrono::steady_clock::now();
+    const std::vector<ops::Distribution> dists = {
+        ops::Distribution::kNormal, ops::Distribution::kMixedSigns,
+        ops::Distribution::kLargeMagnitude, ops::Distribution::kNearZero};
+    r.verify = verify::verify_kernel(*backend, op, *compiled.module, cfg.model,
+                                     verify::verification_shapes(op, cfg.model, &request.bench_shape),
+                                     dists, seed);
+    r.verify_s = seconds_since(t);
+    if (!r.verify.passed) {
+      r.status = r.verify.unsupported ? Status::kUnsupported : Status::kIncorrect;
+      r.detail = r.verify.failure;
+      r.wall_s = seconds_since(start);
+      return r;
+    }
+  }
+  if (request.bench) {
+    auto t = std::chrono::steady_clock::now();
+    bench::BenchOptions opts{cfg.bench_max_s, cfg.bench_min_reps, cfg.bench_noise};
+    r.bench = bench::benchmark_kernel(*backend, op, *compiled.module, request.bench_shape,
+                                      cfg.model, opts, request.peak_bw_gbps, seed + 1);
+    r.bench_s = seconds_since(t);
+    if (r.bench.reps == 0) {
+      r.status = Status::kLaunchFailed;
+      r.detail = "kernel returned non-zero at the benchmark shape " + request.bench_shape.label;
+      r.wall_s = seconds_since(start);
+      return r;
+    }
+    if (r.bench.below_floor) {
+      r.status = Status::kIncorrect;
+      r.detail = fmt::format("suspect timing: {:.1f} GB/s is above the measured ceiling {:.1f} GB/s",
+                             r.bench.bandwidth_gbps, r.bench.peak_bw_gbps);
+      r.wall_s = seconds_since(start);
+      return r;
+    }
+  }
+  r.status = Status::kPassed;
+  r.detail = request.verify ? fmt::format("verified: max_rel_err {:.3g}, nmse {:.3g}",
+                                          r.verify.max_rel_err, r.verify.nmse)
+                            : "compiled";
+  r.wall_s = seconds_since(start);
+  return r;
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += size_t(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* status_name(Status s) { return kStatusNames[int(s)]; }
+
+Status status_from_name(const std::string& name) {
+  for (int i = 0; i < 7; ++i)
+    if (name == kStatusNames[i]) return Status(i);
+  fail(ErrorCategory::kInput, "status '{}': expected one of passed, compile_failed, "
+       "launch_failed, incorrect, timeout, crashed, unsupported", name);
+}
+
+std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>& work,
+                                           double timeout_s, Status& status, std::string& detail) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) fail(ErrorCategory::kBackend, "pipe: {}", std::strerror(errno));
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) fail(ErrorCategory::kBackend, "fork: {}", std::strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    setpgid(0, 0);
+    dup2(2, 1);  // a candidate's prints must never reach our stdout (tables, JSON, MCP)
+    std::string out;
+    try {
+      out = work().dump();
+    } catch (const Error& e) {
+      out = nlohmann::json{{"__error", e.what()}, {"__category", int(e.category())}}.dump();
+    } catch (const std::exception& e) {
+      out = nlohmann::json{{"__error", e.what()}, {"__category", int(ErrorCategory::kInternal)}}.dump();
+    }
+    bool ok = write_all(fds[1], out);
+    _exit(ok ? 0 : 3);
+  }
+  close(fds[1]);
+  std::string data;
+  char buf[65536];
+  const auto start = std::chrono::steady_clock::now();
+  bool timed_out = false;
+  for (;;) {
+    double left = timeout_s - seconds_since(start);
+    if (left <= 0) {
+      timed_out = true;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int n = poll(&p, 1, int(std::min(left, 0.25) * 1000) + 1);
+    if (n < 0 && errno != EINTR) break;
+    if (n > 0) {
+      ssize_t got = read(fds[0], buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      data.append(buf, size_t(got));
+    }
+  }
+  close(fds[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  kill(-pid, SIGKILL);  // anything the worker spawned (a compiler) goes too
+  if (timed_out) {
+    status = Status::kTimeout;
+    detail = fmt::format("no result within {:.1f} s; worker killed", timeout_s);
+    return std::nullopt;
+  }
+  if (WIFSIGNALED(wstatus)) {
+    status = Status::kCrashed;
+    detail = fmt::format("worker killed by signal {} ({})", WTERMSIG(wstatus),
+                         strsignal(WTERMSIG(wstatus)));
+    return std::nullopt;
+  }
+  auto parsed = nlohmann::json::parse(data, nullptr, false);
+  if (parsed.is_discarded() || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0)) {
+    status = Status::kCrashed;
+    detail = fmt::format("worker exited with status {} and {} bytes of unreadable result",
+                         WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, data.size());
+    return std::nullopt;
+  }
+  if (parsed.contains("__error"))
+    throw Error(ErrorCategory(parsed.value("__category", int(ErrorCategory::kInternal))),
+                parsed.value("__error", std::string("worker failed")));
+  return parsed;
+}
+
+EvalResult evaluate(const config::Config& cfg, const std::string& backend_name,
+                    const EvalRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  Status status = Status::kCrashed;
+  std::string detail;
+  auto json = run_isolated(
+      [&] {
+        nlohmann::json j = evaluate_here(cfg, backend_name, request);
+        return j;
+      },
+      cfg.candidate_timeout_s, status, detail);
+  EvalResult r;
+  if (json) {
+    r = json->get<EvalResult>();
+  } else {
+    r.status = status;
+    r.detail = detail;
+  }
+  r.wall_s = seconds_since(start);
+  return r;
+}
+
+void to_json(nlohmann::json& j, const EvalResult& r) {
+  j = {{"status", status_name(r.status)},
+       {"detail", r.detail},
+       {"compile_log", r.compile_log.substr(0, 16384)},
+       {"compile_cached", r.compile_cached},
+       {"compile_s", r.compile_s},
+       {"verify_s", r.verify_s},
+       {"bench_s", r.bench_s},
+       {"wall_s", r.wall_s},
+       {"registers_per_thread", r.stats.registers_per_thread},
+       {"spilled_bytes", r.stats.spilled_bytes},
+       {"static_smem_bytes", r.stats.static_smem_bytes},
+       {"occupancy", r.stats.occupancy},
+       {"verify", r.verify},
+       {"bench", r.bench},
+       {"device_key", r.device_key}};
+}
+
+void from_json(const nlohmann::json& j, EvalResult& r) {
+  r.status = status_from_name(j.value("status", "crashed"));
+  r.detail = j.value("detail", "");
+  r.compile_log = j.value("compile_log", "");
+  r.compile_cached = j.value("compile_cached", false);
+  r.compile_s = j.value("compile_s", 0.0);
+  r.verify_s = j.value("verify_s", 0.0);
+  r.bench_s = j.value("bench_s", 0.0);
+  r.wall_s = j.value("wall_s", 0.0);
+  r.stats.registers_per_thread = j.value("registers_per_thread", 0);
+  r.stats.spilled_bytes = j.value("spilled_bytes", int64_t{0});
+  r.stats.static_smem_bytes = j.value("static_smem_bytes", int64_t{0});
+  r.stats.occupancy = j.value("occupancy", 0.0);
+  if (j.contains("verify")) r.verify = j["verify"].get<verify::VerifyReport>();
+  if (j.contains("bench")) r.bench = j["bench"].get<bench::BenchStats>();
+  r.device_key = j.value("device_key", "");
+}
+
+}  // namespace thrive::sandbox

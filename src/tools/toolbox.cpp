@@ -1,0 +1,258 @@
+#include "thrive/tools/toolbox.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "thrive/backend/backend.hpp"
+#include "thrive/backend/embedded.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/verify/verify.hpp"
+
+namespace thrive::tools {
+
+void seed_builtin_cards(memory::Store& store, const std::string& backend) {
+  const std::string path = backend + "/cards.json";
+  auto paths = backend::embedded_paths(path);
+  if (paths.empty()) return;
+  auto doc = nlohmann::json::parse(backend::embedded_file(path));
+  for (const auto& c : doc) {
+    auto card = c.get<memory::StrategyCard>();
+    card.origin = "builtin";
+    store.add_card(card);
+  }
+}
+
+Toolbox::Toolbox(const config::Config& cfg, memory::Store& store, const std::string& backend_name)
+    : cfg_(cfg), store_(store), backend_name_(backend_name) {
+  ensure_writable_dir(cfg.home + "/kernels", "THRIVE_HOME");
+  sandbox::Status status;
+  std::string detail;
+  auto info = sandbox::run_isolated(
+      [&] {
+        auto b = backend::make_backend(backend_name, cfg);
+        const auto& d = b->device();
+        return nlohmann::json{{"key", d.key()},          {"backend", d.backend},
+                              {"name", d.name},          {"arch", d.arch},
+                              {"driver", d.driver},      {"compute_units", d.compute_units},
+                              {"cache_bytes", d.cache_bytes}};
+      },
+      120.0, status, detail);
+  if (!info) fail(ErrorCategory::kBackend, "cannot describe the {} device: {}", backend_name, detail);
+  device_ = *info;
+  device_key_ = device_.value("key", "");
+  arch_ = device_.value("arch", "");
+  seed_builtin_cards(store_, backend_name_);
+}
+
+double Toolbox::peak_bandwidth_gbps() {
+  if (cfg_.peak_bw_gbps > 0) return cfg_.peak_bw_gbps;
+  if (peak_) return *peak_;
+  if (auto cached = store_.peak_bandwidth_gbps(device_key_)) return *(peak_ = *cached);
+  sandbox::Status status;
+  std::string detail;
+  auto cfg = cfg_;
+  auto result = sandbox::run_isolated(
+      [&] {
+        auto b = backend::make_backend(backend_name_, cfg);
+        bench::BenchOptions opts{std::max(cfg.bench_max_s, 1.0), cfg.bench_min_reps, cfg.bench_noise};
+        return nlohmann::json{{"gbps", bench::measure_copy_bandwidth(*b, opts)}};
+      },
+      std::max(cfg_.candidate_timeout_s, 120.0), status, detail);
+  if (!result) fail(ErrorCategory::kBackend, "copy-bandwidth measurement failed: {}", detail);
+  peak_ = result->value("gbps", 0.0);
+  store_.set_peak_bandwidth_gbps(device_key_, *peak_);
+  return *peak_;
+}
+
+nlohmann::json Toolbox::get_op_spec(const std::string& name) {
+  const auto& op = ops::find_op(name);
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : op.tensors())
+    tensors.push_back({{"name", t.name},
+                       {"dims", t.dims},
+                       {"dtype", ops::dtype_name(t.dtype)},
+                       {"role", ops::role_name(t.role)}});
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& s : op.bench_shapes(cfg_.model))
+    shapes.push_back({{"label", s.label},
+                      {"shape", s.shape},
+                      {"min_bytes", op.min_bytes(s.shape)},
+                      {"flops", op.flops(s.shape)},
+                      {"workspace_bytes", op.workspace_bytes(s.shape)}});
+  nlohmann::json verify_shapes = nlohmann::json::array();
+  for (const auto& s : op.verify_shapes(cfg_.model)) verify_shapes.push_back(s.label);
+  nlohmann::json params = nlohmann::json::array();
+  try {
+    for (const auto& p : op_template(name).param_specs)
+      params.push_back({{"name", p.name}, {"values", p.values}, {"default", p.default_value}, {"doc", p.doc}});
+  } catch (const Error&) {
+  }
+  return {{"op", op.name()},
+          {"summary", op.summary()},
+          {"trait", ops::trait_name(op.trait())},
+          {"tensors", tensors},
+          {"dims", op.dim_symbols()},
+          {"scalars", op.scalar_names()},
+          {"shapes", shapes},
+          {"verify_shapes", verify_shapes},
+          {"tolerance", {{"bf16", {{"rtol", ops::tolerance_for(ops::DType::kBF16).rtol},
+                                   {"nmse", ops::tolerance_for(ops::DType::kBF16).nmse}}},
+                         {"f32", {{"rtol", ops::tolerance_for(ops::DType::kF32).rtol},
+                                  {"nmse", ops::tolerance_for(ops::DType::kF32).nmse}}}}},
+          {"template_params", params},
+          {"backend", backend_name_}};
+}
+
+std::vector<ops::ShapeCase> Toolbox::shapes_for(const ops::Op& op, const std::string& only) {
+  const int64_t cap = cfg_.max_shape_bytes > 0 ? cfg_.max_shape_bytes
+                      : backend_name_ == "cpu"  ? (256ll << 20)
+                                                : INT64_MAX;
+  std::vector<ops::ShapeCase> out;
+  for (const auto& s : op.bench_shapes(cfg_.model)) {
+    if (!only.empty()) {
+      if (s.label == only) out.push_back(s);
+    } else if (op.min_bytes(s.shape) <= cap) {
+      out.push_back(s);
+    }
+  }
+  if (!only.empty() && out.empty()) {
+    std::string labels;
+    for (const auto& s : op.bench_shapes(cfg_.model)) labels += (labels.empty() ? "" : ", ") + s.label;
+    fail(ErrorCategory::kUsage, "shape '{}' for op {}: expected one of {}", only, op.name(), labels);
+  }
+  return out;
+}
+
+backend::KernelSource Toolbox::op_template(const std::string& op) {
+  const std::string path = backend_name_ + "/" + op + "/template.cpp";
+  return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
+}
+
+backend::KernelSource Toolbox::eager_kernel(const std::string& op) {
+  const std::string path = backend_name_ + "/" + op + "/eager.cpp";
+  return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
+}
+
+std::string Toolbox::kernel_id(const backend::KernelSource& k) const {
+  std::string tail = k.params.empty() ? "src-" + k.content_hash() : backend::params_to_string(k.params);
+  return k.op + "." + k.backend + "." + arch_ + ".bf16." + tail;
+}
+
+sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::ShapeCase& shape,
+                                 bool verify, bool bench) {
+  const auto& op = ops::find_op(k.op);  // throws for an unknown op, before any work
+  (void)op;
+  if (k.backend != backend_name_)
+    fail(ErrorCategory::kUsage, "kernel backend '{}': this run uses the {} backend", k.backend,
+         backend_name_);
+  sandbox::EvalRequest req{k, shape, verify, bench, bench ? peak_bandwidth_gbps() : 0.0};
+  auto r = sandbox::evaluate(cfg_, backend_name_, req);
+  compile_s_ += r.compile_s;
+  bench_s_ += r.bench_s + r.verify_s;
+  ++evaluations_;
+  return r;
+}
+
+sandbox::EvalResult Toolbox::compile(const backend::KernelSource& k) {
+  const auto& op = ops::find_op(k.op);
+  return run(k, op.bench_shapes(cfg_.model).front(), false, false);
+}
+
+sandbox::EvalResult Toolbox::verify(const backend::KernelSource& k, const ops::ShapeCase& shape) {
+  return run(k, shape, true, false);
+}
+
+sandbox::EvalResult Toolbox::benchmark(const backend::KernelSource& k, const ops::ShapeCase& shape) {
+  auto r = run(k, shape, true, true);
+  archive(k, shape, r);
+  return r;
+}
+
+sandbox::EvalResult Toolbox::eager(const std::string& op, const ops::ShapeCase& shape) {
+  const std::string key = op + "|" + shape.label;
+  auto it = eager_cache_.find(key);
+  if (it != eager_cache_.end()) return it->second;
+  auto r = run(eager_kernel(op), shape, true, true);
+  if (r.status != sandbox::Status::kPassed)
+    fail(ErrorCategory::kBackend, "eager baseline of {} at {} did not pass: {} ({})", op,
+         shape.label, sandbox::status_name(r.status), r.detail);
+  eager_cache_[key] = r;
+  return r;
+}
+
+Profile Toolbox::profile(const ops::Op& op, const ops::ShapeCase& shape, const bench::BenchStats& b) {
+  Profile p;
+  p.time_us = b.median_us;
+  p.bandwidth_gbps = b.bandwidth_gbps;
+  p.percent_of_peak = b.percent_of_peak;
+  p.tflops = b.tflops;
+  const double peak = peak_bandwidth_gbps();
+  p.floor_us = peak > 0 ? double(op.min_bytes(shape.shape)) / (peak * 1e9) * 1e6 : 0;
+  p.compute_units = device_.value("compute_units", 1);
+  const auto& s = shape.shape;
+  p.parallel_units = s.count("B") ? s.at("B") * s.at("NKV") : s.at("T");
+  // Fixed per-call cost: below this many microseconds a thread team's start-up and
+  // join (a few microseconds each on the CPU) dominate.
+  const double overhead_us = backend_name_ == "cpu" ? 25.0 : 5.0;
+  if (p.percent_of_peak >= 70.0)
+    p.bottleneck = "memory";
+  else if (p.time_us < overhead_us)
+    p.bottleneck = "overhead";
+  else if (p.parallel_units < p.compute_units)
+    p.bottleneck = "parallelism";
+  else if (p.percent_of_peak < 25.0)
+    p.bottleneck = "compute";
+  else
+    p.bottleneck = "traffic";
+  p.notes = fmt::format("{:.2f} us vs roofline floor {:.2f} us; {:.1f} GB/s = {:.1f}% of {:.1f} GB/s; "
+                        "{} parallel units on {} cores -> {}",
+                        p.time_us, p.floor_us, p.bandwidth_gbps, p.percent_of_peak, peak,
+                        p.parallel_units, p.compute_units, p.bottleneck);
+  return p;
+}
+
+nlohmann::json Toolbox::read_memory(const std::string& op, const std::string& shape_class) {
+  nlohmann::json j;
+  auto best = store_.best(op, shape_class, device_key_);
+  j["best"] = best ? nlohmann::json(*best) : nlohmann::json(nullptr);
+  if (best) j["best"].erase("metrics");
+  j["cards"] = store_.cards(backend_name_);
+  j["evidence"] = store_.evidence();
+  j["trajectory"] = store_.trajectory(0, op, shape_class, device_key_);
+  return j;
+}
+
+void Toolbox::record_strategy(const memory::StrategyCard& card) {
+  if (card.id.empty() || card.title.empty())
+    fail(ErrorCategory::kUsage, "strategy card needs an id and a title");
+  for (const auto& c : store_.cards())
+    if (c.id == card.id) fail(ErrorCategory::kUsage, "strategy card '{}' already exists", card.id);
+  store_.add_card(card);
+}
+
+void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
+                      const sandbox::EvalResult& r) {
+  const std::string id = kernel_id(k);
+  const std::string dir = cfg_.home + "/kernels/" + k.op;
+  const std::string src = dir + "/" + id + ".cpp";
+  if (!std::filesystem::exists(src)) write_file_atomic(src, k.source);
+  const std::string meta = dir + "/" + id + ".json";
+  nlohmann::json doc = nlohmann::json::object();
+  if (std::filesystem::exists(meta)) {
+    doc = nlohmann::json::parse(read_file(meta), nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) doc = nlohmann::json::object();
+  }
+  doc["kernel_id"] = id;
+  doc["op"] = k.op;
+  doc["backend"] = k.backend;
+  doc["params"] = k.params;
+  doc["device"] = device_key_;
+  nlohmann::json attempt = r;
+  attempt["at"] = memory::now_iso8601();
+  doc["attempts"][shape.label].push_back(attempt);
+  write_file_atomic(meta, doc.dump(2));
+}
+
+}  // namespace thrive::tools
