@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Quick start, command 2: install, build, and run the whole test suite (CTest).
+# GPU tests skip, visibly, where no GPU is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THRIVE_CMAKE_ARGS="-DTHRIVE_ENABLE_WERROR=ON ${THRIVE_CMAKE_ARGS:-}" ./scripts/setup.sh
+cd build
+ctest --output-on-failure -j "$(nproc)" --timeout 900
