@@ -114,7 +114,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   };
 
   const auto eager = tools_.eager(task.op, task.shape);
-  result.eager_us = eager.bench.median_us;
+  result.eager_us = eager.bench.time_us();
   emit({.phase = "eager", .status = "passed", .time_us = result.eager_us,
         .note = "eager baseline (one pass per elementary op)"});
 
@@ -139,7 +139,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     a.card_id = card;
     a.change = change;
     a.status = sandbox::status_name(r.status);
-    a.time_us = r.status == sandbox::Status::kPassed ? r.bench.median_us : 0;
+    a.time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0;
     a.speedup = a.time_us > 0 ? result.eager_us / a.time_us : 0;
     a.notes = notes.empty() ? r.detail : notes + " | " + r.detail;
     store.record_attempt(a);
@@ -153,7 +153,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     k.backend = backend_name;
     k.params = backend::params_to_string(c.kernel.params);
     k.source = c.kernel.source;
-    k.time_us = c.result.bench.median_us;
+    k.time_us = c.result.bench.time_us();
     k.eager_us = result.eager_us;
     k.speedup = result.eager_us / k.time_us;
     k.bandwidth_gbps = c.result.bench.bandwidth_gbps;
@@ -200,8 +200,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
                                  : "recalled nearest-shape best (" + rec.shape_class + ")";
     record_attempt("recall", 0, rec.kernel_id, "", backend::params_to_string(k.params), r, note);
     emit({.phase = "recall", .change = note, .status = sandbox::status_name(r.status),
-          .time_us = r.bench.median_us, .best_us = r.bench.median_us,
-          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.median_us : 0,
+          .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
+          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) {
       best = Current{k, r, tools_.kernel_id(k), rec.parent_id, rec.card_id};
@@ -217,8 +217,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     auto r = evaluate(k);
     record_attempt("generate", 0, tools_.kernel_id(k), "", backend::params_to_string(k.params), r, "");
     emit({.phase = "generate", .change = "template defaults", .status = sandbox::status_name(r.status),
-          .time_us = r.bench.median_us, .best_us = r.bench.median_us,
-          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.median_us : 0,
+          .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
+          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) best = Current{k, r, tools_.kernel_id(k), "", ""};
     else seed_failure = r.detail;
@@ -236,7 +236,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       record_attempt("repair", 0, tools_.kernel_id(k), cand.card.id,
                      backend::params_to_string(cand.result), r, "seed failed: " + seed_failure);
       emit({.phase = "repair", .change = cand.card.title, .status = sandbox::status_name(r.status),
-            .time_us = r.bench.median_us, .note = r.detail});
+            .time_us = r.bench.time_us(), .note = r.detail});
       if (r.status == sandbox::Status::kPassed) {
         best = Current{k, r, tools_.kernel_id(k), "", cand.card.id};
         break;
@@ -249,7 +249,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     return result;
   }
   record_kernel(*best);
-  auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.median_us; };
+  auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.time_us(); };
   if (speedup_of(*best) >= task.target_speedup) result.round_reached_target = 0;
 
   // 4. Optimizer: one change per round, chosen from memory and the latest profile.
@@ -257,7 +257,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     const auto prof = tools_.profile(op, task.shape, best->result.bench);
     auto ranked = rank_cards(op, task.shape.label, tmpl, best->kernel.params, prof.bottleneck, tried);
     if (ranked.empty()) {
-      emit({.phase = "optimize", .round = round, .best_us = best->result.bench.median_us,
+      emit({.phase = "optimize", .round = round, .best_us = best->result.bench.time_us(),
             .speedup = speedup_of(*best), .note = "no untried change applies; stopping"});
       break;
     }
@@ -269,8 +269,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     const std::string params_key = backend::params_to_string(pick.result);
     tried.insert(params_key);
     const bool passed = r.status == sandbox::Status::kPassed;
-    const double gain = passed ? best->result.bench.median_us / r.bench.median_us : 0.0;
-    const bool improved = passed && r.bench.median_us < best->result.bench.median_us * (1.0 - cfg.min_gain);
+    const double gain = passed ? best->result.bench.time_us() / r.bench.time_us() : 0.0;
+    const bool improved = passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
     store.record_card_outcome(pick.card.id, task.op, task.shape.label, backend_name, improved, gain);
     const std::string notes = fmt::format("analyst: {}; card {} (score {:.3f}, {})", prof.notes,
                                           pick.card.id, pick.score, change);
@@ -291,14 +291,14 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     }
     emit({.phase = passed ? "optimize" : "repair", .round = round,
           .change = pick.card.title + " [" + change + "]", .status = sandbox::status_name(r.status),
-          .time_us = passed ? r.bench.median_us : 0, .best_us = best->result.bench.median_us,
+          .time_us = passed ? r.bench.time_us() : 0, .best_us = best->result.bench.time_us(),
           .speedup = speedup_of(*best),
           .note = passed ? verdict : verdict + ": " + r.detail.substr(0, 160)});
     if (result.round_reached_target < 0 && speedup_of(*best) >= task.target_speedup)
       result.round_reached_target = round;
   }
 
-  result.best_us = best->result.bench.median_us;
+  result.best_us = best->result.bench.time_us();
   result.speedup = speedup_of(*best);
   result.bandwidth_gbps = best->result.bench.bandwidth_gbps;
   result.percent_of_peak = best->result.bench.percent_of_peak;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -89,9 +90,12 @@ CpuBackend::CpuBackend(const config::Config& cfg) : cfg_(cfg) {
   ensure_writable_dir(cache_dir_, "THRIVE_HOME");
   write_file_atomic(cache_dir_ + "/include/thrive_cpu.h", embedded_file("cpu/thrive_cpu.h"));
   ProcessResult version = run_process({cfg.cxx, "--version"}, 30.0);
-  if (version.exit_code != 0)
+  if (version.exit_code != 0) {
+    std::string why = version.output.substr(0, 200);
+    std::replace(why.begin(), why.end(), '\n', ' ');  // Error messages are one line
     fail(ErrorCategory::kBackend, "THRIVE_CXX={}: expected a working C++ compiler ({})", cfg.cxx,
-         version.output.substr(0, 200));
+         why);
+  }
   compiler_id_ = version.output.substr(0, version.output.find('\n'));
   device_.backend = "cpu";
   device_.name = cpu_model_name();

@@ -83,13 +83,13 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
       auto kv = key_values(value, origin, line_no);
       LaunchSpec l;
       l.entry = kv["entry"];
-      try {
-        l.block = kv.count("block") ? std::stoi(kv["block"]) : 0;
-        l.smem_bytes = kv.count("smem") ? std::stoll(kv["smem"]) : 0;
-      } catch (const std::exception&) {
-        fail(ErrorCategory::kInput, "{}:{}: launch '{}': block and smem must be integers", origin,
-             line_no, value);
-      }
+      if (l.entry.empty())
+        fail(ErrorCategory::kInput, "{}:{}: launch '{}': expected entry=<name>", origin, line_no, value);
+      l.block = kv.count("block") ? kv["block"] : "";
+      l.smem = kv.count("smem") ? kv["smem"] : "0";
+      if (l.block.empty())
+        fail(ErrorCategory::kInput, "{}:{}: launch '{}': expected block=<threads expression>",
+             origin, line_no, value);
       auto grid = split(kv.count("grid") ? kv["grid"] : "1", ',');
       if (grid.empty() || grid.size() > 3)
         fail(ErrorCategory::kInput, "{}:{}: grid '{}': expected 1 to 3 comma-separated "
@@ -131,6 +131,15 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
   if (k.backend == "cpu" && k.entries.size() != 1)
     fail(ErrorCategory::kInput, "{}: {} entries: a cpu kernel has exactly one entry point", origin,
          k.entries.size());
+  if (k.backend == "cuda") {
+    if (k.launches.empty())
+      fail(ErrorCategory::kInput, "{}: no '// @thrive launch: entry=... block=... grid=...' line: "
+           "a cuda kernel needs a launch plan", origin);
+    for (const auto& l : k.launches)
+      if (std::find(k.entries.begin(), k.entries.end(), l.entry) == k.entries.end())
+        fail(ErrorCategory::kInput, "{}: launch of '{}': expected one of the declared entries ({})",
+             origin, l.entry, fmt::join(k.entries, ", "));
+  }
   return k;
 }
 
@@ -159,7 +168,7 @@ KernelSource KernelSource::instantiate(const Params& values) const {
   for (const auto& e : entries) header += "// @thrive entry: " + e + "\n";
   for (const auto& l : launches)
     header += fmt::format("// @thrive launch: entry={} block={} grid={},{},{} smem={}\n", l.entry,
-                          l.block, l.grid[0], l.grid[1], l.grid[2], l.smem_bytes);
+                          l.block, l.grid[0], l.grid[1], l.grid[2], l.smem);
   header += "// @thrive params:";
   for (const auto& [n, v] : full) header += " " + n + "=" + v;
   header += "\n";

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include <fmt/ranges.h>
+
 #include "thrive/core/error.hpp"
 
 namespace thrive::config {
@@ -143,9 +145,19 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   read_int("MAX_POSITION", c.model.max_position, 1, int64_t{1} << 24);
   read_double("ROPE_THETA", c.model.rope_theta, 1.0, 1e12);
   read_double("RMS_EPS", c.model.rms_eps, 1e-30, 1.0);
+  // Enumerated values are checked here too, so the message names the variable
+  // (THRIVE_DEVICE=gpu or RSI_DEVICE=gpu), not the field validate() sees.
+  auto read_choice = [&](const char* name, std::string& field,
+                         std::initializer_list<const char*> allowed) {
+    read_string(name, field);
+    for (const char* a : allowed)
+      if (field == a) return;
+    auto [var, value] = get(name);
+    fail(ErrorCategory::kUsage, "{}={}: expected one of {}", var, value, fmt::join(allowed, ", "));
+  };
   read_string("HOME", c.home);
-  read_string("DEVICE", c.device);
-  read_string("AGENT", c.agent);
+  read_choice("DEVICE", c.device, {"cpu", "cuda", "auto"});
+  read_choice("AGENT", c.agent, {"search"});
   read_int("ROUNDS", c.rounds, 0, 10000);
   read_int("PASSES", c.passes, 1, 1000);
   read_double("TARGET_SPEEDUP", c.target_speedup, 1e-6, 1e9);
@@ -162,7 +174,8 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
     auto [var, value] = get("SEED");
     if (!var.empty()) c.seed = static_cast<uint64_t>(parse_int(var, value, 0, INT64_MAX));
   }
-  read_string("LOG_LEVEL", c.log_level);
+  read_choice("LOG_LEVEL", c.log_level,
+              {"trace", "debug", "info", "warn", "error", "critical", "off"});
   c.validate();
   return c;
 }

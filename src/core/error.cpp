@@ -8,6 +8,7 @@ const char* category_name(ErrorCategory category) {
     case ErrorCategory::kInput: return "input";
     case ErrorCategory::kStorage: return "storage";
     case ErrorCategory::kBackend: return "backend";
+    case ErrorCategory::kDevice: return "device";
     case ErrorCategory::kInternal: return "internal";
   }
   return "internal";
@@ -19,6 +20,7 @@ int exit_code(ErrorCategory category) {
     case ErrorCategory::kInput: return 3;
     case ErrorCategory::kStorage: return 4;
     case ErrorCategory::kBackend: return 5;
+    case ErrorCategory::kDevice: return 6;
     case ErrorCategory::kInternal: return 70;
   }
   return 70;

@@ -47,7 +47,7 @@ void ensure_writable_dir(const std::string& dir, const std::string& what) {
 }
 
 std::string fnv1a_hex(const std::string& data) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
   for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));

@@ -456,7 +456,10 @@ nlohmann::json Store::export_json() {
   return doc;
 }
 
-ImportSummary Store::import_json(const nlohmann::json& doc) {
+// A function-try-block: a malformed evidence, best or device entry is found only
+// while writing; the transaction has rolled back by the time the handler runs, so a
+// failed import changes nothing and reports kInput.
+ImportSummary Store::import_json(const nlohmann::json& doc) try {
   if (!doc.is_object() || doc.value("format", "") != "thrive-memory")
     fail(ErrorCategory::kInput, "import: 'format' is '{}': expected 'thrive-memory'",
          doc.is_object() ? doc.value("format", "") : std::string("(not an object)"));
@@ -542,6 +545,8 @@ ImportSummary Store::import_json(const nlohmann::json& doc) {
   }
   tx.commit();
   return sum;
+} catch (const nlohmann::json::exception& e) {
+  fail(ErrorCategory::kInput, "import: malformed entry: {}", e.what());
 }
 
 void to_json(nlohmann::json& j, const StrategyCard& c) {

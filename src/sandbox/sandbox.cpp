@@ -1,5 +1,6 @@
 #include "thrive/sandbox/sandbox.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,7 +9,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "thrive/core/error.hpp"
@@ -106,6 +110,28 @@ bool write_all(int fd, const std::string& data) {
   return true;
 }
 
+// SIGKILLs every process of session `sid` (a worker's compilers and their children,
+// which outlive the worker in process groups of their own).
+void kill_session(pid_t sid) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const auto paren = stat.rfind(')');  // the command name may hold spaces and ')'
+    if (paren == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0;
+    if (std::sscanf(stat.c_str() + paren + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) == 4 &&
+        session == sid)
+      kill(pid_t(pid), SIGKILL);
+  }
+  closedir(proc);
+}
+
 }  // namespace
 
 const char* status_name(Status s) { return kStatusNames[int(s)]; }
@@ -126,7 +152,9 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
   if (pid < 0) fail(ErrorCategory::kBackend, "fork: {}", std::strerror(errno));
   if (pid == 0) {
     close(fds[0]);
-    setpgid(0, 0);
+    // A session of its own: run_process puts each compiler in a process group of its
+    // own, so only the session id ties everything the worker spawned to it.
+    setsid();
     dup2(2, 1);  // a candidate's prints must never reach our stdout (tables, JSON, MCP)
     std::string out;
     try {
@@ -167,6 +195,7 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   kill(-pid, SIGKILL);  // anything the worker spawned (a compiler) goes too
+  kill_session(pid);
   if (timed_out) {
     status = Status::kTimeout;
     detail = fmt::format("no result within {:.1f} s; worker killed", timeout_s);
@@ -198,8 +227,19 @@ EvalResult evaluate(const config::Config& cfg, const std::string& backend_name,
   std::string detail;
   auto json = run_isolated(
       [&] {
-        nlohmann::json j = evaluate_here(cfg, backend_name, request);
-        return j;
+        try {
+          nlohmann::json j = evaluate_here(cfg, backend_name, request);
+          return j;
+        } catch (const Error& e) {
+          // A sticky device fault (illegal address, ...) raised while the candidate ran:
+          // the context is gone with this worker; the candidate crashed, the loop goes on.
+          if (e.category() != ErrorCategory::kDevice) throw;
+          EvalResult crashed;
+          crashed.status = Status::kCrashed;
+          crashed.detail = e.what();
+          nlohmann::json j = crashed;
+          return j;
+        }
       },
       cfg.candidate_timeout_s, status, detail);
   EvalResult r;

@@ -102,6 +102,9 @@ nlohmann::json Toolbox::get_op_spec(const std::string& name) {
                          {"f32", {{"rtol", ops::tolerance_for(ops::DType::kF32).rtol},
                                   {"nmse", ops::tolerance_for(ops::DType::kF32).nmse}}}}},
           {"template_params", params},
+          {"abi", backend::embedded_paths(backend_name_ + "/thrive_" + backend_name_ + ".h").empty()
+                      ? ""
+                      : backend::embedded_file(backend_name_ + "/thrive_" + backend_name_ + ".h")},
           {"backend", backend_name_}};
 }
 
@@ -184,7 +187,7 @@ sandbox::EvalResult Toolbox::eager(const std::string& op, const ops::ShapeCase& 
 
 Profile Toolbox::profile(const ops::Op& op, const ops::ShapeCase& shape, const bench::BenchStats& b) {
   Profile p;
-  p.time_us = b.median_us;
+  p.time_us = b.time_us();
   p.bandwidth_gbps = b.bandwidth_gbps;
   p.percent_of_peak = b.percent_of_peak;
   p.tflops = b.tflops;
@@ -236,7 +239,7 @@ void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shap
                       const sandbox::EvalResult& r) {
   const std::string id = kernel_id(k);
   const std::string dir = cfg_.home + "/kernels/" + k.op;
-  const std::string src = dir + "/" + id + ".cpp";
+  const std::string src = dir + "/" + id + (k.backend == "cuda" ? ".cu" : ".cpp");
   if (!std::filesystem::exists(src)) write_file_atomic(src, k.source);
   const std::string meta = dir + "/" + id + ".json";
   nlohmann::json doc = nlohmann::json::object();

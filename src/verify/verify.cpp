@@ -122,6 +122,7 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
       const int64_t ws_bytes = op.workspace_bytes(shape);
       GuardedBuffer workspace(backend, ws_bytes);
       backend.memset(workspace.data(), kPoisonByte, ws_bytes);
+      args.symbols = shape;
       args.dims = op.dims(shape);
       args.scalars = op.scalars(shape, model);
       args.workspace = workspace.data();
@@ -138,8 +139,10 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
       std::vector<ops::HostTensor> first, second;
       cr.kernel_status = run_and_read(first);
       if (cr.kernel_status != 0) {
-        cr.failure = fmt::format("{} [{}]: kernel returned status {} (unsupported)", cr.shape_label,
-                                 cr.distribution, cr.kernel_status);
+        const std::string why = backend.last_error();
+        cr.failure = fmt::format("{} [{}]: kernel returned status {} ({})", cr.shape_label,
+                                 cr.distribution, cr.kernel_status,
+                                 why.empty() ? "unsupported" : why);
         report.unsupported = true;
       } else {
         cr.guards_intact = workspace.guards_intact();

@@ -4,9 +4,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "thrive/backend/embedded.hpp"
+
+extern char** environ;
 
 namespace thrive::test {
 
@@ -46,11 +51,30 @@ config::ModelDims small_model() {
   return m;
 }
 
+std::vector<std::string> small_model_env() {
+  const auto m = small_model();
+  return {"THRIVE_HIDDEN=" + std::to_string(m.hidden),
+          "THRIVE_INTERMEDIATE=" + std::to_string(m.intermediate),
+          "THRIVE_NUM_HEADS=" + std::to_string(m.num_heads),
+          "THRIVE_NUM_KV_HEADS=" + std::to_string(m.num_kv_heads),
+          "THRIVE_HEAD_DIM=" + std::to_string(m.head_dim),
+          "THRIVE_VOCAB=" + std::to_string(m.vocab),
+          "THRIVE_MAX_POSITION=" + std::to_string(m.max_position)};
+}
+
 CommandResult run_thrive(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   TempDir io;
   const std::string out_path = io.path() + "/out", err_path = io.path() + "/err";
+  std::fflush(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
+    std::vector<std::string> inherited;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv = *e;
+      if (kv.rfind("THRIVE_", 0) == 0 || kv.rfind("RSI_", 0) == 0)
+        inherited.push_back(kv.substr(0, kv.find('=')));
+    }
+    for (const auto& name : inherited) unsetenv(name.c_str());
     for (const auto& e : env) putenv(strdup(e.c_str()));
     FILE* o = freopen(out_path.c_str(), "w", stdout);
     FILE* e = freopen(err_path.c_str(), "w", stderr);
@@ -66,21 +90,63 @@ CommandResult run_thrive(const std::vector<std::string>& args, const std::vector
   waitpid(pid, &status, 0);
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
   r.out = slurp(out_path);
   r.err = slurp(err_path);
   return r;
 }
 
-std::string kernel_text(const std::string& op, const std::string& body) {
+std::string kernel_text(const std::string& op, const std::string& body, const std::string& prelude) {
   return "// @thrive op: " + op + "\n// @thrive backend: cpu\n// @thrive entry: k\n"
-         "#include \"thrive_cpu.h\"\n#include <math.h>\n"
+         "#include \"thrive_cpu.h\"\n#include <math.h>\n" + prelude + "\n"
          "THRIVE_EXPORT int k(const ThriveArgs* a) {\n" + body + "\n}\n";
+}
+
+std::string rmsnorm_body(const std::string& epilogue) {
+  return R"(
+  const uint16_t* x = (const uint16_t*)a->tensors[0];
+  uint16_t* res = (uint16_t*)a->tensors[1];
+  const uint16_t* w = (const uint16_t*)a->tensors[2];
+  uint16_t* out = (uint16_t*)a->tensors[3];
+  const int64_t T = a->dims[0], H = a->dims[1];
+  const double eps = a->scalars[0];
+  for (int64_t r = 0; r < T; ++r) {
+    double sumsq = 0.0;
+    for (int64_t c = 0; c < H; ++c) {
+      float v = thrive_bf16_to_f32(x[r * H + c]) + thrive_bf16_to_f32(res[r * H + c]);
+      res[r * H + c] = thrive_f32_to_bf16(v);
+      double s = thrive_bf16_to_f32(res[r * H + c]);
+      sumsq += s * s;
+    }
+    const float inv = (float)(1.0 / sqrt(sumsq / (double)H + eps));
+    for (int64_t c = 0; c < H; ++c)
+      out[r * H + c] = thrive_f32_to_bf16(thrive_bf16_to_f32(res[r * H + c]) * inv *
+                                          thrive_bf16_to_f32(w[c]));
+  }
+)" + epilogue + "\n  return 0;";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string write_text(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+  return path;
+}
+
+bool is_one_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos || nl + 1 == s.size();
+}
+
+bool has_embedded(const std::string& relative_path) {
+  for (const auto& p : backend::embedded_paths(relative_path))
+    if (p == relative_path) return true;
+  return false;
 }
 
 }  // namespace thrive::test

@@ -14,6 +14,8 @@ class TempDir {
  public:
   TempDir();
   ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
 
  private:
@@ -27,6 +29,9 @@ config::Config fast_config(const std::string& home);
 /// inner-loop tests run in seconds.
 config::ModelDims small_model();
 
+/// THRIVE_* assignments ("K=V") that make the binary use small_model() dims.
+std::vector<std::string> small_model_env();
+
 /// Result of running the thrive binary.
 struct CommandResult {
   int exit_code = -1;
@@ -34,12 +39,31 @@ struct CommandResult {
   std::string err;   ///< stderr
 };
 
-/// Runs THRIVE_BINARY with `args` and extra environment assignments ("K=V").
+/// Runs THRIVE_BINARY with `args` and extra environment assignments ("K=V"). THRIVE_*
+/// and RSI_* variables inherited from the test's own environment are removed first,
+/// so only `env` configures the child.
 CommandResult run_thrive(const std::vector<std::string>& args,
                          const std::vector<std::string>& env = {});
 
 /// A kernel file body for `op` with entry `k` whose function body is `body`
-/// (the ABI header is included).
-std::string kernel_text(const std::string& op, const std::string& body);
+/// (the ABI header and <math.h> are included; `prelude` goes before the function).
+std::string kernel_text(const std::string& op, const std::string& body,
+                        const std::string& prelude = "");
+
+/// Function body of a correct rmsnorm_residual kernel (float math, double sum of
+/// squares). `epilogue` runs after the computation and before `return 0;`, with
+/// `x`, `res`, `w`, `out` (uint16_t*, x and w const) and `T`, `H` (int64_t) in scope.
+std::string rmsnorm_body(const std::string& epilogue = "");
+
+/// Whole contents of a file ("" when it cannot be read).
+std::string slurp(const std::string& path);
+/// Writes `content` to `path` (truncating); returns `path`.
+std::string write_text(const std::string& path, const std::string& content);
+
+/// True when `s` is one line: no '\n' except possibly a final one.
+bool is_one_line(const std::string& s);
+
+/// True when kernels/<relative_path> was embedded into this build.
+bool has_embedded(const std::string& relative_path);
 
 }  // namespace thrive::test

@@ -11,8 +11,8 @@
 //   similarity (same op and shape 1.0, same op 0.7, same trait 0.5, any op 0.25) —
 //   skips changes the trajectory already tried, applies exactly ONE card per round.
 // - Repairer: a failed change is backed out (the parent stays best) and the card is
-//   charged a failure; a failed seed falls back to the template defaults, then to the
-//   single changes that earlier repairs found, one at a time.
+//   charged a failure; a failed recall falls back to the template defaults, and failed
+//   defaults to the three best-ranked single changes from them, one at a time.
 #pragma once
 
 #include <set>

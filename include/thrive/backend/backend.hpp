@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,7 @@ struct CompileResult {
 /// Arguments of one call of a kernel: device pointers in the op's ABI order,
 /// dims[] and scalars[] in the op's order, a scratch workspace.
 struct LaunchArgs {
+  std::map<std::string, int64_t> symbols;  ///< shape symbol values (launch-plan grids)
   std::vector<void*> tensors;
   std::vector<int64_t> dims;
   std::vector<double> scalars;
@@ -89,6 +91,15 @@ class Backend {
   /// Time of `body` on the device in microseconds (cpu: steady_clock around the
   /// synchronous body; cuda: events recorded on the launch stream).
   virtual double time_us(const std::function<void()>& body) = 0;
+  /// Per-call time in microseconds when `body` (which issues `calls` launches) is
+  /// captured once into a CUDA graph and replayed, so launch overhead is excluded.
+  /// Backends without graphs time the body directly. Returns 0 when capture fails.
+  virtual double time_graph_us(const std::function<void()>& body, int calls) {
+    return time_us(body) / calls;
+  }
+  /// Why the last launch returned non-zero (e.g. "block 2048 > 1024 threads"), "" if
+  /// it did not.
+  virtual std::string last_error() const { return ""; }
 };
 
 /// Builds the backend `name` ("cpu", "cuda", or "auto": cuda when a GPU is present,

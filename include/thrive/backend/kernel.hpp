@@ -32,13 +32,14 @@ using Params = std::map<std::string, std::string>;
 /// Formats params canonically: "NAME1=v1,NAME2=v2" (sorted by name); "" when empty.
 std::string params_to_string(const Params& params);
 
-/// One launch of a CUDA launch plan; grid entries are expressions over shape symbols
-/// (e.g. "T", "ceil(B*NQ/4)"). Unused by the CPU backend.
+/// One launch of a CUDA launch plan. block, grid and smem are integer expressions
+/// (see launch_expr.hpp) over shape symbols, template params and SMS, e.g.
+/// grid "cdiv(T,ROWS)". Unused by the CPU backend.
 struct LaunchSpec {
   std::string entry;
-  int block = 0;
+  std::string block = "1";
   std::string grid[3] = {"1", "1", "1"};
-  int64_t smem_bytes = 0;
+  std::string smem = "0";     ///< dynamic shared memory, bytes
 };
 
 /// A parsed kernel: what `thrive verify --kernel FILE` reads and agents produce.

@@ -31,7 +31,8 @@ struct BenchOptions {
 
 /// One benchmark's figures. Times in microseconds, bandwidth in GB/s (1e9 bytes/s).
 struct BenchStats {
-  double median_us = 0, min_us = 0, max_us = 0;
+  double median_us = 0, min_us = 0, max_us = 0;   ///< "launched": one launch per sample
+  double graph_us = 0, graph_min_us = 0, graph_max_us = 0;  ///< per call under CUDA-graph replay (0 = n/a)
   int reps = 0;
   double rel_ci = 0;            ///< achieved relative CI half-width of the median
   int64_t bytes = 0;            ///< the op's minimum bytes at this shape
@@ -42,6 +43,9 @@ struct BenchStats {
   bool below_floor = false;     ///< median under bytes / peak: suspect, never accepted
   int argument_sets = 0;        ///< rotation depth
   int64_t working_set_bytes = 0;
+  /// The figure the search optimizes and GB/s is computed from: the graph time where
+  /// graphs exist (launch overhead excluded, as production decode runs), else launched.
+  double time_us() const { return graph_us > 0 ? graph_us : median_us; }
 };
 
 /// Times `module` running `op` at `shape`. `peak_bw_gbps` <= 0 leaves percent at 0.
@@ -57,7 +61,7 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
 void summarize(std::vector<double>& samples_us, BenchStats& stats);
 
 /// Measures the device's copy bandwidth (reads + writes counted) with the copy
-/// kernel kernels/<backend>/copy.cpp through the same backend, on buffers of at
+/// kernel kernels/<backend>/copy.{cpp,cu} through the same backend, on buffers of at
 /// least 8x the last-level cache (DRAM, not cache). Returns GB/s.
 double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& options);
 

@@ -20,6 +20,7 @@ enum class ErrorCategory {
   kInput,     ///< bad file content (kernel file, JSON import): exit 3
   kStorage,   ///< THRIVE_HOME not writable, memory.db corrupted or foreign: exit 4
   kBackend,   ///< compiler/driver failure outside a candidate: exit 5
+  kDevice,    ///< sticky device fault (illegal address, ...) raised while a candidate ran: exit 6
   kInternal,  ///< a THRIVE bug: exit 70
 };
 

@@ -1,58 +1,147 @@
 // thrive bench --op OP --kernel FILE [--shape LABEL]: compile, verify, benchmark a kernel
 // file exactly as the agents do, next to the eager baseline; records it in memory.
+// thrive bench --op OP|all [--json-out FILE]: re-measure the best kernel in memory for
+// every shape next to the eager baseline and the copy ceiling (the README's table).
 #include <fmt/format.h>
 
 #include "src/cli/commands/kernel_file.hpp"
 #include "src/cli/context.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive::cli {
+namespace {
+
+memory::KernelRecord to_record(tools::Toolbox& tb, const backend::KernelSource& kernel,
+                               const ops::ShapeCase& shape, const sandbox::EvalResult& r,
+                               double eager_us, const std::string& command) {
+  memory::KernelRecord k;
+  k.kernel_id = tb.kernel_id(kernel);
+  k.op = kernel.op;
+  k.shape_class = shape.label;
+  k.device_key = tb.device_key();
+  k.backend = tb.backend_name();
+  k.params = backend::params_to_string(kernel.params);
+  k.source = kernel.source;
+  k.time_us = r.bench.time_us();
+  k.eager_us = eager_us;
+  k.speedup = eager_us / k.time_us;
+  k.bandwidth_gbps = r.bench.bandwidth_gbps;
+  k.percent_of_peak = r.bench.percent_of_peak;
+  k.max_rel_err = r.verify.max_rel_err;
+  k.verified = r.status == sandbox::Status::kPassed;
+  k.command = command;
+  k.metrics = r;
+  return k;
+}
+
+void bench_file(Context& ctx, const KernelFileFlags& f) {
+  auto loaded = load_kernel_file(ctx, f);
+  auto& tb = ctx.toolbox();
+  auto r = tb.benchmark(loaded.kernel, loaded.shape);
+  if (f.json)
+    fmt::print("{}\n", nlohmann::json(r).dump(2));
+  else
+    print_verdict(loaded, r);
+  if (r.status != sandbox::Status::kPassed) {
+    ctx.exit_code = 1;
+    return;
+  }
+  auto eager = tb.eager(loaded.kernel.op, loaded.shape);
+  const auto& b = r.bench;
+  auto k = to_record(tb, loaded.kernel, loaded.shape, r, eager.bench.time_us(), ctx.command_line);
+  const bool best = tb.store().record_kernel(k);
+  if (f.json) return;
+  fmt::print("  launched median {} (min {}, max {}, {} reps, ±{:.1f}% CI, {} argument sets = {:.0f} MiB)\n",
+             format_us(b.median_us), format_us(b.min_us), format_us(b.max_us), b.reps,
+             100 * b.rel_ci, b.argument_sets, double(b.working_set_bytes) / (1 << 20));
+  if (b.graph_us > 0)
+    fmt::print("  graph    median {} per call (min {}, max {}; 20 launches per CUDA graph)\n",
+               format_us(b.graph_us), format_us(b.graph_min_us), format_us(b.graph_max_us));
+  fmt::print("  traffic {} bytes -> {:.2f} GB/s = {:.1f}% of the {:.1f} GB/s ceiling; {:.4f} TFLOP/s\n",
+             b.bytes, b.bandwidth_gbps, b.percent_of_peak, b.peak_bw_gbps, b.tflops);
+  fmt::print("  eager  {} -> speedup {:.2f}x{}\n", format_us(k.eager_us), k.speedup,
+             best ? " (new best in memory)" : "");
+}
+
+void bench_memory(Context& ctx, const std::string& which, const std::string& only_shape,
+                  const std::string& json_out) {
+  auto& tb = ctx.toolbox();
+  std::vector<const ops::Op*> targets;
+  if (which == "all")
+    for (const auto& op : ops::registry()) targets.push_back(op.get());
+  else
+    targets.push_back(&ops::find_op(which));
+  const double peak = tb.peak_bandwidth_gbps();
+  nlohmann::json rows = nlohmann::json::array();
+  fmt::print("Device {} ({}); copy ceiling {:.1f} GB/s\n", tb.device_key(),
+             tb.device().value("driver", ""), peak);
+  fmt::print("{:<21} {:<11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>7}\n", "op", "shape",
+             "eager", "eager graph", "best", "best graph", "speedup", "GB/s", "%copy");
+  for (const auto* op : targets) {
+    for (const auto& shape : tb.shapes_for(*op, which == "all" ? "" : only_shape)) {
+      auto eager = tb.eager(op->name(), shape);
+      auto rec = tb.store().best(op->name(), shape.label, tb.device_key());
+      nlohmann::json row = {{"op", op->name()}, {"shape", shape.label}, {"device", tb.device_key()},
+                            {"eager", eager.bench}, {"peak_bw_gbps", peak}};
+      std::string best_s = "-", best_g = "-", speed = "-", gbps = "-", pct = "-";
+      if (rec) {
+        auto kernel = backend::KernelSource::parse(rec->source, "memory:" + rec->kernel_id);
+        auto r = tb.benchmark(kernel, shape);
+        row["kernel_id"] = rec->kernel_id;
+        row["status"] = sandbox::status_name(r.status);
+        if (r.status == sandbox::Status::kPassed) {
+          const auto& b = r.bench;
+          row["best"] = b;
+          row["speedup_vs_eager"] = eager.bench.time_us() / b.time_us();
+          row["verify"] = {{"max_rel_err", r.verify.max_rel_err}, {"nmse", r.verify.nmse}};
+          best_s = format_us(b.median_us);
+          best_g = format_us(b.graph_us);
+          speed = fmt::format("{:.2f}x", eager.bench.time_us() / b.time_us());
+          gbps = fmt::format("{:.1f}", b.bandwidth_gbps);
+          pct = fmt::format("{:.1f}%", b.percent_of_peak);
+          tb.store().record_kernel(to_record(tb, kernel, shape, r, eager.bench.time_us(), ctx.command_line));
+        } else {
+          best_s = sandbox::status_name(r.status);
+          ctx.exit_code = 1;
+        }
+      }
+      fmt::print("{:<21} {:<11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>7}\n", op->name(),
+                 shape.label, format_us(eager.bench.median_us), format_us(eager.bench.graph_us),
+                 best_s, best_g, speed, gbps, pct);
+      std::fflush(stdout);
+      rows.push_back(row);
+    }
+  }
+  if (!json_out.empty()) {
+    nlohmann::json doc = {{"device", tb.device()}, {"peak_bw_gbps", peak},
+                          {"command", ctx.command_line}, {"date", memory::now_iso8601()},
+                          {"rows", rows}};
+    write_file_atomic(json_out, doc.dump(2));
+    fmt::print("raw results: {}\n", json_out);
+  }
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("bench", "Compile, verify and benchmark a kernel file");
+  auto* cmd = app.add_subcommand(
+      "bench", "Benchmark a kernel file, or (without --kernel) the best kernels in memory");
   static KernelFileFlags f;
-  add_kernel_file_flags(*cmd, f);
+  static std::string json_out;
+  cmd->add_option("--op", f.op, "Op name ('all' without --kernel)")->required();
+  cmd->add_option("--kernel", f.kernel, "Kernel file (docs/kernel-format.md)");
+  cmd->add_option("--shape", f.shape, "Shape label (default: the op's largest shape that fits)");
+  cmd->add_flag("--json", f.json, "Print the full result as JSON (with --kernel)");
+  cmd->add_option("--json-out", json_out, "Write raw results as JSON (without --kernel)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx] {
-    auto loaded = load_kernel_file(ctx, f);
-    auto& tb = ctx.toolbox();
-    auto r = tb.benchmark(loaded.kernel, loaded.shape);
-    if (f.json) {
-      fmt::print("{}\n", nlohmann::json(r).dump(2));
+    if (!f.kernel.empty()) {
+      if (f.op == "all") fail(ErrorCategory::kUsage, "--op all: expected one op with --kernel");
+      bench_file(ctx, f);
     } else {
-      print_verdict(loaded, r);
+      bench_memory(ctx, f.op, f.shape, json_out);
     }
-    if (r.status != sandbox::Status::kPassed) {
-      ctx.exit_code = 1;
-      return;
-    }
-    auto eager = tb.eager(loaded.kernel.op, loaded.shape);
-    const auto& b = r.bench;
-    memory::KernelRecord k;
-    k.kernel_id = tb.kernel_id(loaded.kernel);
-    k.op = loaded.kernel.op;
-    k.shape_class = loaded.shape.label;
-    k.device_key = tb.device_key();
-    k.backend = tb.backend_name();
-    k.params = backend::params_to_string(loaded.kernel.params);
-    k.source = loaded.kernel.source;
-    k.time_us = b.median_us;
-    k.eager_us = eager.bench.median_us;
-    k.speedup = k.eager_us / k.time_us;
-    k.bandwidth_gbps = b.bandwidth_gbps;
-    k.percent_of_peak = b.percent_of_peak;
-    k.max_rel_err = r.verify.max_rel_err;
-    k.verified = true;
-    k.command = ctx.command_line;
-    k.metrics = r;
-    const bool best = tb.store().record_kernel(k);
-    if (f.json) return;
-    fmt::print("  time   median {} (min {}, max {}, {} reps, ±{:.1f}% CI, {} argument sets = {:.0f} MiB)\n",
-               format_us(b.median_us), format_us(b.min_us), format_us(b.max_us), b.reps,
-               100 * b.rel_ci, b.argument_sets, double(b.working_set_bytes) / (1 << 20));
-    fmt::print("  traffic {} bytes -> {:.2f} GB/s = {:.1f}% of the {:.1f} GB/s ceiling; {:.4f} TFLOP/s\n",
-               b.bytes, b.bandwidth_gbps, b.percent_of_peak, b.peak_bw_gbps, b.tflops);
-    fmt::print("  eager  {} -> speedup {:.2f}x{}\n", format_us(k.eager_us), k.speedup,
-               best ? " (new best in memory)" : "");
   });
 }
 

@@ -8,6 +8,7 @@
 namespace thrive::cli {
 
 void add_kernel_file_flags(CLI::App& cmd, KernelFileFlags& f) {
+  // (bench registers its own variant: --kernel is optional there)
   cmd.add_option("--op", f.op, "Op the kernel implements")->required();
   cmd.add_option("--kernel", f.kernel, "Kernel file (docs/kernel-format.md)")->required();
   cmd.add_option("--shape", f.shape, "Shape label (default: the op's largest shape that fits)");

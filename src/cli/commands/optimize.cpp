@@ -55,18 +55,18 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_option("--target-speedup", f.target, "Speedup over eager that counts as reached");
   cmd->add_flag("--json", f.json, "Print the results as JSON at the end");
   add_common_flags(*cmd, ctx.flags, true);
-  cmd->callback([&ctx] {
+  cmd->callback([&ctx, cmd] {
     auto& cfg = ctx.config();
-    if (f.rounds != -1) {
+    if (cmd->count("--rounds") > 0) {
       if (f.rounds < 0) fail(ErrorCategory::kUsage, "--rounds={}: expected an integer >= 0", f.rounds);
       cfg.rounds = f.rounds;
     }
-    if (f.passes != -1) {
+    if (cmd->count("--passes") > 0) {
       if (f.passes < 1) fail(ErrorCategory::kUsage, "--passes={}: expected an integer >= 1", f.passes);
       cfg.passes = f.passes;
     }
     if (!f.agent.empty()) cfg.agent = f.agent;
-    if (f.target != 0) {
+    if (cmd->count("--target-speedup") > 0) {
       if (!(f.target > 0)) fail(ErrorCategory::kUsage, "--target-speedup={}: expected a number > 0", f.target);
       cfg.target_speedup = f.target;
     }

@@ -16,7 +16,10 @@ void register_verify(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx] {
     auto loaded = load_kernel_file(ctx, f);
     auto r = ctx.toolbox().verify(loaded.kernel, loaded.shape);
-    print_verdict(loaded, r);
+    if (f.json)
+      fmt::print("{}\n", nlohmann::json(r).dump(2));
+    else
+      print_verdict(loaded, r);
     if (r.status != sandbox::Status::kPassed) ctx.exit_code = 1;
   });
 }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build (Release, SQLite linked statically from .sysroot),
+# run the whole test suite (GPU tests included), optimize every op on the GPU, benchmark
+# the winners next to the eager baselines, and run compute-sanitizer on the best kernel
+# of each op. Results land in $OUT (bench/results/ after copying back).
+#   device tool: run command="bash scripts/device-check.sh" carry=[".sysroot"]
+# Environment: ROUNDS (default 8), SKIP_TESTS=1, SKIP_SANITIZER=1, OPS (default all).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/thrive-out}
+mkdir -p "$OUT"
+stamp=$(date -u +%Y-%m-%d)
+export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+
+cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=OFF \
+  -DSQLite3_INCLUDE_DIR="$PWD/.sysroot/usr/include" \
+  -DSQLite3_LIBRARY="$PWD/.sysroot/usr/lib/x86_64-linux-gnu/libsqlite3.a" > "$OUT/build.log" 2>&1 &&
+cmake --build build-device -j "$(nproc)" >> "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  (cd build-device && ctest --output-on-failure -j 8 --timeout 900) > "$OUT/ctest.log" 2>&1
+  echo "ctest exit $?"; tail -15 "$OUT/ctest.log"
+fi
+
+./build-device/thrive optimize --device cuda --op "${OPS:-all}" --rounds "${ROUNDS:-8}" --json \
+  > "$OUT/optimize-cuda-$stamp.log" 2>&1
+echo "optimize exit $?"; grep -A40 "^Pass 1 results" "$OUT/optimize-cuda-$stamp.log" | head -45
+./build-device/thrive bench --device cuda --op "${OPS:-all}" --json-out "$OUT/bench-cuda-$stamp.json" \
+  > "$OUT/bench-cuda-$stamp.txt" 2>&1
+echo "bench exit $?"; cat "$OUT/bench-cuda-$stamp.txt"
+
+if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer > /dev/null; then
+  ./build-device/thrive leaderboard --json > "$OUT/leaderboard.json"
+  python3 - "$OUT/leaderboard.json" > "$OUT/sanitize.list" <<'PY'
+import json, sys
+seen = set()
+for k in json.load(open(sys.argv[1])):
+    if k["backend"] == "cuda" and k["op"] not in seen:
+        seen.add(k["op"]); print(k["op"], k["kernel_id"], k["shape"])
+PY
+  while read -r op id shape; do
+    f="$THRIVE_HOME/kernels/$op/$id.cu"
+    for tool in memcheck racecheck; do
+      THRIVE_CANDIDATE_TIMEOUT_S=600 compute-sanitizer --tool $tool --error-exitcode 9 \
+        ./build-device/thrive verify --device cuda --op "$op" --kernel "$f" > "$OUT/sanitize-$op-$tool.log" 2>&1
+      echo "compute-sanitizer $tool $op: exit $?"
+    done
+  done < "$OUT/sanitize.list"
+fi

@@ -1,0 +1,130 @@
+// The search agent: card ranking from evidence, and the full inner loop (cold, then
+// warm from memory) on a small model with the real CPU templates.
+#include <gtest/gtest.h>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/agents/search_agent.hpp"
+#include "thrive/backend/embedded.hpp"
+
+namespace thrive {
+namespace {
+
+memory::StrategyCard card(const std::string& id, const std::string& param, const std::string& value,
+                          std::vector<std::string> bottlenecks = {"compute"},
+                          std::vector<std::string> traits = {"row_reduction"}) {
+  memory::StrategyCard c;
+  c.id = id;
+  c.title = id;
+  c.backend = "cpu";
+  c.traits = std::move(traits);
+  c.bottlenecks = std::move(bottlenecks);
+  c.set = {{param, value}};
+  return c;
+}
+
+const char* kTemplate =
+    "// @thrive op: rmsnorm_residual\n// @thrive entry: k\n"
+    "// @thrive param VEC values=1,8,16 default=1\n"
+    "// @thrive param UNROLL values=1,2 default=1\n";
+
+class RankCards : public ::testing::Test {
+ protected:
+  test::TempDir home;
+  config::Config cfg = test::fast_config(home.path());
+  memory::Store store{home.path() + "/memory.db"};
+  tools::Toolbox tools{cfg, store, "cpu"};
+  agents::SearchAgent agent{tools};
+  backend::KernelSource tmpl = backend::KernelSource::parse(kTemplate, "t.cpp");
+  const ops::Op& op = ops::find_op("rmsnorm_residual");
+
+  std::vector<std::string> ids(const std::string& bottleneck, const std::set<std::string>& tried = {}) {
+    std::vector<std::string> out;
+    for (const auto& r : agent.rank_cards(op, "T=16", tmpl, tmpl.defaults(), bottleneck, tried))
+      if (r.card.id.rfind("t_", 0) == 0) out.push_back(r.card.id);
+    return out;
+  }
+};
+
+TEST_F(RankCards, EvidenceOrdersCardsAndFiltersInapplicableOnes) {
+  store.add_card(card("t_vec8", "VEC", "8"));
+  store.add_card(card("t_vec16", "VEC", "16"));
+  store.add_card(card("t_vec4", "VEC", "4"));                       // value not declared
+  store.add_card(card("t_threads", "THREADS", "0"));                // param not declared
+  store.add_card(card("t_elem", "UNROLL", "2", {"compute"}, {"elementwise"}));  // other trait
+  for (int i = 0; i < 3; ++i) store.record_card_outcome("t_vec16", "rmsnorm_residual", "T=16", "cpu", true, 2.0);
+  for (int i = 0; i < 3; ++i) store.record_card_outcome("t_vec8", "rmsnorm_residual", "T=16", "cpu", false, 0.0);
+  auto ranked = ids("compute");
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(ranked[0], "t_vec16");
+  EXPECT_EQ(ranked[1], "t_vec8");
+}
+
+TEST_F(RankCards, TriedChangesAreSkipped) {
+  store.add_card(card("t_vec8", "VEC", "8"));
+  store.add_card(card("t_unroll", "UNROLL", "2"));
+  auto tried = std::set<std::string>{"UNROLL=1,VEC=8"};
+  EXPECT_EQ(ids("compute", tried), std::vector<std::string>{"t_unroll"});
+}
+
+TEST_F(RankCards, BottleneckMatchBreaksTies) {
+  store.add_card(card("t_a_vec8", "VEC", "8", {"memory"}));
+  store.add_card(card("t_b_unroll", "UNROLL", "2", {"overhead"}));
+  EXPECT_EQ(ids("overhead").front(), "t_b_unroll");
+  EXPECT_EQ(ids("memory").front(), "t_a_vec8");
+}
+
+TEST_F(RankCards, EvidenceTransfersFromOpsOfTheSameTrait) {
+  store.add_card(card("t_vec8", "VEC", "8"));
+  store.add_card(card("t_vec16", "VEC", "16"));
+  // softmax is a row reduction too: its gains count for rmsnorm_residual.
+  for (int i = 0; i < 4; ++i) store.record_card_outcome("t_vec8", "softmax", "T=1", "cpu", true, 3.0);
+  EXPECT_EQ(ids("compute").front(), "t_vec8");
+}
+
+bool have_cpu_kernels() {
+  return !backend::embedded_paths("cpu/rmsnorm_residual/eager.cpp").empty() &&
+         !backend::embedded_paths("cpu/cards.json").empty();
+}
+
+TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
+  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  cfg.model = test::small_model();
+  memory::Store store(home.path() + "/memory.db");
+  tools::Toolbox tools(cfg, store, "cpu");
+  agents::SearchAgent agent(tools);
+  const auto& op = ops::find_op("rmsnorm_residual");
+  ops::ShapeCase shape = op.bench_shapes(cfg.model).back();
+  std::vector<std::string> phases;
+  auto sink = [&](const agents::Progress& p) { phases.push_back(p.phase); };
+
+  agents::Task task{op.name(), shape, 3, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
+  auto cold = agent.run(task, sink);
+  ASSERT_TRUE(cold.verified);
+  EXPECT_FALSE(cold.recalled);
+  EXPECT_GT(cold.speedup, 0.0);
+  EXPECT_EQ(phases.front(), "eager");
+  EXPECT_NE(std::find(phases.begin(), phases.end(), "generate"), phases.end());
+  auto best = store.best(op.name(), shape.label, tools.device_key());
+  ASSERT_TRUE(best.has_value());
+  EXPECT_TRUE(best->verified);
+
+  const auto cold_changes = store.trajectory(0, op.name(), shape.label, tools.device_key());
+  task.run_id = store.begin_run("test", tools.device_key(), "search");
+  task.pass = 2;
+  auto warm = agent.run(task, sink);
+  ASSERT_TRUE(warm.verified);
+  EXPECT_TRUE(warm.recalled);
+  // The warm run never re-tries a change the cold run already evaluated.
+  std::set<std::string> seen;
+  for (const auto& a : cold_changes)
+    if (a.phase == "optimize") seen.insert(a.change);
+  for (const auto& a : store.trajectory(task.run_id, op.name(), shape.label, tools.device_key()))
+    if (a.phase == "optimize") {
+      EXPECT_EQ(seen.count(a.change), 0u) << a.change;
+    }
+}
+
+}  // namespace
+}  // namespace thrive

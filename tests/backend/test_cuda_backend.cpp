@@ -1,0 +1,137 @@
+// The CUDA backend on a real GPU: NVRTC compile and cache, launch-plan limits checked
+// before launch, faults contained by the sandbox, every op's eager baseline and template
+// defaults verified. Skips, visibly, where no GPU is present (CI).
+#include <gtest/gtest.h>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/backend/cuda_backend.hpp"
+#include "thrive/backend/embedded.hpp"
+#include "thrive/sandbox/sandbox.hpp"
+#include "thrive/tools/toolbox.hpp"
+
+namespace thrive {
+namespace {
+
+bool gpu_present(std::string* why) {
+  if (!backend::cuda_compiled_in()) {
+    *why = "built without the CUDA toolkit";
+    return false;
+  }
+  return backend::cuda_probably_available(why);
+}
+
+#define THRIVE_REQUIRE_GPU()                                             \
+  do {                                                                   \
+    std::string why_;                                                    \
+    if (!gpu_present(&why_)) GTEST_SKIP() << "no GPU: " << why_;         \
+  } while (0)
+
+std::string cuda_kernel(const std::string& launch, const std::string& body) {
+  return "// @thrive op: rmsnorm_residual\n// @thrive backend: cuda\n// @thrive entry: k\n"
+         "// @thrive launch: " + launch + "\n#include \"thrive_cuda.cuh\"\n"
+         "extern \"C\" __global__ void k(ThriveCudaArgs a) {\n" + body + "\n}\n";
+}
+
+// A correct, simple rmsnorm_residual: one block of 256 threads per row.
+const char* kRmsBody = R"(
+  const long long T = a.dims[0], H = a.dims[1];
+  const long long r = blockIdx.x;
+  if (r >= T) return;
+  const unsigned short* x = (const unsigned short*)a.tensors[0] + r * H;
+  unsigned short* res = (unsigned short*)a.tensors[1] + r * H;
+  const unsigned short* w = (const unsigned short*)a.tensors[2];
+  unsigned short* out = (unsigned short*)a.tensors[3] + r * H;
+  __shared__ float part[256];
+  float s = 0.f;
+  for (long long i = threadIdx.x; i < H; i += blockDim.x) {
+    unsigned short v = thrive_f32_to_bf16(thrive_bf16_to_f32(x[i]) + thrive_bf16_to_f32(res[i]));
+    res[i] = v;
+    float f = thrive_bf16_to_f32(v);
+    s += f * f;
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+    __syncthreads();
+  }
+  const float inv = rsqrtf(part[0] / (float)H + (float)a.scalars[0]);
+  for (long long i = threadIdx.x; i < H; i += blockDim.x)
+    out[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(res[i]) * inv * thrive_bf16_to_f32(w[i]));
+)";
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  test::TempDir home;
+  config::Config cfg = test::fast_config(home.path());
+  ops::ShapeCase shape{"T=16", {{"T", 16}, {"H", 2048}}};
+
+  sandbox::EvalResult eval(const std::string& text, bool bench = false) {
+    auto k = backend::KernelSource::parse(text, "test.cu");
+    return sandbox::evaluate(cfg, "cuda", {k, shape, true, bench, 4000.0});
+  }
+};
+
+TEST_F(CudaBackendTest, CorrectKernelPassesAndIsTimedLaunchedAndGraph) {
+  THRIVE_REQUIRE_GPU();
+  auto r = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody), true);
+  ASSERT_EQ(r.status, sandbox::Status::kPassed) << r.detail << r.compile_log;
+  EXPECT_GT(r.bench.median_us, 0);
+  EXPECT_GT(r.bench.graph_us, 0);
+  EXPECT_GT(r.stats.registers_per_thread, 0);
+  EXPECT_GT(r.stats.occupancy, 0);
+  auto again = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody));
+  EXPECT_TRUE(again.compile_cached);
+}
+
+TEST_F(CudaBackendTest, NvrtcFailureKeepsTheLog) {
+  THRIVE_REQUIRE_GPU();
+  auto r = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", "int x = ;"));
+  EXPECT_EQ(r.status, sandbox::Status::kCompileFailed);
+  EXPECT_NE(r.compile_log.find("error"), std::string::npos) << r.compile_log;
+}
+
+TEST_F(CudaBackendTest, LaunchPlanBeyondDeviceLimitsIsRejectedBeforeLaunch) {
+  THRIVE_REQUIRE_GPU();
+  auto threads = eval(cuda_kernel("entry=k block=2048 grid=T,1,1 smem=0", kRmsBody));
+  EXPECT_NE(threads.status, sandbox::Status::kPassed);
+  EXPECT_NE(threads.detail.find("block 2048"), std::string::npos) << threads.detail;
+  auto smem = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=1000000", kRmsBody));
+  EXPECT_NE(smem.status, sandbox::Status::kPassed);
+  EXPECT_NE(smem.detail.find("shared memory"), std::string::npos) << smem.detail;
+}
+
+TEST_F(CudaBackendTest, IllegalAddressIsContainedAndTheNextCandidateRuns) {
+  THRIVE_REQUIRE_GPU();
+  auto bad = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0",
+                              "((float*)a.tensors[3])[1ll << 40] = 1.f;"));
+  EXPECT_EQ(bad.status, sandbox::Status::kCrashed) << bad.detail;
+  auto oob = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0",
+                              "unsigned short* o = (unsigned short*)a.tensors[3];"
+                              "o[a.dims[0] * a.dims[1] + threadIdx.x] = 1;"));
+  EXPECT_NE(oob.status, sandbox::Status::kPassed);
+  auto good = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody));
+  EXPECT_EQ(good.status, sandbox::Status::kPassed) << good.detail;
+}
+
+TEST(CudaOps, EagerAndTemplateDefaultsVerifyForEveryOp) {
+  THRIVE_REQUIRE_GPU();
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  memory::Store store(home.path() + "/memory.db");
+  tools::Toolbox tools(cfg, store, "cuda");
+  for (const auto& op : ops::registry()) {
+    if (backend::embedded_paths("cuda/" + op->name() + "/template.cu").empty()) {
+      ADD_FAILURE() << "no cuda template for " << op->name();
+      continue;
+    }
+    const auto shape = op->bench_shapes(cfg.model).front();
+    auto eager = tools.verify(tools.eager_kernel(op->name()), shape);
+    EXPECT_EQ(eager.status, sandbox::Status::kPassed) << op->name() << " eager: " << eager.detail;
+    auto seed = tools.verify(tools.op_template(op->name()).instantiate({}), shape);
+    EXPECT_EQ(seed.status, sandbox::Status::kPassed) << op->name() << " defaults: " << seed.detail;
+  }
+}
+
+}  // namespace
+}  // namespace thrive

@@ -1,0 +1,198 @@
+// Timing protocol: order-statistics summary, benchmark_kernel figures, copy ceiling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/backend/cpu_backend.hpp"
+#include "thrive/bench/bench.hpp"
+#include "thrive/core/error.hpp"
+
+namespace thrive::bench {
+namespace {
+
+struct SummaryCase {
+  const char* name;
+  std::vector<double> samples;
+  double median, min, max, rel_ci;
+};
+
+void PrintTo(const SummaryCase& c, std::ostream* os) { *os << c.name; }
+
+class Summarize : public ::testing::TestWithParam<SummaryCase> {};
+
+TEST_P(Summarize, KnownSamples) {
+  const auto& p = GetParam();
+  auto samples = p.samples;
+  BenchStats s;
+  summarize(samples, s);
+  EXPECT_EQ(s.reps, int(p.samples.size()));
+  EXPECT_DOUBLE_EQ(s.median_us, p.median);
+  EXPECT_DOUBLE_EQ(s.min_us, p.min);
+  EXPECT_DOUBLE_EQ(s.max_us, p.max);
+  EXPECT_NEAR(s.rel_ci, p.rel_ci, 1e-12);
+  EXPECT_TRUE(std::is_sorted(samples.begin(), samples.end())) << "sorted in place";
+}
+
+std::vector<double> one_to(int n) {
+  std::vector<double> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 1.0);
+  std::reverse(v.begin(), v.end());
+  return v;
+}
+
+std::vector<double> with_outlier() {
+  std::vector<double> v(19, 10.0);
+  v.push_back(1000.0);
+  return v;
+}
+
+// The 95% CI of the median spans ranks n/2 -+ 1.96 sqrt(n) / 2 (clamped to the
+// sample); rel_ci is half that span over the median.
+INSTANTIATE_TEST_SUITE_P(
+    OrderStatistics, Summarize,
+    ::testing::Values(
+        SummaryCase{"odd", {5, 1, 3, 2, 4}, 3, 1, 5, (5.0 - 1.0) / 2 / 3},
+        SummaryCase{"even", {4, 1, 3, 2}, 2.5, 1, 4, (4.0 - 1.0) / 2 / 2.5},
+        SummaryCase{"constant", {7, 7, 7, 7, 7, 7}, 7, 7, 7, 0.0},
+        SummaryCase{"single", {2.5}, 2.5, 2.5, 2.5, 0.0},
+        // n=100: ranks floor(50 - 9.8) = 40 and ceil(50 + 9.8) = 60 -> values 41 and 61.
+        SummaryCase{"hundred", one_to(100), 50.5, 1, 100, (61.0 - 41.0) / 2 / 50.5},
+        // n=20: ranks 5..15, so one slow outlier does not widen the interval.
+        SummaryCase{"outlier", with_outlier(), 10, 10, 1000, 0.0}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Summarize, EmptyLeavesZeros) {
+  std::vector<double> none;
+  BenchStats s;
+  summarize(none, s);
+  EXPECT_EQ(s.reps, 0);
+  EXPECT_EQ(s.median_us, 0.0);
+}
+
+class BenchTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    home_ = new test::TempDir();
+    backend_ = new backend::CpuBackend(test::fast_config(home_->path()));
+  }
+  static void TearDownTestSuite() {
+    delete backend_;
+    delete home_;
+  }
+  std::shared_ptr<backend::Module> compile(const std::string& body) {
+    auto c = backend_->compile(
+        backend::KernelSource::parse(test::kernel_text("rmsnorm_residual", body), "k.cpp"));
+    EXPECT_TRUE(c.module) << c.log;
+    return c.module;
+  }
+  static BenchOptions options() {
+    BenchOptions o;
+    o.max_s = 0.05;
+    o.min_reps = 5;
+    o.noise = 0.05;
+    o.max_rotation_bytes = 4 << 20;
+    return o;
+  }
+  static test::TempDir* home_;
+  static backend::CpuBackend* backend_;
+};
+
+test::TempDir* BenchTest::home_ = nullptr;
+backend::CpuBackend* BenchTest::backend_ = nullptr;
+
+TEST_F(BenchTest, CorrectKernelGivesConsistentFigures) {
+  auto m = compile(test::rmsnorm_body());
+  ASSERT_TRUE(m);
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape{"T=16", {{"T", 16}, {"H", 256}}};
+  const auto s = benchmark_kernel(*backend_, op, *m, shape, test::small_model(), options(), 0.0, 5);
+  EXPECT_GE(s.reps, 5);
+  EXPECT_GT(s.median_us, 0.0);
+  EXPECT_LE(s.min_us, s.median_us);
+  EXPECT_GE(s.max_us, s.median_us);
+  EXPECT_EQ(s.bytes, op.min_bytes(shape.shape));
+  EXPECT_EQ(s.bytes, 16 * 256 * 2 * 4 + 256 * 2);
+  EXPECT_NEAR(s.bandwidth_gbps, double(s.bytes) / (s.median_us * 1e-6) / 1e9, 1e-9 * s.bandwidth_gbps);
+  EXPECT_NEAR(s.tflops, op.flops(shape.shape) / (s.median_us * 1e-6) / 1e12, 1e-9 * s.tflops + 1e-15);
+  EXPECT_GE(s.argument_sets, 1);
+  // Rotation: as many sets as fit the cap (the LLC target is far larger here); one set
+  // is x, residual, weight and out.
+  const int64_t set_bytes = 3 * 16 * 256 * 2 + 256 * 2;
+  EXPECT_EQ(s.working_set_bytes, set_bytes * s.argument_sets);
+  EXPECT_LE(s.working_set_bytes, options().max_rotation_bytes);
+  EXPECT_GT(s.working_set_bytes, options().max_rotation_bytes / 2);
+  EXPECT_EQ(s.peak_bw_gbps, 0.0);
+  EXPECT_EQ(s.percent_of_peak, 0.0);
+  EXPECT_FALSE(s.below_floor);
+}
+
+TEST_F(BenchTest, PeakGivesPercentAndFlagsImpossibleSpeed) {
+  auto m = compile(test::rmsnorm_body());
+  ASSERT_TRUE(m);
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape{"T=4", {{"T", 4}, {"H", 256}}};
+  const auto fast = benchmark_kernel(*backend_, op, *m, shape, test::small_model(), options(), 1e6, 5);
+  EXPECT_NEAR(fast.percent_of_peak, 100.0 * fast.bandwidth_gbps / 1e6, 1e-9);
+  EXPECT_FALSE(fast.below_floor);
+  const auto slow = benchmark_kernel(*backend_, op, *m, shape, test::small_model(), options(), 1e-6, 5);
+  EXPECT_TRUE(slow.below_floor);
+}
+
+TEST_F(BenchTest, NonZeroStatusGivesNoReps) {
+  auto m = compile("return 3;");
+  ASSERT_TRUE(m);
+  const ops::ShapeCase shape{"T=4", {{"T", 4}, {"H", 256}}};
+  const auto s = benchmark_kernel(*backend_, ops::find_op("rmsnorm_residual"), *m, shape,
+                                  test::small_model(), options(), 0.0, 1);
+  EXPECT_EQ(s.reps, 0);
+  // Failing only after the warm-up also gives no reps.
+  auto late = compile("static int calls = 0; return ++calls > 4 ? 2 : 0;");
+  const auto l = benchmark_kernel(*backend_, ops::find_op("rmsnorm_residual"), *late, shape,
+                                  test::small_model(), options(), 0.0, 1);
+  EXPECT_EQ(l.reps, 0);
+}
+
+TEST_F(BenchTest, SlowerKernelMeasuresSlower) {
+  auto fast = compile(test::rmsnorm_body());
+  auto slow = compile(test::rmsnorm_body("for (volatile int i = 0; i < 200000; ++i) {}"));
+  ASSERT_TRUE(fast && slow);
+  const ops::ShapeCase shape{"T=4", {{"T", 4}, {"H", 256}}};
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const auto f = benchmark_kernel(*backend_, op, *fast, shape, test::small_model(), options(), 0, 2);
+  const auto s = benchmark_kernel(*backend_, op, *slow, shape, test::small_model(), options(), 0, 2);
+  EXPECT_GT(s.median_us, 2 * f.median_us) << "fast " << f.median_us << " slow " << s.median_us;
+}
+
+TEST_F(BenchTest, CopyBandwidthIsPositive) {
+  BenchOptions o = options();
+  o.max_s = 0.01;
+  const double gbps = measure_copy_bandwidth(*backend_, o);
+  EXPECT_GT(gbps, 0.1);
+  EXPECT_LT(gbps, 1e5);
+}
+
+TEST(BenchStatsJson, RoundTrip) {
+  BenchStats s;
+  s.median_us = 1.5;
+  s.min_us = 1;
+  s.max_us = 2;
+  s.reps = 11;
+  s.rel_ci = 0.01;
+  s.bytes = 1234;
+  s.bandwidth_gbps = 3;
+  s.argument_sets = 7;
+  s.working_set_bytes = 99;
+  s.below_floor = true;
+  const auto b = nlohmann::json(s).get<BenchStats>();
+  EXPECT_EQ(b.median_us, 1.5);
+  EXPECT_EQ(b.reps, 11);
+  EXPECT_EQ(b.bytes, 1234);
+  EXPECT_EQ(b.argument_sets, 7);
+  EXPECT_EQ(b.working_set_bytes, 99);
+  EXPECT_TRUE(b.below_floor);
+}
+
+}  // namespace
+}  // namespace thrive::bench

@@ -1,0 +1,231 @@
+// The thrive binary end to end: listing ops, exit codes and one-line error messages
+// for bad flags, environment and files, storage refusals, verify verdicts, env docs.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.hpp"
+
+namespace thrive {
+namespace {
+
+class Cli : public ::testing::Test {
+ protected:
+  test::TempDir home;
+  test::TempDir files;
+
+  std::vector<std::string> env(std::vector<std::string> extra = {}) const {
+    extra.push_back("THRIVE_HOME=" + home.path());
+    return extra;
+  }
+  std::vector<std::string> small_env(std::vector<std::string> extra = {}) const {
+    auto e = env(std::move(extra));
+    for (const auto& kv : test::small_model_env()) e.push_back(kv);
+    e.push_back("THRIVE_MAX_SHAPE_BYTES=1048576");  // keep verification shapes tiny
+    return e;
+  }
+  std::string kernel_file(const std::string& name, const std::string& text) const {
+    return test::write_text(files.path() + "/" + name, text);
+  }
+};
+
+const std::vector<std::string> kOps = {"rmsnorm_residual", "swiglu_act", "rope", "softmax",
+                                       "gqa_decode_attention"};
+
+// A failed command prints exactly one line on stderr that names `value`.
+void expect_one_line_error(const test::CommandResult& r, const std::string& value) {
+  EXPECT_FALSE(r.err.empty());
+  EXPECT_TRUE(test::is_one_line(r.err)) << "stderr:\n" << r.err;
+  EXPECT_NE(r.err.find(value), std::string::npos) << "stderr:\n" << r.err;
+}
+
+TEST_F(Cli, OpsListsAllFive) {
+  const auto r = test::run_thrive({"ops"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& op : kOps) EXPECT_NE(r.out.find(op), std::string::npos) << op << "\n" << r.out;
+  EXPECT_NE(r.out.find("2048"), std::string::npos) << "Qwen3-1.7B hidden size shown";
+}
+
+TEST_F(Cli, OpsJsonParses) {
+  const auto r = test::run_thrive({"ops", "--json"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j.is_array());
+  std::vector<std::string> names;
+  for (const auto& o : j) {
+    names.push_back(o.value("op", ""));
+    EXPECT_FALSE(o["shapes"].empty());
+    for (const auto& s : o["shapes"]) EXPECT_GT(s.value("min_bytes", int64_t{0}), 0);
+  }
+  EXPECT_EQ(names, kOps);
+  // Model dims come from the environment.
+  const auto small = test::run_thrive({"ops", "--json"}, env({"THRIVE_HIDDEN=512"}));
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  const auto js = nlohmann::json::parse(small.out);
+  EXPECT_EQ(js[0]["shapes"][0]["min_bytes"], 1 * 512 * 2 * 4 + 512 * 2) << "rmsnorm T=1 at H=512";
+}
+
+TEST_F(Cli, UnknownOpIsUsageErrorListingValidOps) {
+  const auto r = test::run_thrive({"optimize", "--op", "layernorm"}, env());
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_line_error(r, "layernorm");
+  for (const auto& op : kOps) EXPECT_NE(r.err.find(op), std::string::npos) << r.err;
+}
+
+struct BadInvocation {
+  const char* name;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  int exit_code;
+  std::string must_mention;
+};
+
+void PrintTo(const BadInvocation& b, std::ostream* os) { *os << b.name; }
+
+class CliRejects : public Cli, public ::testing::WithParamInterface<BadInvocation> {};
+
+TEST_P(CliRejects, WithExitCodeAndOneLineMessage) {
+  const auto& p = GetParam();
+  const auto r = test::run_thrive(p.args, env(p.env));
+  EXPECT_EQ(r.exit_code, p.exit_code) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  expect_one_line_error(r, p.must_mention);
+  EXPECT_TRUE(r.out.empty()) << "nothing on stdout: " << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Usage, CliRejects,
+    ::testing::Values(
+        BadInvocation{"hidden_not_a_number", {"ops"}, {"THRIVE_HIDDEN=abc"}, 2, "THRIVE_HIDDEN=abc"},
+        BadInvocation{"hidden_not_divisible_by_heads", {"ops"}, {"THRIVE_HIDDEN=2050"}, 2,
+                      "THRIVE_HIDDEN=2050"},
+        BadInvocation{"rsi_alias_bad", {"ops"}, {"RSI_ROUNDS=many"}, 2, "RSI_ROUNDS=many"},
+        BadInvocation{"device_gpu", {"ops"}, {"THRIVE_DEVICE=gpu"}, 2, "THRIVE_DEVICE=gpu"},
+        // THRIVE_CXX=false: should the flag slip through, the run stops at once (exit 5)
+        // instead of optimizing.
+        BadInvocation{"negative_rounds", {"optimize", "--op", "softmax", "--rounds", "-1"},
+                      {"THRIVE_CXX=false"}, 2, "--rounds=-1"},
+        BadInvocation{"zero_passes", {"optimize", "--op", "softmax", "--passes", "0"},
+                      {"THRIVE_CXX=false"}, 2, "--passes=0"},
+        BadInvocation{"unknown_op_for_verify", {"verify", "--op", "nope", "--kernel", "/dev/null"}, {},
+                      2, "nope"},
+        BadInvocation{"missing_kernel_file",
+                      {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,
+                      "/nonexistent/k.cpp"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(Cli, HomeUnderARegularFileIsAStorageError) {
+  const std::string file = test::write_text(files.path() + "/not-a-dir", "x");
+  const auto r = test::run_thrive({"leaderboard"}, {"THRIVE_HOME=" + file + "/home"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  expect_one_line_error(r, file);
+}
+
+TEST_F(Cli, HomeInAReadOnlyDirectoryIsAStorageError) {
+  if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions (covered by the regular-file case)";
+  const std::string ro = files.path() + "/readonly";
+  ASSERT_EQ(mkdir(ro.c_str(), 0500), 0);
+  const auto r = test::run_thrive({"leaderboard"}, {"THRIVE_HOME=" + ro + "/home"});
+  chmod(ro.c_str(), 0700);
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  expect_one_line_error(r, ro);
+}
+
+TEST_F(Cli, CorruptedMemoryIsRefusedAndLeftUnchanged) {
+  std::string junk(4096, '\0');
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = char((i * 131 + 7) % 251);
+  const std::string db = test::write_text(home.path() + "/memory.db", junk);
+  for (const auto& args : std::vector<std::vector<std::string>>{{"leaderboard"}, {"memory", "show"}}) {
+    const auto r = test::run_thrive(args, env());
+    EXPECT_EQ(r.exit_code, 4) << args[0] << ": " << r.out << r.err;
+    expect_one_line_error(r, "not a SQLite database");
+    EXPECT_NE(r.err.find(db), std::string::npos) << r.err;
+    EXPECT_EQ(test::slurp(db), junk) << "memory.db modified by " << args[0];
+  }
+}
+
+TEST_F(Cli, KernelFileWithoutEntryIsAnInputError) {
+  const std::string k = kernel_file("no_entry.cpp",
+                                    "// @thrive op: rmsnorm_residual\n// @thrive backend: cpu\n"
+                                    "int k() { return 0; }\n");
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  expect_one_line_error(r, k);
+  EXPECT_NE(r.err.find("entry"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, KernelFileForAnotherOpIsAnInputError) {
+  const std::string k = kernel_file("softmax.cpp", test::kernel_text("softmax", "return 0;"));
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  expect_one_line_error(r, "softmax");
+}
+
+TEST_F(Cli, VerifyOfAWrongKernelExitsOne) {
+  const std::string k = kernel_file(
+      "zeros.cpp", test::kernel_text("rmsnorm_residual",
+                                     test::rmsnorm_body("for (int64_t i = 0; i < T * H; ++i) out[i] = 0;")));
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("incorrect"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_rel_err"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {
+  const std::string k =
+      kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {
+  const std::string k = kernel_file("broken.cpp", test::kernel_text("rmsnorm_residual", "return nope;"));
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("compile_failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nope"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, EnvMarkdownListsEveryVariable) {
+  const auto r = test::run_thrive({"env", "--markdown"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| `THRIVE_HIDDEN` | 2048 |"), std::string::npos) << r.out;
+  for (const auto& knob : config::Config::knobs())
+    EXPECT_NE(r.out.find("`THRIVE_" + knob.name + "`"), std::string::npos) << knob.name;
+  EXPECT_EQ(r.out.rfind("| variable |", 0), 0u) << r.out;
+}
+
+TEST_F(Cli, EmptyLeaderboardIsFine) {
+  const auto r = test::run_thrive({"leaderboard", "--json"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::array());
+  EXPECT_EQ(access((home.path() + "/memory.db").c_str(), F_OK), 0) << "store created in THRIVE_HOME";
+}
+
+TEST_F(Cli, MemoryImportOfBadJsonIsAnInputError) {
+  const std::string bad = test::write_text(files.path() + "/bad.json", "{not json");
+  const auto r = test::run_thrive({"memory", "import", bad}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  expect_one_line_error(r, bad);
+  const std::string malformed = test::write_text(
+      files.path() + "/malformed.json",
+      R"({"format": "thrive-memory", "evidence": [{"card_id": "c", "successes": "many"}]})");
+  const auto m = test::run_thrive({"memory", "import", malformed}, env());
+  EXPECT_EQ(m.exit_code, 3) << m.out << m.err;
+  expect_one_line_error(m, "import");
+}
+
+TEST_F(Cli, NoSubcommandIsUsage) {
+  const auto r = test::run_thrive({}, env());
+  EXPECT_EQ(r.exit_code, 2);
+  const auto v = test::run_thrive({"--version"}, env());
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("thrive"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace thrive
