@@ -129,7 +129,10 @@ const Api& api() {
     THRIVE_CU_LOAD(cuEventCreate) THRIVE_CU_LOAD(cuEventRecord) THRIVE_CU_LOAD(cuEventSynchronize)
     THRIVE_CU_LOAD(cuEventElapsedTime) THRIVE_CU_LOAD(cuGetErrorName) THRIVE_CU_LOAD(cuGetErrorString)
     THRIVE_CU_LOAD(cuOccupancyMaxActiveBlocksPerMultiprocessor) THRIVE_CU_LOAD(cuStreamBeginCapture)
-    THRIVE_CU_LOAD(cuStreamEndCapture) THRIVE_CU_LOAD(cuGraphInstantiate) THRIVE_CU_LOAD(cuGraphLaunch)
+    THRIVE_CU_LOAD(cuStreamEndCapture) THRIVE_CU_LOAD(cuGraphLaunch)
+    // By its CUDA 12+ name: the proc-address table may map the bare name to the
+    // five-argument CUDA 11 signature.
+    load("cuGraphInstantiateWithFlags", reinterpret_cast<void**>(&x.cuGraphInstantiate));
     THRIVE_CU_LOAD(cuGraphExecDestroy) THRIVE_CU_LOAD(cuGraphDestroy)
 #undef THRIVE_CU_LOAD
     for (const char* lib : {"libnvrtc.so.13", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"})

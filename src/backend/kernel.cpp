@@ -25,6 +25,25 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// Splits on commas outside parentheses: "cdiv(T,4),1,1" -> {"cdiv(T,4)", "1", "1"}.
+std::vector<std::string> split_top_level(const std::string& s) {
+  std::vector<std::string> out;
+  std::string item;
+  int depth = 0;
+  for (char c : s) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(item));
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  out.push_back(trim(item));
+  return out;
+}
+
 // key=value pairs separated by spaces; `doc=` swallows the rest of the line.
 std::map<std::string, std::string> key_values(const std::string& s, const std::string& origin,
                                               int line_no) {
@@ -90,7 +109,7 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
       if (l.block.empty())
         fail(ErrorCategory::kInput, "{}:{}: launch '{}': expected block=<threads expression>",
              origin, line_no, value);
-      auto grid = split(kv.count("grid") ? kv["grid"] : "1", ',');
+      auto grid = split_top_level(kv.count("grid") ? kv["grid"] : "1");
       if (grid.empty() || grid.size() > 3)
         fail(ErrorCategory::kInput, "{}:{}: grid '{}': expected 1 to 3 comma-separated "
              "expressions", origin, line_no, kv["grid"]);

@@ -94,7 +94,7 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"PEAK_BW_GBPS", "0", "GB/s", "memory bandwidth ceiling; 0 = measure with a copy kernel"},
       {"CANDIDATE_TIMEOUT_S", "120", "s", "wall-clock limit of one candidate's evaluation"},
       {"BENCH_MAX_S", "1.0", "s", "time cap of one timing loop"},
-      {"BENCH_MIN_REPS", "15", "count", "minimum timed repetitions"},
+      {"BENCH_MIN_REPS", "10", "count", "minimum timed repetitions"},
       {"BENCH_NOISE", "0.02", "fraction", "stop timing once the median's 95% CI half-width "
                                           "relative to it is below this"},
       {"MIN_GAIN", "0.02", "fraction", "relative margin a candidate must beat the best by"},

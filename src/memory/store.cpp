@@ -152,6 +152,20 @@ KernelRecord read_kernel(const Stmt& s) {
   return k;
 }
 
+// Writes one kernels row; `verb` is "INSERT" or "INSERT OR REPLACE".
+void insert_kernel(sqlite3* db, const std::string& path, const KernelRecord& k, const char* verb) {
+  Stmt s(db, std::string(verb) + " INTO kernels(" + kKernelColumns +
+                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+         path);
+  s.bind(1, k.kernel_id).bind(2, k.op).bind(3, k.shape_class).bind(4, k.device_key);
+  s.bind(5, k.backend).bind(6, k.params).bind(7, k.source).bind(8, k.time_us);
+  s.bind(9, k.eager_us).bind(10, k.speedup).bind(11, k.bandwidth_gbps);
+  s.bind(12, k.percent_of_peak).bind(13, k.max_rel_err).bind(14, k.verified);
+  s.bind(15, k.parent_id).bind(16, k.card_id).bind(17, k.command).bind(18, k.metrics.dump());
+  s.bind(19, k.created_at.empty() ? now_iso8601() : k.created_at);
+  s.step();
+}
+
 StrategyCard read_card(const Stmt& s) {
   StrategyCard c;
   c.id = s.text(0);
@@ -314,16 +328,7 @@ void Store::record_card_outcome(const std::string& card_id, const std::string& o
 bool Store::record_kernel(const KernelRecord& k) {
   Transaction tx(db_);
   {
-    Stmt s(db_, std::string("INSERT OR REPLACE INTO kernels(") + kKernelColumns +
-                    ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-           path_);
-    s.bind(1, k.kernel_id).bind(2, k.op).bind(3, k.shape_class).bind(4, k.device_key);
-    s.bind(5, k.backend).bind(6, k.params).bind(7, k.source).bind(8, k.time_us);
-    s.bind(9, k.eager_us).bind(10, k.speedup).bind(11, k.bandwidth_gbps);
-    s.bind(12, k.percent_of_peak).bind(13, k.max_rel_err).bind(14, k.verified);
-    s.bind(15, k.parent_id).bind(16, k.card_id).bind(17, k.command).bind(18, k.metrics.dump());
-    s.bind(19, k.created_at.empty() ? now_iso8601() : k.created_at);
-    s.step();
+    insert_kernel(db_, path_, k, "INSERT OR REPLACE");
   }
   bool became_best = false;
   if (k.verified && k.time_us > 0) {
@@ -506,16 +511,7 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
     Stmt exists(db_, "SELECT 1 FROM kernels WHERE kernel_id=? AND shape_class=? AND device_key=?", path_);
     exists.bind(1, k.kernel_id).bind(2, k.shape_class).bind(3, k.device_key);
     if (!exists.step()) {
-      Stmt s(db_, std::string("INSERT INTO kernels(") + kKernelColumns +
-                      ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-             path_);
-      s.bind(1, k.kernel_id).bind(2, k.op).bind(3, k.shape_class).bind(4, k.device_key);
-      s.bind(5, k.backend).bind(6, k.params).bind(7, k.source).bind(8, k.time_us);
-      s.bind(9, k.eager_us).bind(10, k.speedup).bind(11, k.bandwidth_gbps);
-      s.bind(12, k.percent_of_peak).bind(13, k.max_rel_err).bind(14, k.verified);
-      s.bind(15, k.parent_id).bind(16, k.card_id).bind(17, k.command).bind(18, k.metrics.dump());
-      s.bind(19, k.created_at.empty() ? now_iso8601() : k.created_at);
-      s.step();
+      insert_kernel(db_, path_, k, "INSERT");
       ++sum.kernels_added;
     }
     if (!best_ids.count(k.kernel_id + "|" + k.shape_class + "|" + k.device_key) || !k.verified)

@@ -12,6 +12,8 @@
 
 namespace thrive::tools {
 
+std::string source_extension(const std::string& backend) { return backend == "cuda" ? ".cu" : ".cpp"; }
+
 void seed_builtin_cards(memory::Store& store, const std::string& backend) {
   const std::string path = backend + "/cards.json";
   auto paths = backend::embedded_paths(path);
@@ -129,12 +131,12 @@ std::vector<ops::ShapeCase> Toolbox::shapes_for(const ops::Op& op, const std::st
 }
 
 backend::KernelSource Toolbox::op_template(const std::string& op) {
-  const std::string path = backend_name_ + "/" + op + "/template.cpp";
+  const std::string path = backend_name_ + "/" + op + "/template" + source_extension(backend_name_);
   return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
 }
 
 backend::KernelSource Toolbox::eager_kernel(const std::string& op) {
-  const std::string path = backend_name_ + "/" + op + "/eager.cpp";
+  const std::string path = backend_name_ + "/" + op + "/eager" + source_extension(backend_name_);
   return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
 }
 
@@ -239,7 +241,7 @@ void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shap
                       const sandbox::EvalResult& r) {
   const std::string id = kernel_id(k);
   const std::string dir = cfg_.home + "/kernels/" + k.op;
-  const std::string src = dir + "/" + id + (k.backend == "cuda" ? ".cu" : ".cpp");
+  const std::string src = dir + "/" + id + source_extension(k.backend);
   if (!std::filesystem::exists(src)) write_file_atomic(src, k.source);
   const std::string meta = dir + "/" + id + ".json";
   nlohmann::json doc = nlohmann::json::object();

@@ -48,7 +48,7 @@ struct Config {
   double peak_bw_gbps = 0.0;      ///< 0 = measure with a copy kernel, else override
   double candidate_timeout_s = 120.0;  ///< wall-clock limit per candidate evaluation
   double bench_max_s = 1.0;       ///< time cap of one timing loop
-  int bench_min_reps = 15;        ///< minimum timed repetitions
+  int bench_min_reps = 10;        ///< minimum timed repetitions
   double bench_noise = 0.02;      ///< stop when the median's relative 95% CI half-width is below
   double min_gain = 0.02;         ///< a candidate must beat the best by this relative margin
   int64_t max_shape_bytes = 0;    ///< shapes whose minimum bytes exceed this are skipped (0 = backend default)

@@ -109,6 +109,9 @@ class Toolbox {
   int evaluations_ = 0;
 };
 
+/// ".cu" for cuda kernels, ".cpp" for cpu kernels (templates, archive files).
+std::string source_extension(const std::string& backend);
+
 /// Loads kernels/<backend>/cards.json into memory as builtin cards (idempotent).
 void seed_builtin_cards(memory::Store& store, const std::string& backend);
 

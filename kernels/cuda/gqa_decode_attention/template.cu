@@ -2,12 +2,14 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_gqa_decode_attention
 // @thrive entry: thrive_gqa_decode_attention_combine
-// @thrive launch: entry=thrive_gqa_decode_attention block=THREADS grid=B*(NKV+(NQ-NKV)*(1-GROUP_PACK)),SPLIT_KV,1 smem=(THREADS/64)*(GROUP_PACK*min(8,NQ/NKV)+1-GROUP_PACK)*(min(D,256)+2)*4
-// @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=1+(B*NQ-1)*min(SPLIT_KV-1,1),1,1 smem=0
-// @thrive param GROUP_PACK values=0,1 default=0 doc=0: one block per query head (grid B*NQ), heads of a group read the same K/V rows separately (L2 absorbs part); 1: one block per KV head with its NQ/NKV query heads (grid B*NKV), each K/V row is read once per group (heads in passes of the largest of 8,4,2,1 dividing NQ/NKV)
-// @thrive param SPLIT_KV values=1,2,4,8,16,32 default=1 doc=blocks per (sequence, head or group) along the context: each takes 1/SPLIT_KV of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. SPLIT_KV=1 writes the output directly (the combine launch is a 1-block no-op). Effective split = min(SPLIT_KV, L)
+// @thrive launch: entry=thrive_gqa_decode_attention block=THREADS grid=B*(NKV+(NQ-NKV)*(1-GROUP_PACK)),SPLIT_KV,1 smem=(THREADS/64)*(GROUP_PACK*min(PACK_MAX,NQ/NKV)+1-GROUP_PACK)*(min(D,256)+2)*4
+// @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=B*NQ*min(SPLIT_KV-1,1),1,1 smem=0
+// @thrive param GROUP_PACK values=0,1 default=0 doc=0: one block per query head (grid B*NQ), heads of a group read the same K/V rows separately (L2 absorbs part); 1: one block per KV head with its NQ/NKV query heads (grid B*NKV), each K/V row is read once per group when NQ/NKV <= PACK_MAX
+// @thrive param PACK_MAX values=2,4,8 default=2 doc=GROUP_PACK=1 only: most query heads kept in registers per pass (the kernel is compiled for the largest, so keep it at NQ/NKV: 2 for Qwen3); a group is done in passes of the largest of PACK_MAX,4,2,1 dividing NQ/NKV, later passes re-read K/V (mostly from L1/L2)
+// @thrive param SPLIT_KV values=1,2,4,8,16,32 default=1 doc=blocks per (sequence, head or group) along the context: each takes 1/SPLIT_KV of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. SPLIT_KV=1 writes the output directly (the combine launch has grid 0 and is skipped). Effective split = min(SPLIT_KV, L)
 // @thrive param THREADS values=64,128,256,512 default=128 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
 // @thrive param VEC values=1,2,4,8 default=1 doc=bf16 elements of a K/V row per lane load (8 = 16-byte loads; a 128-wide row is then read by 16 lanes, 2 keys per warp step); used when D % VEC == 0 and the tensors are aligned, else 1 (always correct)
+// @thrive param MIN_BLOCKS values=1,2,4 default=1 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
 // @thrive param KEYS_PER_ITER values=1,2,4,8 default=1 doc=keys per lane group per loop step: their K and V loads are all issued before the math (memory-level parallelism) and share one softmax rescale. 8 with THREADS=512 or large groups may spill registers
 //
 // out[b, h] = softmax(scale * q[b, h] . K[b, :n_b, g]) V[b, :n_b, g], g = h / (NQ / NKV),
@@ -22,8 +24,13 @@
 // possibly empty (then (max, sum, acc) = (-inf, 0, 0), which the combine weighs by 0).
 #include "thrive_cuda.cuh"
 
+#define NEG_INF __int_as_float(0xff800000u)  // -inf (NVRTC has no INFINITY macro)
+
 #ifndef GROUP_PACK
 #define GROUP_PACK 0
+#endif
+#ifndef PACK_MAX
+#define PACK_MAX 2
 #endif
 #ifndef SPLIT_KV
 #define SPLIT_KV 1
@@ -34,6 +41,9 @@
 #ifndef VEC
 #define VEC 1
 #endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
 #ifndef KEYS_PER_ITER
 #define KEYS_PER_ITER 1
 #endif
@@ -41,10 +51,15 @@
 #if VEC != 1 && VEC != 2 && VEC != 4 && VEC != 8
 #error "VEC must be 1, 2, 4 or 8"
 #endif
+#if PACK_MAX != 2 && PACK_MAX != 4 && PACK_MAX != 8
+#error "PACK_MAX must be 2, 4 or 8"
+#endif
 #if THREADS < 32 || THREADS > 1024 || (THREADS & (THREADS - 1)) != 0
 #error "THREADS must be a power of two in [32, 1024]"
 #endif
 #define NW (THREADS / 32)
+// blocks per SM promised to the compiler, clamped so that at least ~85 registers per thread remain
+#define MINB_EFF (MIN_BLOCKS * THREADS > 768 ? (768 / THREADS > 1 ? 768 / THREADS : 1) : MIN_BLOCKS)
 #define LOG2E 1.4426950408889634f
 #define FULL 0xffffffffu
 
@@ -164,7 +179,7 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
   float qf[HB][NC][V], acc[HB][NC][V], m[HB], l[HB];
 #pragma unroll
   for (int h = 0; h < HB; ++h) {
-    m[h] = -INFINITY;
+    m[h] = NEG_INF;
     l[h] = 0.0f;
     const bf16_t* qh = q + ((size_t)u.b * g.NQ + h0 + h) * D;
 #pragma unroll
@@ -212,7 +227,7 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
 #pragma unroll
           for (int e = 0; e < V; ++e) dot = fmaf(qf[h][c][e], bf_get(kb[i][c], e), dot);
         for (int off = LPK >> 1; off > 0; off >>= 1) dot += __shfl_xor_sync(FULL, dot, off);
-        sc[i][h] = valid[i] ? dot : -INFINITY;
+        sc[i][h] = valid[i] ? dot : NEG_INF;
       }
     }
 #pragma unroll
@@ -220,7 +235,7 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
       float mx = m[h];
 #pragma unroll
       for (int i = 0; i < U; ++i) mx = fmaxf(mx, sc[i][h]);
-      if (mx == -INFINITY) continue;  // nothing valid yet for this lane group
+      if (mx == NEG_INF) continue;  // nothing valid yet for this lane group
       const float corr = exp2f(m[h] - mx);
       float p[U];
       float ps = 0.0f;
@@ -250,8 +265,8 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
       const float m2 = __shfl_xor_sync(FULL, m[h], off);
       const float l2 = __shfl_xor_sync(FULL, l[h], off);
       const float M = fmaxf(m[h], m2);
-      const float a1 = M == -INFINITY ? 0.0f : exp2f(m[h] - M);
-      const float a2 = M == -INFINITY ? 0.0f : exp2f(m2 - M);
+      const float a1 = M == NEG_INF ? 0.0f : exp2f(m[h] - M);
+      const float a2 = M == NEG_INF ? 0.0f : exp2f(m2 - M);
       l[h] = l[h] * a1 + l2 * a2;
 #pragma unroll
       for (int c = 0; c < NC; ++c)
@@ -293,8 +308,8 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
         const float* sh = base + h * hs;
         const float m2 = sh[0], l2 = sh[1];
         const float M = fmaxf(m[h], m2);
-        const float a1 = M == -INFINITY ? 0.0f : exp2f(m[h] - M);
-        const float a2 = M == -INFINITY ? 0.0f : exp2f(m2 - M);
+        const float a1 = M == NEG_INF ? 0.0f : exp2f(m[h] - M);
+        const float a2 = M == NEG_INF ? 0.0f : exp2f(m2 - M);
         l[h] = l[h] * a1 + l2 * a2;
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
@@ -354,7 +369,7 @@ __device__ __forceinline__ float blk_sum(float v, float* red) {
   __syncthreads();
   return r;
 }
-__device__ void attend_general(const ThriveCudaArgs& a, const Geo& g, const Unit& u, int h, float* red) {
+__device__ __forceinline__ void attend_general(const ThriveCudaArgs& a, const Geo& g, const Unit& u, int h, float* red) {
   const int D = g.D;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const size_t bh = (size_t)u.b * g.NQ + h;
@@ -372,11 +387,11 @@ __device__ void attend_general(const ThriveCudaArgs& a, const Geo& g, const Unit
     if (lane == 0) sc[j] = dot * u.qscale;
   }
   __syncthreads();
-  float mx = -INFINITY;
+  float mx = NEG_INF;
   for (int j = u.j0 + threadIdx.x; j < u.j1; j += THREADS) mx = fmaxf(mx, sc[j]);
   mx = blk_max(mx, red);
   float sum = 0.0f;
-  if (mx != -INFINITY)
+  if (mx != NEG_INF)
     for (int j = u.j0 + threadIdx.x; j < u.j1; j += THREADS) {
       const float p = exp2f(sc[j] - mx);
       sc[j] = p;
@@ -385,7 +400,8 @@ __device__ void attend_general(const ThriveCudaArgs& a, const Geo& g, const Unit
   sum = blk_sum(sum, red);  // its barriers also publish the p values
   for (int d = threadIdx.x; d < D; d += THREADS) {
     float acc = 0.0f;
-    for (int j = u.j0; j < u.j1; ++j) acc = fmaf(sc[j], thrive_bf16_to_f32(__ldg(vb0 + j * rs + d)), acc);
+    const bf16_t* vp = vb0 + (size_t)u.j0 * rs + d;
+    for (int j = u.j0; j < u.j1; ++j, vp += rs) acc = fmaf(sc[j], thrive_bf16_to_f32(__ldg(vp)), acc);
     if (u.direct)
       ((bf16_t*)a.tensors[4])[bh * D + d] = thrive_f32_to_bf16(sum > 0.0f ? acc / sum : 0.0f);
     else
@@ -409,15 +425,12 @@ __device__ __forceinline__ void attend_heads(const ThriveCudaArgs& a, const Geo&
   attend<HB, 1, (KEYS_PER_ITER < 2 ? KEYS_PER_ITER : 2)>(a, g, u, h0, sm);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) thrive_gqa_decode_attention(ThriveCudaArgs args) {
-  extern __shared__ __align__(16) float sm[];  // (NW/2) * HB * (D + 2) floats
-  __shared__ float red[NW];
-  const Geo g = geometry(args);
-  if (g.B < 1 || g.NQ < 1 || g.NKV < 1 || g.D < 1 || g.G < 1) return;
+// The work unit of this block: (sequence, KV head, chunk) and its first query head / head count.
+__device__ __forceinline__ bool make_unit(const ThriveCudaArgs& args, const Geo& g, Unit& u, int& h_first, int& nh) {
+  if (g.B < 1 || g.NQ < 1 || g.NKV < 1 || g.D < 1 || g.G < 1) return false;
   const int units = GROUP_PACK ? g.NKV : g.NQ;
   const int b = blockIdx.x / units, un = blockIdx.x % units;
-  if (b >= g.B || (int)blockIdx.y >= g.S) return;
-  Unit u;
+  if (b >= g.B || (int)blockIdx.y >= g.S) return false;
   u.b = b;
   u.s = blockIdx.y;
   int n = ((const int*)args.tensors[3])[b];
@@ -429,35 +442,60 @@ extern "C" __global__ void __launch_bounds__(THREADS) thrive_gqa_decode_attentio
   u.qscale = (float)args.scalars[0] * LOG2E;
 #if GROUP_PACK
   u.kvh = un;
-  const int h_first = un * g.G, nh = g.G;
+  h_first = un * g.G;
+  nh = g.G;
 #else
   u.kvh = un / g.G;
-  const int h_first = un, nh = 1;
+  h_first = un;
+  nh = 1;
 #endif
-  if (g.D > 256) {
-    for (int h = h_first; h < h_first + nh; ++h) attend_general(args, g, u, h, red);
+  return true;
+}
+
+__device__ __forceinline__ void general_block(const ThriveCudaArgs& args) {
+  __shared__ float red[NW];
+  const Geo g = geometry(args);
+  Unit u;
+  int h_first, nh;
+  if (!make_unit(args, g, u, h_first, nh)) return;
+  for (int h = h_first; h < h_first + nh; ++h) attend_general(args, g, u, h, red);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINB_EFF) thrive_gqa_decode_attention(ThriveCudaArgs args) {
+  extern __shared__ __align__(16) float sm[];  // (NW/2) * HB * (D + 2) floats
+  if (args.dims[4] > 256) {  // general path
+    general_block(args);
     return;
   }
-  // (g.acc is 256-byte aligned; its rows are 4*D bytes apart with D % VEC == 0)
+  const Geo g = geometry(args);
+  Unit u;
+  int h_first, nh;
+  if (!make_unit(args, g, u, h_first, nh)) return;
   const unsigned long long mis = ((unsigned long long)args.tensors[0] | (unsigned long long)args.tensors[1] |
                                   (unsigned long long)args.tensors[2] | (unsigned long long)args.tensors[4]) &
                                  (2 * VEC - 1);
   const bool vec = VEC > 1 && g.D % VEC == 0 && mis == 0;
 #if GROUP_PACK
-  const int hb = (g.G % 8 == 0) ? 8 : (g.G % 4 == 0) ? 4 : (g.G % 2 == 0) ? 2 : 1;
+  const int hb = (g.G % PACK_MAX == 0) ? PACK_MAX : (g.G % 4 == 0 && PACK_MAX > 4) ? 4 : (g.G % 2 == 0) ? 2 : 1;
   for (int hp = 0; hp < nh; hp += hb) {
-    if (hb == 8) attend_heads<8>(args, g, u, h_first + hp, vec, sm);
-    else if (hb == 4) attend_heads<4>(args, g, u, h_first + hp, vec, sm);
-    else if (hb == 2) attend_heads<2>(args, g, u, h_first + hp, vec, sm);
+#if PACK_MAX >= 8
+    if (hb == 8) { attend_heads<8>(args, g, u, h_first + hp, vec, sm); continue; }
+#endif
+#if PACK_MAX >= 4
+    if (hb == 4) { attend_heads<4>(args, g, u, h_first + hp, vec, sm); continue; }
+#endif
+    if (hb == 2) attend_heads<2>(args, g, u, h_first + hp, vec, sm);
     else attend_heads<1>(args, g, u, h_first + hp, vec, sm);
   }
 #else
+  (void)nh;
   attend_heads<1>(args, g, u, h_first, vec, sm);
 #endif
 }
 
 // Merge the S chunk partials of one (b, h) in chunk order: out = sum_s w_s acc_s / sum_s w_s l_s,
-// w_s = 2^(m_s - M). No-op when S == 1 (the first launch wrote the output).
+// w_s = 2^(m_s - M). Not launched when SPLIT_KV == 1 (grid 0); a no-op when the effective S is 1
+// (L = 1: the first launch wrote the output).
 extern "C" __global__ void __launch_bounds__(128) thrive_gqa_decode_attention_combine(ThriveCudaArgs args) {
 #if SPLIT_KV > 1
   const Geo g = geometry(args);
@@ -465,7 +503,7 @@ extern "C" __global__ void __launch_bounds__(128) thrive_gqa_decode_attention_co
   const size_t bh = blockIdx.x;
   if (bh >= (size_t)g.B * g.NQ) return;
   const float2* ml = g.ml + bh * g.S;
-  float M = -INFINITY;
+  float M = NEG_INF;
   for (int i = 0; i < g.S; ++i) M = fmaxf(M, ml[i].x);
   float wt[SPLIT_KV];
   float lsum = 0.0f;
@@ -474,7 +512,7 @@ extern "C" __global__ void __launch_bounds__(128) thrive_gqa_decode_attention_co
     wt[i] = 0.0f;
     if (i < g.S) {
       const float2 p = ml[i];
-      wt[i] = (p.x == -INFINITY || M == -INFINITY) ? 0.0f : exp2f(p.x - M);
+      wt[i] = (p.x == NEG_INF || M == NEG_INF) ? 0.0f : exp2f(p.x - M);
       lsum = fmaf(p.y, wt[i], lsum);
     }
   }

@@ -5,7 +5,7 @@
 // @thrive param VEC values=1,2,4,8 default=1 doc=bf16 elements per load/store (8 = 16-byte accesses); used when H % VEC == 0 and the tensors are aligned, else the kernel falls back to scalar accesses (always correct)
 // @thrive param THREADS values=128,256,512,1024 default=256 doc=threads per block; WARP_PER_ROW=0: threads that share one row; WARP_PER_ROW=1: THREADS/32 rows per block
 // @thrive param WARP_PER_ROW values=0,1 default=0 doc=0: one block per row, block-wide reduction; 1: one warp per row (THREADS/32 rows per block), warp-only reduction without __syncthreads (small H or many rows)
-// @thrive param REG_ROW values=0,1 default=0 doc=0: the normalize pass re-reads the stored residual from global memory; 1: the rounded row stays in registers (up to 64 elements per thread, 32 with VEC=1) so each byte crosses memory once; rows longer than that fall back to the re-read path (always correct)
+// @thrive param REG_ROW values=0,1,2,4,8 default=0 doc=0: the normalize pass re-reads the stored residual from global memory; k>0: up to k VEC-chunks per thread of the rounded row (and their weights, loaded before the reduction) stay in registers so each byte crosses memory once. The row fits when H <= k*VEC*(THREADS, or 32 with WARP_PER_ROW=1): H=2048 needs k=1 with THREADS=256,VEC=8 and k=8 for a warp per row with VEC=8. Larger k costs registers (occupancy); at most 3 chunks of 8 with THREADS=1024. Rows that do not fit fall back to re-reading (always correct)
 // @thrive param REDUCE values=0,1 default=0 doc=sum of squares across threads: 0: shared-memory tree; 1: warp shuffles (xor butterfly) then one shared-memory step across warps. Both fixed-order, deterministic
 //
 // residual <- bf16(x + residual); out <- bf16(residual * rsqrt(mean(residual^2) + eps) * weight).
@@ -95,15 +95,14 @@ __device__ __forceinline__ void bf_store(bf16_t* p, const Bf<V>& v) {
 
 // ---- sum across the threads of one row (fixed order: deterministic) ---------------------
 __device__ __forceinline__ float row_sum(float v, float* sh) {
-  const int tid = threadIdx.x;
 #if WARP_PER_ROW
 #if REDUCE == 1
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 #else
-  float* s = sh + (tid & ~31);  // this warp's 32 slots
-  const int lane = tid & 31;
+  float* s = sh + (threadIdx.x & ~31u);  // this warp's 32 slots
+  const int lane = threadIdx.x & 31;
   s[lane] = v;
   __syncwarp();
 #pragma unroll
@@ -116,6 +115,7 @@ __device__ __forceinline__ float row_sum(float v, float* sh) {
   return r;
 #endif
 #else  // block-wide
+  const int tid = threadIdx.x;
 #if REDUCE == 1
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -146,16 +146,21 @@ __device__ __forceinline__ void do_row(const bf16_t* __restrict__ x, bf16_t* __r
   const int nchunk = H / V;
   float ss = 0.0f;
 #if REG_ROW
-  // register budget: 32 words of packed bf16 per thread
-  constexpr int CAP = (V == 1) ? 32 : 64 / V;  // chunks per thread
+  // REG_ROW = chunks per thread kept in registers (with their weights), capped by the register
+  // file: at most 16 / 10 / 3 chunks' words (64 / 40 / 12 words) for THREADS <= 256 / 512 / 1024.
+  constexpr int WPC = (V + 1) / 2;  // 32-bit words per chunk
+  constexpr int WORDS = THREADS >= 1024 ? 12 : (THREADS >= 512 ? 40 : 64);
+  constexpr int CAP0 = REG_ROW < WORDS / WPC ? REG_ROW : WORDS / WPC;
+  constexpr int CAP = CAP0 < 1 ? 1 : CAP0;  // chunks per thread
   if (nchunk <= CAP * ROW_THREADS) {
-    Bf<V> keep[CAP];
+    Bf<V> keep[CAP], wk[CAP];
 #pragma unroll
     for (int k = 0; k < CAP; ++k) {
       const int c = k * ROW_THREADS + lane;
       if (c < nchunk) {
         const Bf<V> xv = bf_load<V, true>(x + (size_t)c * V);
         const Bf<V> rv = bf_load<V, false>(res + (size_t)c * V);
+        wk[k] = bf_load<V, true>(w + (size_t)c * V);  // issued before the reduction
         float s[V];
 #pragma unroll
         for (int e = 0; e < V; ++e) s[e] = bf_get(xv, e) + bf_get(rv, e);
@@ -173,10 +178,9 @@ __device__ __forceinline__ void do_row(const bf16_t* __restrict__ x, bf16_t* __r
     for (int k = 0; k < CAP; ++k) {
       const int c = k * ROW_THREADS + lane;
       if (c < nchunk) {
-        const Bf<V> wv = bf_load<V, true>(w + (size_t)c * V);
         float o[V];
 #pragma unroll
-        for (int e = 0; e < V; ++e) o[e] = bf_get(keep[k], e) * inv * bf_get(wv, e);
+        for (int e = 0; e < V; ++e) o[e] = bf_get(keep[k], e) * inv * bf_get(wk[k], e);
         bf_store(out + (size_t)c * V, bf_pack(o));
       }
     }

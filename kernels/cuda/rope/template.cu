@@ -2,7 +2,7 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_rope
 // @thrive launch: entry=thrive_rope block=THREADS grid=max(1,FLAT*cdiv(T*(NQ+NKV)*cdiv(D/2,VEC),THREADS)+(1-FLAT)*cdiv(T,TOKENS_PER_BLOCK)),1,1 smem=(1-FLAT)*CS_SMEM*TOKENS_PER_BLOCK*D*4
-// @thrive param VEC values=1,2,4,8 default=1 doc=rotation pairs per thread step: VEC bf16 from each half of a head (VEC=8: 16-byte loads) and VEC cos + VEC sin floats; used when (D/2) % VEC == 0 and the tensors are aligned, else one pair per step (always correct)
+// @thrive param VEC values=1,2,4,8 default=1 doc=rotation pairs per thread step: VEC bf16 from each half of a head (VEC=8: 16-byte loads) and VEC cos + VEC sin floats; used when D % (2*VEC) == 0 and the tensors are aligned, else one pair per step (always correct)
 // @thrive param THREADS values=64,128,256,512,1024 default=128 doc=threads per block
 // @thrive param FLAT values=0,1 default=0 doc=0: one block per TOKENS_PER_BLOCK tokens covering all NQ+NKV heads of q and k (one cos/sin row serves every head of its token); 1: one thread per (token, head, VEC pairs) over a flat grid, q and k heads fused in one index space
 // @thrive param TOKENS_PER_BLOCK values=1,2,4,8 default=1 doc=tokens per block with FLAT=0 (more work per block for small heads; fewer, fatter blocks); ignored with FLAT=1
@@ -208,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) thrive_rope(ThriveCudaArgs
 #if VEC > 1
   const unsigned long long mis = ((unsigned long long)q | (unsigned long long)k) & (2 * VEC - 1);
   const unsigned long long misc = (unsigned long long)cache & (VEC >= 4 ? 15 : 4 * VEC - 1);
-  if ((D / 2) % VEC == 0 && mis == 0 && misc == 0) {
+  if (D % (2 * VEC) == 0 && mis == 0 && misc == 0) {  // heads start VEC-aligned, halves too
     run<VEC>(pos, q, k, cache, T, NQ, NKV, D, sm);
     return;
   }

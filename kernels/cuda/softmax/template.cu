@@ -2,25 +2,27 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_softmax_pre
 // @thrive entry: thrive_softmax
-// @thrive launch: entry=thrive_softmax_pre block=THREADS grid=FUSED*cdiv(T,THREADS)+(1-FUSED)*T*SPLIT,1,1 smem=0
-// @thrive launch: entry=thrive_softmax block=THREADS grid=T*SPLIT,1,1 smem=FUSED*REG_CACHE*min(1,200704/(2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8))*2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8
+// @thrive launch: entry=thrive_softmax_pre block=THREADS grid=min(SPLIT-1,1)*(SPIN*cdiv(T,THREADS)+(1-SPIN)*T*SPLIT),1,1 smem=0
+// @thrive launch: entry=thrive_softmax block=THREADS grid=T*SPLIT,1,1 smem=max(1-min(SPLIT-1,1),SPIN)*REG_CACHE*min(1,200704/(2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8))*2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8
 // @thrive param THREADS values=128,256,512,1024 default=256 doc=threads per block (each block owns one chunk of one row)
 // @thrive param VEC values=1,2,4,8 default=1 doc=bf16 logits per load (8 = 16-byte loads) and f32 probs per store (8 = two 16-byte stores); used when V % VEC == 0 and the tensors are aligned, else scalar (always correct)
 // @thrive param ONLINE values=0,1 default=0 doc=chunk statistics: 0: a max pass then a sum-of-exp pass (input read twice, plus once to write); 1: one online pass keeping a running max and rescaled sum (Milakov & Gimelshein 2018)
-// @thrive param SPLIT values=1,2,4,8,16,32,64,128 default=1 doc=blocks per row: each owns a chunk of about V/SPLIT logits (a multiple of 8); the chunks' (max, sum) are combined in a fixed order. Needed when T is small so that the whole GPU works (T=1: 32-128)
-// @thrive param FUSED values=0,1 default=0 doc=0: launch 1 writes per-chunk (max, sum) to the workspace, launch 2 combines them and writes the probs (the chunk is read again, from L2 when it is still there); 1: launch 1 only resets per-row counters, launch 2 does stats, exchanges them with the row's other blocks through the workspace (atomic arrival counter, spin-wait) and writes. FUSED=1 with SPLIT>1 relies on the blocks of a row being co-resident, which holds with in-order block dispatch (at most 128 blocks per row, at least 132 resident)
-// @thrive param REG_CACHE values=0,1 default=0 doc=FUSED=1 only: the block's chunk of logits is kept in shared memory (2*V/SPLIT bytes, up to 196 KiB) between the stats and the write pass so it is read from memory once; chunks that do not fit (V=151936 needs SPLIT>=2) fall back to re-reading (always correct)
+// @thrive param SPLIT values=1,2,4,8,16,32,64,128 default=1 doc=blocks per row. 1: one launch, one block per row does stats and write. >1: each block owns a chunk of about V/SPLIT logits (a multiple of 8) and the chunks' (max, sum) are combined in a fixed order, as SPIN says. Needed when T is small so that the whole GPU works (T=1: 32-128 at V=151936)
+// @thrive param SPIN values=0,1 default=0 doc=SPLIT>1 only. 0: launch 1 writes each chunk's (max, sum) to the workspace, launch 2 combines them and writes the probs (re-reading its chunk, from L2 when still there); 1: launch 1 resets per-row counters, launch 2 computes the stats, exchanges them with the row's other blocks through the workspace (atomic arrival counter + spin-wait) and writes, so REG_CACHE can keep the chunk on chip. RISKY in principle: relies on the blocks of a row being co-resident, which holds with in-order block dispatch (at most 128 blocks per row, at least 132 resident)
+// @thrive param REG_CACHE values=0,1 default=0 doc=SPLIT=1 or SPIN=1: the block's chunk of logits is kept in shared memory (2*V/SPLIT bytes, used when at most 196 KiB: V=151936 needs SPLIT>=2) between the stats and the write passes, so it is read from memory once; chunks that do not fit are re-read (always correct)
 // @thrive param REDUCE values=0,1 default=0 doc=block reductions: 0: shared-memory tree; 1: warp shuffles then one shared-memory step across warps. Both fixed-order, deterministic
 // @thrive param EXP values=accurate,fast default=accurate doc=accurate: expf; fast: __expf (ex2.approx, ~1e-6 relative for the arguments that matter, inside the f32 tolerance 1e-4)
 // @thrive param STREAM values=0,1 default=0 doc=1: probs stored with st.global.cs (evict-first), keeping L2 for the logits
-// @thrive param REVERSE values=0,1 default=0 doc=FUSED=0 only: the finishing launch visits (row, chunk) in reverse order, so it re-reads first the logits the stats launch read last (most likely still in L2)
+// @thrive param REVERSE values=0,1 default=0 doc=SPLIT>1 with SPIN=0 only: the finishing launch visits (row, chunk) in reverse order, so it re-reads first the logits the stats launch read last (most likely still in L2)
 //
 // probs[t, v] = exp(x[t, v] - max) / sum(exp(x[t, :] - max)); bf16 in, f32 out, fp32 math.
 // Row t is cut into S = min(SPLIT, ceil(V/8)) chunks of CH = roundup8(ceil(V/S)) logits (trailing
 // chunks may be empty); block (t, c) owns chunk c. Chunk stats (m, s = sum exp(x - m)) are combined
 // as M = max m_c, S = sum_c s_c exp(m_c - M), in chunk order, identically by every block of a row.
-// Workspace: float2 stats[T][S] at 0; FUSED=1: uint32 counters[T] at roundup256(8*T*S).
+// Workspace: float2 stats[T][S] at 0; SPIN=1: uint32 counters[T] at roundup256(8*T*S).
 #include "thrive_cuda.cuh"
+
+#define NEG_INF __int_as_float(0xff800000u)  // -inf (NVRTC has no INFINITY macro)
 
 #ifndef THREADS
 #define THREADS 256
@@ -34,8 +36,8 @@
 #ifndef SPLIT
 #define SPLIT 1
 #endif
-#ifndef FUSED
-#define FUSED 0
+#ifndef SPIN
+#define SPIN 0
 #endif
 #ifndef REG_CACHE
 #define REG_CACHE 0
@@ -68,6 +70,7 @@
 #error "THREADS must be a power of two in [32, 1024]"
 #endif
 #define NWARP (THREADS / 32)
+#define FUSED_MAIN (SPLIT == 1 || SPIN)  // launch 2 does stats + write
 #define CACHE_CAP 200704  // bytes of logits a block may keep in shared memory (196 KiB)
 
 typedef unsigned short bf16_t;
@@ -136,7 +139,7 @@ __device__ __forceinline__ void store_p(float* p, const float (&f)[V]) {
 // (m, s) merge; (-inf, 0) is the identity (an empty chunk / thread).
 __device__ __forceinline__ void ms_merge(float& m, float& s, float m2, float s2) {
   const float M = fmaxf(m, m2);
-  if (M == -INFINITY) return;  // both empty
+  if (M == NEG_INF) return;  // both empty
   s = s * ex(m - M) + s2 * ex(m2 - M);
   m = M;
 }
@@ -245,7 +248,7 @@ template <int V, bool GLOBAL>
 __device__ __forceinline__ void chunk_stats(const bf16_t* src, int n, float& m_out, float& s_out, Red& red) {
   const int nv = n / V;
 #if ONLINE
-  float m = -INFINITY, s = 0.0f;
+  float m = NEG_INF, s = 0.0f;
 #pragma unroll 2
   for (int j = threadIdx.x; j < nv; j += THREADS) {
     float f[V];
@@ -264,7 +267,7 @@ __device__ __forceinline__ void chunk_stats(const bf16_t* src, int n, float& m_o
   m_out = m;
   s_out = s;
 #else
-  float m = -INFINITY;
+  float m = NEG_INF;
 #pragma unroll 4
   for (int j = threadIdx.x; j < nv; j += THREADS) {
     float f[V];
@@ -274,7 +277,7 @@ __device__ __forceinline__ void chunk_stats(const bf16_t* src, int n, float& m_o
   }
   m = block_max(m, red);
   float s = 0.0f;
-  if (m != -INFINITY) {
+  if (m != NEG_INF) {
 #pragma unroll 4
     for (int j = threadIdx.x; j < nv; j += THREADS) {
       float f[V];
@@ -291,10 +294,10 @@ __device__ __forceinline__ void chunk_stats(const bf16_t* src, int n, float& m_o
 
 // Combine the S chunk stats of a row (fixed order), result (M, 1/sum) in every thread.
 // Warp 0: lane l folds chunks l, l+32, ... in order, then a fixed xor butterfly.
-// Volatile loads: in FUSED mode the stats come from other blocks of this launch.
+// Volatile loads: with SPIN=1 the stats come from other blocks of this launch.
 __device__ __forceinline__ float2 row_combine(const float2* stats, int S, Red& red) {
   if (threadIdx.x < 32) {
-    float m = -INFINITY, s = 0.0f;
+    float m = NEG_INF, s = 0.0f;
     const volatile float* vs = reinterpret_cast<const volatile float*>(stats);
     for (int i = threadIdx.x; i < S; i += 32) ms_merge(m, s, vs[2 * i], vs[2 * i + 1]);
 #pragma unroll
@@ -354,8 +357,8 @@ __device__ __forceinline__ unsigned int* counters(const ThriveCudaArgs& a, const
   return reinterpret_cast<unsigned int*>((char*)a.workspace + off);
 }
 
-#if !FUSED
-// ---- FUSED=0: launch 1 = chunk stats, launch 2 = combine + write ------------------------------
+#if !FUSED_MAIN
+// ---- SPLIT>1, SPIN=0: launch 1 = chunk stats, launch 2 = combine + write ------------------------
 template <int V>
 __device__ __forceinline__ void stats_block(const ThriveCudaArgs& a, const Geo& g, long long row, int c, Red& red) {
   const bf16_t* x = (const bf16_t*)a.tensors[0] + row * g.Vt;
@@ -401,7 +404,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) thrive_softmax(ThriveCudaA
 }
 
 #else
-// ---- FUSED=1: launch 1 = counter reset, launch 2 = stats + exchange + write -------------------
+// ---- SPLIT=1 (launch 1 skipped: grid 0) or SPIN=1 (launch 1 = counter reset): launch 2 = stats,
+// exchange through the workspace when S > 1, write ------------------------------------------------
 extern "C" __global__ void __launch_bounds__(THREADS) thrive_softmax_pre(ThriveCudaArgs args) {
   const Geo g = geometry(args);
   const long long i = (long long)blockIdx.x * THREADS + threadIdx.x;
@@ -422,6 +426,7 @@ __device__ __forceinline__ void fused_block(const ThriveCudaArgs& a, const Geo& 
   cached = n > 0 && 2LL * g.CH <= CACHE_CAP && (unsigned long long)2 * g.CH <= dyn;
   if (cached) {
     const int nv = n / V;
+#pragma unroll 8
     for (int j = threadIdx.x; j < nv; j += THREADS) {
       if constexpr (V == 8)
         reinterpret_cast<uint4*>(cache)[j] = __ldg(reinterpret_cast<const uint4*>(src) + j);

@@ -26,7 +26,8 @@ void register_ops(CLI::App& app, Context& ctx) {
     for (const auto& op : ops::registry()) {
       std::vector<std::string> backends;
       for (const char* b : {"cpu", "cuda"})
-        if (!backend::embedded_paths(std::string(b) + "/" + op->name() + "/template.cpp").empty())
+        if (!backend::embedded_paths(std::string(b) + "/" + op->name() + "/template" +
+                                     tools::source_extension(b)).empty())
           backends.push_back(b);
       nlohmann::json shapes = nlohmann::json::array();
       for (const auto& s : op->bench_shapes(cfg.model))
