@@ -75,6 +75,9 @@ CommandResult run_thrive(const std::vector<std::string>& args, const std::vector
         inherited.push_back(kv.substr(0, kv.find('=')));
     }
     for (const auto& name : inherited) unsetenv(name.c_str());
+    // CLI tests exercise the CPU backend, also on a machine with a GPU (where the
+    // default device "auto" would pick cuda); a test may still set THRIVE_DEVICE.
+    setenv("THRIVE_DEVICE", "cpu", 1);
     for (const auto& e : env) putenv(strdup(e.c_str()));
     FILE* o = freopen(out_path.c_str(), "w", stdout);
     FILE* e = freopen(err_path.c_str(), "w", stderr);

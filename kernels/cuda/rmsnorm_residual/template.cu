@@ -146,8 +146,8 @@ __device__ __forceinline__ void do_row(const bf16_t* __restrict__ x, bf16_t* __r
   const int nchunk = H / V;
   float ss = 0.0f;
 #if REG_ROW
-  // REG_ROW = chunks per thread kept in registers (with their weights), capped by the register
-  // file: at most 16 / 10 / 3 chunks' words (64 / 40 / 12 words) for THREADS <= 256 / 512 / 1024.
+  // REG_ROW = VEC-chunks per thread kept in registers (with their weights), capped by the
+  // register file at 64 / 40 / 12 32-bit words per array for THREADS <= 256 / 512 / 1024.
   constexpr int WPC = (V + 1) / 2;  // 32-bit words per chunk
   constexpr int WORDS = THREADS >= 1024 ? 12 : (THREADS >= 512 ? 40 : 64);
   constexpr int CAP0 = REG_ROW < WORDS / WPC ? REG_ROW : WORDS / WPC;
