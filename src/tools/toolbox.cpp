@@ -48,10 +48,11 @@ Toolbox::Toolbox(const config::Config& cfg, memory::Store& store, const std::str
   seed_builtin_cards(store_, backend_name_);
 }
 
-double Toolbox::peak_bandwidth_gbps() {
+double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   if (cfg_.peak_bw_gbps > 0) return cfg_.peak_bw_gbps;
-  if (peak_) return *peak_;
-  if (auto cached = store_.peak_bandwidth_gbps(device_key_)) return *(peak_ = *cached);
+  if (peak_ && !remeasure) return *peak_;
+  if (!remeasure)
+    if (auto cached = store_.peak_bandwidth_gbps(device_key_)) return *(peak_ = *cached);
   sandbox::Status status;
   std::string detail;
   auto cfg = cfg_;
@@ -154,6 +155,21 @@ sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::Shap
          backend_name_);
   sandbox::EvalRequest req{k, shape, verify, bench, bench ? peak_bandwidth_gbps() : 0.0};
   auto r = sandbox::evaluate(cfg_, backend_name_, req);
+  if (r.bench.below_floor && !ceiling_rechecked_ && cfg_.peak_bw_gbps <= 0) {
+    // Faster than the cached ceiling: either the kernel's timing is suspect or the
+    // ceiling was measured on a loaded machine. Measure the ceiling again once per
+    // run, then judge the candidate against the new figure.
+    ceiling_rechecked_ = true;
+    const double before = *peak_;
+    const double now = peak_bandwidth_gbps(true);
+    if (now > before) {
+      req.peak_bw_gbps = now;
+      r = sandbox::evaluate(cfg_, backend_name_, req);
+    } else {  // keep the higher figure: a ceiling is a maximum
+      peak_ = before;
+      store_.set_peak_bandwidth_gbps(device_key_, before);
+    }
+  }
   compile_s_ += r.compile_s;
   bench_s_ += r.bench_s + r.verify_s;
   ++evaluations_;

@@ -9,7 +9,7 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("leaderboard", "Best verified kernel per op, shape and device");
   static bool json = false;
   static std::string device_key;
-  cmd->add_flag("--json", json, "One JSON object per entry");
+  cmd->add_flag("--json", json, "A JSON array with one object per entry");
   cmd->add_option("--device-key", device_key, "Only this device (as printed by optimize)");
   add_common_flags(*cmd, ctx.flags, false);
   cmd->callback([&ctx] {
