@@ -67,6 +67,8 @@ std::map<std::string, std::string> key_values(const std::string& s, const std::s
 
 }  // namespace
 
+constexpr size_t kMaxTagLine = 4096;
+
 std::string params_to_string(const Params& params) {
   std::string s;
   for (const auto& [k, v] : params) s += (s.empty() ? "" : ",") + k + "=" + v;
@@ -82,6 +84,11 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    if (line.find("@thrive") == std::string::npos) continue;  // cheap pre-filter
+    // std::regex recurses per character: bound the line before matching it.
+    if (line.size() > kMaxTagLine)
+      fail(ErrorCategory::kInput, "{}:{}: a line with '@thrive' of {} characters: expected at most {}",
+           origin, line_no, line.size(), kMaxTagLine);
     std::smatch m;
     if (!std::regex_match(line, m, tag)) continue;
     const std::string key = m[1], value = trim(m[3]);
@@ -197,7 +204,9 @@ KernelSource KernelSource::instantiate(const Params& values) const {
   std::string line, body;
   static const std::regex tag(R"(^\s*//\s*@thrive\s.*$)");
   while (std::getline(in, line))
-    if (!std::regex_match(line, tag)) body += line + "\n";
+    if (line.find("@thrive") == std::string::npos || line.size() > kMaxTagLine ||
+        !std::regex_match(line, tag))
+      body += line + "\n";
   k.source = header + "#line 1\n" + body;
   return k;
 }

@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     fmt::print(stderr, "thrive: {} error: {}\n", thrive::category_name(e.category()), e.what());
     return thrive::exit_code(e.category());
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    fmt::print(stderr, "thrive: backend error: out of memory (are the THRIVE_* model dimensions or "
+               "shapes larger than this machine can hold?)\n");
+    return thrive::exit_code(thrive::ErrorCategory::kBackend);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "thrive: internal error: {}\n", e.what());

@@ -474,8 +474,16 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
   try {
     for (const auto& c : doc.value("cards", nlohmann::json::array()))
       new_cards.push_back(c.get<StrategyCard>());
-    for (const auto& k : doc.value("kernels", nlohmann::json::array()))
+    for (const auto& k : doc.value("kernels", nlohmann::json::array())) {
       new_kernels.push_back(k.get<KernelRecord>());
+      const auto& r = new_kernels.back();
+      if (!std::isfinite(r.time_us) || r.time_us <= 0 || !std::isfinite(r.eager_us) || r.eager_us < 0)
+        fail(ErrorCategory::kInput, "import: kernel {} at {}: time_us={} eager_us={}: expected "
+             "positive finite times", r.kernel_id, r.shape_class, r.time_us, r.eager_us);
+      if (r.source.find("@thrive op:") == std::string::npos || r.source.size() > (16u << 20))
+        fail(ErrorCategory::kInput, "import: kernel {}: expected a kernel source with a "
+             "'// @thrive op:' line (at most 16 MiB)", r.kernel_id);
+    }
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorCategory::kInput, "import: malformed entry: {}", e.what());
   }
@@ -516,13 +524,20 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
     }
     if (!best_ids.count(k.kernel_id + "|" + k.shape_class + "|" + k.device_key) || !k.verified)
       continue;
+    // Judge by the row as stored: an import never rewrites an existing measurement, so
+    // a claimed time for a kernel id already here does not count.
+    Stmt stored(db_, "SELECT time_us, verified FROM kernels WHERE kernel_id=? AND shape_class=? "
+                "AND device_key=?", path_);
+    stored.bind(1, k.kernel_id).bind(2, k.shape_class).bind(3, k.device_key);
+    if (!stored.step() || stored.integer(1) == 0) continue;
+    const double time_us = stored.real(0);
     Stmt cur(db_,
              "SELECT k.time_us FROM best b JOIN kernels k ON k.kernel_id=b.kernel_id AND "
              "k.shape_class=b.shape_class AND k.device_key=b.device_key WHERE b.op=? AND "
              "b.shape_class=? AND b.device_key=?",
              path_);
     cur.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key);
-    if (!cur.step() || k.time_us < cur.real(0)) {
+    if (!cur.step() || time_us < cur.real(0)) {
       Stmt s(db_, "INSERT OR REPLACE INTO best(op, shape_class, device_key, kernel_id) VALUES(?,?,?,?)",
              path_);
       s.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key).bind(4, k.kernel_id);

@@ -161,6 +161,10 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
       out = work().dump();
     } catch (const Error& e) {
       out = nlohmann::json{{"__error", e.what()}, {"__category", int(e.category())}}.dump();
+    } catch (const std::bad_alloc&) {
+      out = nlohmann::json{{"__error", "out of memory in the worker (are the THRIVE_* model "
+                                       "dimensions or shapes larger than this machine can hold?)"},
+                           {"__category", int(ErrorCategory::kBackend)}}.dump();
     } catch (const std::exception& e) {
       out = nlohmann::json{{"__error", e.what()}, {"__category", int(ErrorCategory::kInternal)}}.dump();
     }

@@ -258,3 +258,19 @@ TEST(KernelSource, EmbeddedCpuTemplatesParseAndInstantiate) {
 
 }  // namespace
 }  // namespace thrive::backend
+
+namespace thrive::backend {
+namespace {
+
+TEST(KernelSourceLimits, OverlongTagLineIsAnInputErrorNotACrash) {
+  const std::string head = "// @thrive op: softmax\n// @thrive entry: k\n";
+  EXPECT_THROW(KernelSource::parse(head + "// @thrive params: " + std::string(200000, 'x') + "\n",
+                                   "long.cpp"),
+               Error);
+  // A long line without a tag is ordinary source.
+  auto k = KernelSource::parse(head + std::string(200000, ' ') + "\n", "spaces.cpp");
+  EXPECT_EQ(k.op, "softmax");
+}
+
+}  // namespace
+}  // namespace thrive::backend

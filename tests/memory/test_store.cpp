@@ -53,7 +53,7 @@ KernelRecord kernel(const std::string& id, double time_us, bool verified = true,
   k.device_key = device;
   k.backend = "cpu";
   k.params = "BLOCK=4";
-  k.source = "// source of " + id;
+  k.source = "// @thrive op: " + k.op + "\n// source of " + id;
   k.time_us = time_us;
   k.eager_us = 100;
   k.speedup = 100 / time_us;
@@ -173,7 +173,7 @@ TEST_F(StoreTest, BestKernelRules) {
   ASSERT_TRUE(best);
   EXPECT_EQ(best->kernel_id, "c");
   EXPECT_DOUBLE_EQ(best->time_us, 8.0);
-  EXPECT_EQ(best->source, "// source of c");
+  EXPECT_NE(best->source.find("// source of c"), std::string::npos);
   EXPECT_EQ(best->metrics.value("status", ""), "passed");
   EXPECT_TRUE(best->verified);
   // Still no unverified winner.
@@ -348,6 +348,32 @@ TEST_F(StoreTest, ImportNeverReplacesAFasterBest) {
   const auto replaced = mine.import_json(faster);
   EXPECT_EQ(replaced.best_replaced, 1);
   EXPECT_EQ(mine.best("softmax", "T=1", "cpu:test:x86_64")->kernel_id, "theirs-fast");
+}
+
+TEST_F(StoreTest, ImportJudgesAnExistingKernelByItsStoredTimeNotTheClaimedOne) {
+  Store mine(path);
+  mine.record_kernel(kernel("a", 10.0));
+  mine.record_kernel(kernel("b", 12.0));
+  ASSERT_EQ(mine.best("softmax", "T=1", "cpu:test:x86_64")->kernel_id, "a");
+  auto doc = mine.export_json();
+  for (auto& k : doc["kernels"])
+    if (k["kernel_id"] == "b") k["time_us"] = 1.0;  // forged claim for a row we already hold
+  doc["best"] = nlohmann::json::array({{{"op", "softmax"}, {"shape_class", "T=1"},
+                                        {"device_key", "cpu:test:x86_64"}, {"kernel_id", "b"}}});
+  mine.import_json(doc);
+  EXPECT_EQ(mine.best("softmax", "T=1", "cpu:test:x86_64")->kernel_id, "a");
+}
+
+TEST_F(StoreTest, ImportRejectsImpossibleFigures) {
+  Store mine(path);
+  mine.record_kernel(kernel("a", 10.0));
+  for (double bad : {-1.0, 0.0}) {
+    auto doc = mine.export_json();
+    doc["kernels"][0]["kernel_id"] = "forged";
+    doc["kernels"][0]["time_us"] = bad;
+    EXPECT_THROW(mine.import_json(doc), Error) << bad;
+  }
+  EXPECT_EQ(mine.kernels().size(), 1u);
 }
 
 struct BadDoc {
