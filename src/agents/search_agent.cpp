@@ -145,25 +145,9 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     store.record_attempt(a);
   };
   auto record_kernel = [&](const Current& c) {
-    memory::KernelRecord k;
-    k.kernel_id = c.id;
-    k.op = task.op;
-    k.shape_class = task.shape.label;
-    k.device_key = device;
-    k.backend = backend_name;
-    k.params = backend::params_to_string(c.kernel.params);
-    k.source = c.kernel.source;
-    k.time_us = c.result.bench.time_us();
-    k.eager_us = result.eager_us;
-    k.speedup = result.eager_us / k.time_us;
-    k.bandwidth_gbps = c.result.bench.bandwidth_gbps;
-    k.percent_of_peak = c.result.bench.percent_of_peak;
-    k.max_rel_err = c.result.verify.max_rel_err;
-    k.verified = c.result.status == sandbox::Status::kPassed;
+    auto k = tools_.kernel_record(c.kernel, task.shape, c.result, result.eager_us, task.command);
     k.parent_id = c.parent_id;
     k.card_id = c.card_id;
-    k.command = task.command;
-    k.metrics = c.result;
     store.record_kernel(k);
   };
   auto evaluate = [&](const backend::KernelSource& k) { return tools_.benchmark(k, task.shape); };

@@ -253,6 +253,30 @@ void Toolbox::record_strategy(const memory::StrategyCard& card) {
   store_.add_card(card);
 }
 
+memory::KernelRecord Toolbox::kernel_record(const backend::KernelSource& kernel,
+                                            const ops::ShapeCase& shape,
+                                            const sandbox::EvalResult& r, double eager_us,
+                                            const std::string& command) const {
+  memory::KernelRecord k;
+  k.kernel_id = kernel_id(kernel);
+  k.op = kernel.op;
+  k.shape_class = shape.label;
+  k.device_key = device_key_;
+  k.backend = backend_name_;
+  k.params = backend::params_to_string(kernel.params);
+  k.source = kernel.source;
+  k.time_us = r.bench.time_us();
+  k.eager_us = eager_us;
+  k.speedup = eager_us / k.time_us;
+  k.bandwidth_gbps = r.bench.bandwidth_gbps;
+  k.percent_of_peak = r.bench.percent_of_peak;
+  k.max_rel_err = r.verify.max_rel_err;
+  k.verified = r.status == sandbox::Status::kPassed;
+  k.command = command;
+  k.metrics = r;
+  return k;
+}
+
 void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
                       const sandbox::EvalResult& r) {
   const std::string id = kernel_id(k);

@@ -87,6 +87,12 @@ class Toolbox {
   /// kernel carries no params).
   std::string kernel_id(const backend::KernelSource& k) const;
 
+  /// The memory row for a benchmarked kernel on this device: times from
+  /// `r.bench.time_us()`, speedup against `eager_us`, verified iff `r` passed.
+  memory::KernelRecord kernel_record(const backend::KernelSource& k, const ops::ShapeCase& shape,
+                                     const sandbox::EvalResult& r, double eager_us,
+                                     const std::string& command) const;
+
   /// Writes source and the attempt's verdict/metrics under $THRIVE_HOME/kernels/<op>/.
   void archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
                const sandbox::EvalResult& r);

@@ -12,29 +12,6 @@
 namespace thrive::cli {
 namespace {
 
-memory::KernelRecord to_record(tools::Toolbox& tb, const backend::KernelSource& kernel,
-                               const ops::ShapeCase& shape, const sandbox::EvalResult& r,
-                               double eager_us, const std::string& command) {
-  memory::KernelRecord k;
-  k.kernel_id = tb.kernel_id(kernel);
-  k.op = kernel.op;
-  k.shape_class = shape.label;
-  k.device_key = tb.device_key();
-  k.backend = tb.backend_name();
-  k.params = backend::params_to_string(kernel.params);
-  k.source = kernel.source;
-  k.time_us = r.bench.time_us();
-  k.eager_us = eager_us;
-  k.speedup = eager_us / k.time_us;
-  k.bandwidth_gbps = r.bench.bandwidth_gbps;
-  k.percent_of_peak = r.bench.percent_of_peak;
-  k.max_rel_err = r.verify.max_rel_err;
-  k.verified = r.status == sandbox::Status::kPassed;
-  k.command = command;
-  k.metrics = r;
-  return k;
-}
-
 void bench_file(Context& ctx, const KernelFileFlags& f) {
   auto loaded = load_kernel_file(ctx, f);
   auto& tb = ctx.toolbox();
@@ -49,7 +26,7 @@ void bench_file(Context& ctx, const KernelFileFlags& f) {
   }
   auto eager = tb.eager(loaded.kernel.op, loaded.shape);
   const auto& b = r.bench;
-  auto k = to_record(tb, loaded.kernel, loaded.shape, r, eager.bench.time_us(), ctx.command_line);
+  auto k = tb.kernel_record(loaded.kernel, loaded.shape, r, eager.bench.time_us(), ctx.command_line);
   const bool best = tb.store().record_kernel(k);
   if (f.json) return;
   fmt::print("  launched median {} (min {}, max {}, {} reps, ±{:.1f}% CI, {} argument sets = {:.0f} MiB)\n",
@@ -100,7 +77,7 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
           speed = fmt::format("{:.2f}x", eager.bench.time_us() / b.time_us());
           gbps = fmt::format("{:.1f}", b.bandwidth_gbps);
           pct = fmt::format("{:.1f}%", b.percent_of_peak);
-          tb.store().record_kernel(to_record(tb, kernel, shape, r, eager.bench.time_us(), ctx.command_line));
+          tb.store().record_kernel(tb.kernel_record(kernel, shape, r, eager.bench.time_us(), ctx.command_line));
         } else {
           best_s = sandbox::status_name(r.status);
           ctx.exit_code = 1;
