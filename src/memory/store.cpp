@@ -7,6 +7,8 @@
 #include <ctime>
 #include <filesystem>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "thrive/core/error.hpp"
 
@@ -202,37 +204,47 @@ Store::Store(const std::string& path) : path_(path) {
   }
   sqlite3_busy_timeout(db_, 30000);
   try {
-    int app_id = 0, tables = 0;
-    {
-      Stmt s(db_, "PRAGMA application_id", path_);
-      if (s.step()) app_id = int(s.integer(0));
+    // A foreign or corrupt file is refused before anything is written to it.
+    const auto [app_id, tables] = identify();
+    if (existed && tables > 0 && app_id != kApplicationId) refuse_foreign(app_id);
+    // Switching to WAL takes an exclusive lock; several processes opening a new
+    // store at once contend for it, and SQLite does not always call the busy
+    // handler here, so retry for as long as the busy timeout would have waited.
+    for (int attempt = 0;; ++attempt) {
+      char* err = nullptr;
+      const int wal = sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+      sqlite3_free(err);
+      if (wal == SQLITE_OK) break;
+      if ((wal != SQLITE_BUSY && wal != SQLITE_LOCKED) || attempt >= 3000)
+        fail(ErrorCategory::kStorage, "memory store {}: cannot enable WAL ({})", path,
+             sqlite3_errmsg(db_));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    {
-      Stmt s(db_, "SELECT count(*) FROM sqlite_master", path_);
-      if (s.step()) tables = int(s.integer(0));
-    }
-    if (existed && tables > 0 && app_id != kApplicationId)
-      fail(ErrorCategory::kStorage,
-           "memory store {}: a SQLite database of another application (application_id {:#x}, "
-           "expected {:#x}); left untouched — point THRIVE_HOME elsewhere or move it aside",
-           path, app_id, kApplicationId);
-    exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
     exec("PRAGMA foreign_keys=ON");
-    if (tables == 0) {
-      exec("BEGIN IMMEDIATE");
-      exec(kSchema);
-      exec("PRAGMA application_id=" + std::to_string(kApplicationId));
-      exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
+    // Check-and-create under one write lock: of several processes that found
+    // the file empty, exactly one creates the schema and the others see it.
+    exec("BEGIN IMMEDIATE");
+    try {
+      const auto [locked_app_id, locked_tables] = identify();
+      if (locked_tables == 0) {
+        exec(kSchema);
+        exec("PRAGMA application_id=" + std::to_string(kApplicationId));
+        exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
+      } else {
+        if (locked_app_id != kApplicationId) refuse_foreign(locked_app_id);
+        Stmt s(db_, "PRAGMA user_version", path_);
+        int version = s.step() ? int(s.integer(0)) : 0;
+        if (version > kSchemaVersion)
+          fail(ErrorCategory::kStorage,
+               "memory store {}: schema version {} is newer than this thrive understands ({}); "
+               "left untouched",
+               path, version, kSchemaVersion);
+      }
       exec("COMMIT");
-    } else {
-      Stmt s(db_, "PRAGMA user_version", path_);
-      int version = s.step() ? int(s.integer(0)) : 0;
-      if (version > kSchemaVersion)
-        fail(ErrorCategory::kStorage,
-             "memory store {}: schema version {} is newer than this thrive understands ({}); "
-             "left untouched",
-             path, version, kSchemaVersion);
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
     }
   } catch (const Error& e) {
     sqlite3_close(db_);
@@ -245,6 +257,24 @@ Store::Store(const std::string& path) : path_(path) {
            path);
     throw;
   }
+}
+
+std::pair<int, int> Store::identify() {
+  // One statement, so both figures come from the same snapshot even while
+  // another process is creating the schema.
+  Stmt s(db_,
+         "SELECT (SELECT application_id FROM pragma_application_id()), "
+         "(SELECT count(*) FROM sqlite_master)",
+         path_);
+  if (!s.step()) return {0, 0};
+  return {int(s.integer(0)), int(s.integer(1))};
+}
+
+void Store::refuse_foreign(int app_id) const {
+  fail(ErrorCategory::kStorage,
+       "memory store {}: a SQLite database of another application (application_id {:#x}, "
+       "expected {:#x}); left untouched — point THRIVE_HOME elsewhere or move it aside",
+       path_, app_id, kApplicationId);
 }
 
 Store::~Store() {

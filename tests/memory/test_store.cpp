@@ -489,7 +489,7 @@ TEST_F(StoreTest, UnwritableLocationIsAStorageError) {
 }
 
 // Runs `body` in a forked child; returns its pid. The child exits 0 when body
-// returns normally, 1 on any exception.
+// returns normally, 1 on any exception (whose message goes to stderr).
 template <typename F>
 pid_t spawn(F body) {
   std::fflush(nullptr);
@@ -497,6 +497,9 @@ pid_t spawn(F body) {
   if (pid == 0) {
     try {
       body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child %d: %s\n", int(getpid()), e.what());
+      _exit(1);
     } catch (...) {
       _exit(1);
     }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -141,6 +142,10 @@ class Store {
 
  private:
   void exec(const std::string& sql);
+  /// (PRAGMA application_id, number of schema objects) of the open file.
+  std::pair<int, int> identify();
+  /// Throws kStorage: the file belongs to another application (left untouched).
+  [[noreturn]] void refuse_foreign(int app_id) const;
   sqlite3* db_ = nullptr;
   std::string path_;
 };
