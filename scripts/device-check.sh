@@ -13,10 +13,7 @@ stamp=$(date -u +%Y-%m-%d)
 export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=OFF \
-  -DSQLite3_INCLUDE_DIR="$PWD/.sysroot/usr/include" \
-  -DSQLite3_LIBRARY="$PWD/.sysroot/usr/lib/x86_64-linux-gnu/libsqlite3.a" > "$OUT/build.log" 2>&1 &&
-cmake --build build-device -j "$(nproc)" >> "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+bash scripts/device-build.sh "$OUT" || exit 1
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   (cd build-device && ctest --output-on-failure -j 8 --timeout 900) > "$OUT/ctest.log" 2>&1

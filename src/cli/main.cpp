@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   thrive::cli::register_leaderboard(app, ctx);
   thrive::cli::register_verify(app, ctx);
   thrive::cli::register_bench(app, ctx);
+  thrive::cli::register_tune(app, ctx);
   thrive::cli::register_memory(app, ctx);
   thrive::cli::register_env(app, ctx);
   try {

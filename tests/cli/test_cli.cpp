@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive {
 namespace {
@@ -112,6 +113,17 @@ INSTANTIATE_TEST_SUITE_P(
                       {"THRIVE_CXX=false"}, 2, "--passes=0"},
         BadInvocation{"unknown_op_for_verify", {"verify", "--op", "nope", "--kernel", "/dev/null"}, {},
                       2, "nope"},
+        BadInvocation{"tune_unknown_param", {"tune", "--op", "softmax", "--grid", "NOPE=1"}, {}, 2,
+                      "NOPE"},
+        BadInvocation{"tune_undeclared_value", {"tune", "--op", "softmax", "--grid", "VEC=3"}, {}, 2,
+                      "VEC=3"},
+        BadInvocation{"tune_malformed_axis", {"tune", "--op", "softmax", "--grid", "VEC"}, {}, 2,
+                      "'VEC'"},
+        BadInvocation{"tune_too_many_points",
+                      {"tune", "--op", "softmax", "--grid", "VEC=1,8,16", "--max-points", "2"}, {}, 2,
+                      "3 points"},
+        BadInvocation{"tune_unknown_shape", {"tune", "--op", "softmax", "--grid", "VEC=1", "--shape", "T=7"},
+                      {}, 2, "T=7"},
         BadInvocation{"missing_kernel_file",
                       {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,
                       "/nonexistent/k.cpp"}),
@@ -217,6 +229,30 @@ TEST_F(Cli, MemoryImportOfBadJsonIsAnInputError) {
   const auto m = test::run_thrive({"memory", "import", malformed}, env());
   EXPECT_EQ(m.exit_code, 3) << m.out << m.err;
   expect_one_line_error(m, "import");
+}
+
+TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
+  const std::string out = files.path() + "/tune.json";
+  const auto r = test::run_thrive({"tune", "--op", "swiglu_act", "--grid", "VEC=1,8 UNROLL=1,4",
+                                   "--base", "defaults", "--json-out", out},
+                                  small_env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Top 4 of 4 passing points"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(read_file(out));
+  ASSERT_EQ(doc["points"].size(), 4u);
+  double fastest = 1e300;
+  for (const auto& p : doc["points"]) {
+    EXPECT_EQ(p["status"], "passed") << p.dump();
+    fastest = std::min(fastest, p["bench"]["median_us"].get<double>());
+  }
+  // The fastest point is now the best kernel of that shape in memory.
+  const auto lb = test::run_thrive({"leaderboard", "--json"}, small_env());
+  ASSERT_EQ(lb.exit_code, 0) << lb.err;
+  const auto rows = nlohmann::json::parse(lb.out);
+  ASSERT_EQ(rows.size(), 1u) << lb.out;
+  EXPECT_EQ(rows[0]["op"], "swiglu_act");
+  EXPECT_EQ(rows[0]["shape"], doc["shape"]);
+  EXPECT_TRUE(rows[0]["verified"].get<bool>());
 }
 
 TEST_F(Cli, NoSubcommandIsUsage) {
