@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake g++ libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-          libsqlite3-dev libgtest-dev libgmock-dev libcurl4-openssl-dev)
+          libsqlite3-dev libgtest-dev libgmock-dev libcurl4-openssl-dev python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -52,6 +52,7 @@ void register_bench(CLI::App& app, Context& ctx);
 void register_memory(CLI::App& app, Context& ctx);
 void register_env(CLI::App& app, Context& ctx);
 void register_tune(CLI::App& app, Context& ctx);
+void register_mcp(CLI::App& app, Context& ctx);
 
 /// Formats microseconds for people: "12.3 µs", "4.56 ms".
 std::string format_us(double us);

@@ -14,13 +14,14 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{"THRIVE: profile, optimize and verify LLM inference kernels (no training)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "thrive 0.1.0");
+  app.set_version_flag("--version", std::string("thrive ") + THRIVE_VERSION_STRING);
   thrive::cli::register_ops(app, ctx);
   thrive::cli::register_optimize(app, ctx);
   thrive::cli::register_leaderboard(app, ctx);
   thrive::cli::register_verify(app, ctx);
   thrive::cli::register_bench(app, ctx);
   thrive::cli::register_tune(app, ctx);
+  thrive::cli::register_mcp(app, ctx);
   thrive::cli::register_memory(app, ctx);
   thrive::cli::register_env(app, ctx);
   try {

@@ -131,6 +131,55 @@ std::vector<ops::ShapeCase> Toolbox::shapes_for(const ops::Op& op, const std::st
   return out;
 }
 
+ops::ShapeCase Toolbox::shape_or_largest(const ops::Op& op, const std::string& label) {
+  auto shapes = shapes_for(op, label);
+  if (shapes.empty())
+    fail(ErrorCategory::kUsage, "op {}: no benchmark shape fits THRIVE_MAX_SHAPE_BYTES", op.name());
+  return shapes.back();
+}
+
+Submission Toolbox::submit(const backend::KernelSource& k, const ops::ShapeCase& shape,
+                           const std::string& command) {
+  Submission s;
+  s.result = benchmark(k, shape);
+  if (s.result.status != sandbox::Status::kPassed) return s;
+  s.eager_us = eager(k.op, shape).bench.time_us();
+  s.record = kernel_record(k, shape, s.result, s.eager_us, command);
+  s.new_best = store_.record_kernel(s.record);
+  return s;
+}
+
+nlohmann::json ops_catalog(const config::ModelDims& model) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& op : ops::registry()) {
+    std::vector<std::string> backends;
+    for (const char* b : {"cpu", "cuda"})
+      if (!backend::embedded_paths(std::string(b) + "/" + op->name() + "/template" +
+                                   source_extension(b)).empty())
+        backends.push_back(b);
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const auto& s : op->bench_shapes(model))
+      shapes.push_back({{"label", s.label}, {"min_bytes", op->min_bytes(s.shape)},
+                        {"flops", op->flops(s.shape)}});
+    out.push_back({{"op", op->name()}, {"trait", ops::trait_name(op->trait())},
+                   {"summary", op->summary()}, {"shapes", shapes}, {"backends", backends}});
+  }
+  return out;
+}
+
+nlohmann::json leaderboard_json(memory::Store& store, const std::string& device_key,
+                                const std::string& op) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& k : store.leaderboard(device_key)) {
+    if (!op.empty() && k.op != op) continue;
+    nlohmann::json j = k;
+    j.erase("metrics");
+    j.erase("source");
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 backend::KernelSource Toolbox::op_template(const std::string& op) {
   const std::string path = backend_name_ + "/" + op + "/template" + source_extension(backend_name_);
   return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);

@@ -34,6 +34,14 @@ struct Profile {
   std::string notes;              ///< one line for people and the trajectory
 };
 
+/// A kernel submitted for the record (`thrive bench --kernel`, MCP `benchmark`).
+struct Submission {
+  sandbox::EvalResult result;   ///< compile -> verify -> benchmark verdict
+  double eager_us = 0;          ///< eager baseline at the same shape, µs (0 if not passed)
+  memory::KernelRecord record;  ///< the memory row (recorded only when passed)
+  bool new_best = false;        ///< it became the best kernel of its op/shape/device
+};
+
 class Toolbox {
  public:
   /// `backend_name` must be resolved ("cpu"/"cuda"). Throws Error(kBackend) if the
@@ -93,6 +101,16 @@ class Toolbox {
                                      const sandbox::EvalResult& r, double eager_us,
                                      const std::string& command) const;
 
+  /// The shape labelled `label` of `op`, or its largest benchmark shape that fits when
+  /// `label` is empty. Throws Error(kUsage) naming the label and the valid ones.
+  ops::ShapeCase shape_or_largest(const ops::Op& op, const std::string& label);
+
+  /// Benchmarks `k` at `shape` (compile -> verify -> benchmark in the sandbox); when it
+  /// passes, measures the eager baseline and records the kernel in memory (the best per
+  /// op/shape/device is kept). `command` is stored as the reproducing command.
+  Submission submit(const backend::KernelSource& k, const ops::ShapeCase& shape,
+                    const std::string& command);
+
   /// Writes source and the attempt's verdict/metrics under $THRIVE_HOME/kernels/<op>/.
   void archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
                const sandbox::EvalResult& r);
@@ -121,6 +139,15 @@ class Toolbox {
 
 /// ".cu" for cuda kernels, ".cpp" for cpu kernels (templates, archive files).
 std::string source_extension(const std::string& backend);
+
+/// The target ops at `model`'s dimensions: one object per op with op, trait, summary,
+/// shapes (label, min_bytes, flops) and the backends that have a template.
+nlohmann::json ops_catalog(const config::ModelDims& model);
+
+/// The leaderboard as JSON: one object per (op, shape, device) best verified kernel
+/// (KernelRecord fields without source and metrics), optionally only `op` / `device_key`.
+nlohmann::json leaderboard_json(memory::Store& store, const std::string& device_key = "",
+                                const std::string& op = "");
 
 /// Loads kernels/<backend>/cards.json into memory as builtin cards (idempotent).
 void seed_builtin_cards(memory::Store& store, const std::string& backend);

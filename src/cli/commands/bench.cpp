@@ -15,7 +15,8 @@ namespace {
 void bench_file(Context& ctx, const KernelFileFlags& f) {
   auto loaded = load_kernel_file(ctx, f);
   auto& tb = ctx.toolbox();
-  auto r = tb.benchmark(loaded.kernel, loaded.shape);
+  auto sub = tb.submit(loaded.kernel, loaded.shape, ctx.command_line);
+  const auto& r = sub.result;
   if (f.json)
     fmt::print("{}\n", nlohmann::json(r).dump(2));
   else
@@ -24,10 +25,9 @@ void bench_file(Context& ctx, const KernelFileFlags& f) {
     ctx.exit_code = 1;
     return;
   }
-  auto eager = tb.eager(loaded.kernel.op, loaded.shape);
   const auto& b = r.bench;
-  auto k = tb.kernel_record(loaded.kernel, loaded.shape, r, eager.bench.time_us(), ctx.command_line);
-  const bool best = tb.store().record_kernel(k);
+  const auto& k = sub.record;
+  const bool best = sub.new_best;
   if (f.json) return;
   fmt::print("  launched median {} (min {}, max {}, {} reps, ±{:.1f}% CI, {} argument sets = {:.0f} MiB)\n",
              format_us(b.median_us), format_us(b.min_us), format_us(b.max_us), b.reps,

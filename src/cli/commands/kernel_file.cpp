@@ -23,10 +23,7 @@ LoadedKernel load_kernel_file(Context& ctx, const KernelFileFlags& f) {
   if (k.kernel.op != op.name())
     fail(ErrorCategory::kInput, "{}: declares '@thrive op: {}' but --op is {}", f.kernel,
          k.kernel.op, op.name());
-  auto shapes = ctx.toolbox().shapes_for(op, f.shape);
-  if (shapes.empty())
-    fail(ErrorCategory::kUsage, "op {}: no benchmark shape fits THRIVE_MAX_SHAPE_BYTES", op.name());
-  k.shape = shapes.back();
+  k.shape = ctx.toolbox().shape_or_largest(op, f.shape);
   return k;
 }
 

@@ -13,18 +13,11 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
   cmd->add_option("--device-key", device_key, "Only this device (as printed by optimize)");
   add_common_flags(*cmd, ctx.flags, false);
   cmd->callback([&ctx] {
-    auto rows = ctx.store().leaderboard(device_key);
     if (json) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& k : rows) {
-        nlohmann::json j = k;
-        j.erase("metrics");
-        j.erase("source");
-        out.push_back(j);
-      }
-      fmt::print("{}\n", out.dump(2));
+      fmt::print("{}\n", tools::leaderboard_json(ctx.store(), device_key).dump(2));
       return;
     }
+    auto rows = ctx.store().leaderboard(device_key);
     if (rows.empty()) {
       fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store().path());
       return;

@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include "src/cli/context.hpp"
-#include "thrive/backend/embedded.hpp"
 #include "thrive/ops/op.hpp"
 
 namespace thrive::cli {
@@ -22,20 +21,7 @@ void register_ops(CLI::App& app, Context& ctx) {
       fmt::print("{}\n", tb.get_op_spec(spec).dump(2));
       return;
     }
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& op : ops::registry()) {
-      std::vector<std::string> backends;
-      for (const char* b : {"cpu", "cuda"})
-        if (!backend::embedded_paths(std::string(b) + "/" + op->name() + "/template" +
-                                     tools::source_extension(b)).empty())
-          backends.push_back(b);
-      nlohmann::json shapes = nlohmann::json::array();
-      for (const auto& s : op->bench_shapes(cfg.model))
-        shapes.push_back({{"label", s.label}, {"min_bytes", op->min_bytes(s.shape)},
-                          {"flops", op->flops(s.shape)}});
-      out.push_back({{"op", op->name()}, {"trait", ops::trait_name(op->trait())},
-                     {"summary", op->summary()}, {"shapes", shapes}, {"backends", backends}});
-    }
+    const nlohmann::json out = tools::ops_catalog(cfg.model);
     if (json) {
       fmt::print("{}\n", out.dump(2));
       return;

@@ -100,11 +100,7 @@ void run_tune(Context& ctx, const TuneFlags& f) {
   auto& tb = ctx.toolbox();
   const auto tmpl = tb.op_template(op.name());
   const auto axes = parse_grid(f.grid, tmpl);
-  auto shapes = tb.shapes_for(op, f.shape);
-  if (shapes.empty())
-    fail(ErrorCategory::kUsage, "op {}: no benchmark shape{} fits THRIVE_MAX_SHAPE_BYTES", op.name(),
-         f.shape.empty() ? "" : " labelled " + f.shape);
-  const auto shape = shapes.back();
+  const auto shape = tb.shape_or_largest(op, f.shape);
 
   backend::Params base = tmpl.defaults();
   std::string base_note = "template defaults";
