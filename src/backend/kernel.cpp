@@ -123,7 +123,19 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
       for (size_t i = 0; i < grid.size(); ++i) l.grid[i] = grid[i];
       k.launches.push_back(l);
     } else if (key == "params") {
-      for (const auto& [name, v] : key_values(value, origin, line_no)) k.params[name] = v;
+      // Params become -D macros, kernel ids and archive file names: identifiers and plain
+      // tokens only (no '/', '..', spaces or quotes).
+      static const std::regex name_re(R"([A-Za-z_][A-Za-z0-9_]{0,63})");
+      static const std::regex value_re(R"([A-Za-z0-9_+\-][A-Za-z0-9_.+\-]{0,63})");
+      for (const auto& [name, v] : key_values(value, origin, line_no)) {
+        if (!std::regex_match(name, name_re))
+          fail(ErrorCategory::kInput, "{}:{}: param name '{}': expected a C identifier (at most 64 "
+               "characters)", origin, line_no, name);
+        if (!std::regex_match(v, value_re))
+          fail(ErrorCategory::kInput, "{}:{}: param {}='{}': expected letters, digits, '_', '.', "
+               "'+' or '-' (at most 64, not starting with '.')", origin, line_no, name, v);
+        k.params[name] = v;
+      }
     } else if (key == "param") {
       // "@thrive param NAME values=... default=..."; regex put NAME into value.
       std::istringstream pv(value);

@@ -93,6 +93,10 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"TARGET_SPEEDUP", "2.0", "x", "speedup over eager that counts as reaching the target"},
       {"PEAK_BW_GBPS", "0", "GB/s", "memory bandwidth ceiling; 0 = measure with a copy kernel"},
       {"CANDIDATE_TIMEOUT_S", "120", "s", "wall-clock limit of one candidate's evaluation"},
+      {"WORKER_MEMORY_MB", "0", "MiB", "address-space limit of a CPU candidate's worker; 0 = half "
+                                       "of physical memory"},
+      {"CONFINE", "1", "0/1", "confine CPU candidates: no fork/exec/network/signals to others "
+                              "(seccomp), no file writes (Landlock), inherited files closed"},
       {"BENCH_MAX_S", "1.0", "s", "time cap of one timing loop"},
       {"BENCH_MIN_REPS", "10", "count", "minimum timed repetitions"},
       {"BENCH_NOISE", "0.02", "fraction", "stop timing once the median's 95% CI half-width "
@@ -163,6 +167,12 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   read_double("TARGET_SPEEDUP", c.target_speedup, 1e-6, 1e9);
   read_double("PEAK_BW_GBPS", c.peak_bw_gbps, 0.0, 1e9);
   read_double("CANDIDATE_TIMEOUT_S", c.candidate_timeout_s, 0.1, 86400.0);
+  read_int("WORKER_MEMORY_MB", c.worker_memory_mb, 0, int64_t{1} << 30);
+  {
+    int64_t confine = c.confine ? 1 : 0;
+    read_int("CONFINE", confine, 0, 1);
+    c.confine = confine != 0;
+  }
   read_double("BENCH_MAX_S", c.bench_max_s, 1e-3, 3600.0);
   read_int("BENCH_MIN_REPS", c.bench_min_reps, 3, 1000000);
   read_double("BENCH_NOISE", c.bench_noise, 1e-6, 1.0);

@@ -12,6 +12,7 @@ namespace thrive::mcp {
 namespace {
 
 constexpr size_t kMaxSourceBytes = 1 << 20;  // a kernel file; anything larger is refused
+constexpr int kMaxDepth = 64;                  // JSON nesting of one message
 
 const char* const kInstructions =
     "THRIVE's kernel tools. Start with list_ops and get_op_spec (tensors in ABI order, "
@@ -31,7 +32,8 @@ nlohmann::json rpc_result(const nlohmann::json& id, nlohmann::json result) {
 // A tool result: structured content plus the same as text for clients that only read text.
 nlohmann::json tool_result(const std::string& summary, nlohmann::json structured, bool is_error) {
   std::string text = summary;
-  if (!structured.empty()) text += "\n" + structured.dump(2);
+  if (!structured.empty())
+    text += "\n" + structured.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   return {{"content", nlohmann::json::array({{{"type", "text"}, {"text", text}}})},
           {"structuredContent", std::move(structured)},
           {"isError", is_error}};
@@ -46,7 +48,10 @@ std::string str_arg(const nlohmann::json& args, const char* name, bool required 
   }
   if (!it->is_string())
     fail(ErrorCategory::kUsage, "argument '{}' must be a string, got {}", name, it->type_name());
-  return it->get<std::string>();
+  std::string v = it->get<std::string>();
+  if (v.find('\0') != std::string::npos)
+    fail(ErrorCategory::kUsage, "argument '{}' contains a NUL character", name);
+  return v;
 }
 
 std::vector<std::string> str_list_arg(const nlohmann::json& args, const char* name, bool required) {
@@ -64,6 +69,8 @@ std::vector<std::string> str_list_arg(const nlohmann::json& args, const char* na
       fail(ErrorCategory::kUsage, "argument '{}' must be an array of strings; found {}", name,
            v.type_name());
     out.push_back(v.get<std::string>());
+    if (out.back().find('\0') != std::string::npos)
+      fail(ErrorCategory::kUsage, "argument '{}' contains a NUL character", name);
   }
   return out;
 }
@@ -99,6 +106,8 @@ nlohmann::json shape_property() {
 nlohmann::json verdict(const tools::Toolbox& tb, const backend::KernelSource& k,
                        const std::string& shape, const sandbox::EvalResult& r) {
   nlohmann::json j = r;
+  if (r.bench.reps == 0) j.erase("bench");  // compile/verify only, or it never ran
+  if (r.post_verify.cases.empty()) j.erase("post_verify");
   j["op"] = k.op;
   j["shape"] = shape;
   j["kernel_id"] = tb.kernel_id(k);
@@ -190,6 +199,34 @@ nlohmann::json Server::tool_definitions() {
 
 nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& args) {
   auto& tb = tools_;
+  // The schemas say additionalProperties: false; a misspelt argument is an error, not ignored.
+  for (const auto& def : tool_definitions()) {
+    if (def["name"] != name) continue;
+    const auto& props = def["inputSchema"]["properties"];
+    for (auto it = args.begin(); it != args.end(); ++it)
+      if (!props.contains(it.key())) {
+        std::string known;
+        for (auto p = props.begin(); p != props.end(); ++p) known += (known.empty() ? "" : ", ") + p.key();
+        fail(ErrorCategory::kUsage, "{}: unknown argument '{}'; expected {}", name, it.key(),
+             known.empty() ? "none" : known);
+      }
+  }
+  // Every candidate a client submits is part of the task's trajectory (short-term memory).
+  auto record_attempt = [&](const backend::KernelSource& k, const std::string& shape,
+                            const sandbox::EvalResult& r, double eager_us) {
+    memory::Attempt a;
+    a.op = k.op;
+    a.shape_class = shape;
+    a.device_key = tb.device_key();
+    a.phase = "mcp-" + name;
+    a.kernel_id = tb.kernel_id(k);
+    a.change = backend::params_to_string(k.params);
+    a.status = sandbox::status_name(r.status);
+    a.time_us = r.status == sandbox::Status::kPassed && r.bench.reps > 0 ? r.bench.time_us() : 0;
+    a.speedup = a.time_us > 0 && eager_us > 0 ? eager_us / a.time_us : 0;
+    a.notes = r.detail;
+    tb.store().record_attempt(a);
+  };
   auto kernel_arg = [&](const std::string& op) {
     const std::string source = str_arg(args, "source");
     if (source.size() > kMaxSourceBytes)
@@ -224,6 +261,7 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
     auto k = kernel_arg(op.name());
     const auto shape = tb.shape_or_largest(op, str_arg(args, "shape", false));
     auto r = tb.verify(k, shape);
+    record_attempt(k, shape.label, r, 0);
     return tool_result(summary_of(r), verdict(tb, k, shape.label, r),
                        r.status != sandbox::Status::kPassed);
   }
@@ -232,6 +270,7 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
     auto k = kernel_arg(op.name());
     const auto shape = tb.shape_or_largest(op, str_arg(args, "shape", false));
     auto sub = tb.submit(k, shape, "thrive mcp: benchmark " + op.name() + " " + shape.label);
+    record_attempt(k, shape.label, sub.result, sub.eager_us);
     auto j = verdict(tb, k, shape.label, sub.result);
     const bool ok = sub.result.status == sandbox::Status::kPassed;
     std::string summary = summary_of(sub.result);
@@ -296,6 +335,12 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
       if (t != "elementwise" && t != "row_reduction" && t != "attention")
         fail(ErrorCategory::kUsage, "trait '{}': expected elementwise, row_reduction or attention", t);
     if (c.traits.empty()) fail(ErrorCategory::kUsage, "argument 'traits' must name at least one trait");
+    for (const auto& b : c.bottlenecks)
+      if (b != "overhead" && b != "parallelism" && b != "compute" && b != "traffic" && b != "memory")
+        fail(ErrorCategory::kUsage,
+             "bottleneck '{}': expected overhead, parallelism, compute, traffic or memory", b);
+    if (c.id.empty() || c.id.size() > 128 || c.title.empty())
+      fail(ErrorCategory::kUsage, "card id (1 to 128 characters) and title must not be empty");
     auto set = args.find("set");
     if (set == args.end() || !set->is_object() || set->empty())
       fail(ErrorCategory::kUsage, "argument 'set' must be a non-empty object of parameter values");
@@ -304,7 +349,10 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
       if (!it->is_string() && !it->is_number_integer())
         fail(ErrorCategory::kUsage, "set.{} must be a string (or integer) value, got {}", it.key(),
              it->type_name());
-      c.set[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+      const std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+      if (v.empty() || v.find('\0') != std::string::npos || it.key().find('\0') != std::string::npos)
+        fail(ErrorCategory::kUsage, "set.{}: expected a non-empty value without NUL characters", it.key());
+      c.set[it.key()] = v;
     }
     tb.record_strategy(c);
     return tool_result("recorded strategy card " + c.id, nlohmann::json(c), false);
@@ -337,8 +385,9 @@ nlohmann::json Server::handle_request(const nlohmann::json& m) {
                                                                                       : versions.back();
     initialized_ = true;
     std::string client = "unknown client";
-    if (params.contains("clientInfo") && params["clientInfo"].is_object())
-      client = params["clientInfo"].value("name", client);
+    if (params.contains("clientInfo") && params["clientInfo"].is_object() &&
+        params["clientInfo"].contains("name") && params["clientInfo"]["name"].is_string())
+      client = params["clientInfo"]["name"].get<std::string>();
     spdlog::info("mcp: initialize from {} (asked {}, using {})", client, asked, protocol_);
     return rpc_result(id, {{"protocolVersion", protocol_},
                            {"capabilities", {{"tools", {{"listChanged", false}}}}},
@@ -388,7 +437,8 @@ std::optional<nlohmann::json> Server::handle(const nlohmann::json& message) {
   if (!message.is_object()) return rpc_error(nullptr, kInvalidRequest, "a message must be a JSON object");
   const bool has_id = message.contains("id");
   const nlohmann::json id = has_id ? message["id"] : nlohmann::json(nullptr);
-  if (message.value("jsonrpc", "") != "2.0")
+  const auto version = message.find("jsonrpc");
+  if (version == message.end() || !version->is_string() || *version != "2.0")
     return rpc_error(has_id && (id.is_string() || id.is_number()) ? id : nullptr, kInvalidRequest,
                      "jsonrpc must be \"2.0\"");
   if (!message.contains("method")) {
@@ -416,17 +466,46 @@ std::optional<nlohmann::json> Server::handle(const nlohmann::json& message) {
 }
 
 std::optional<std::string> Server::handle_line(const std::string& line) {
+  // Invalid UTF-8 (echoed in an error, or from a tool's compiler log) is replaced, never
+  // a failed dump.
+  auto dump = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
   if (line.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+  // Nesting deeper than any MCP message needs is refused before parsing: copying and
+  // destroying deeply nested values recurses.
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : line) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  if (max_depth > kMaxDepth)
+    return dump(rpc_error(nullptr, kInvalidRequest,
+                          fmt::format("message nested {} levels deep; at most {}", max_depth, kMaxDepth)));
   nlohmann::json message;
   try {
     message = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    return rpc_error(nullptr, kParseError, std::string("parse error: ") + e.what()).dump();
+  } catch (const nlohmann::json::exception& e) {
+    return dump(rpc_error(nullptr, kParseError, std::string("parse error: ") + e.what()));
   }
-  auto r = handle(message);
+  std::optional<nlohmann::json> r;
+  try {
+    r = handle(message);
+  } catch (const std::exception& e) {  // handle() should not throw; the session must survive
+    r = rpc_error(nullptr, kInternalError, std::string("internal error: ") + e.what());
+  }
   if (!r) return std::nullopt;
-  // Invalid UTF-8 from a tool (a compiler log, say) is replaced, never a failed dump.
-  return r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return dump(*r);
 }
 
 int Server::serve(std::FILE* in, std::FILE* out) {

@@ -304,7 +304,7 @@ void Store::set_peak_bandwidth_gbps(const std::string& device_key, double gbps) 
   s.step();
 }
 
-void Store::add_card(const StrategyCard& c) {
+bool Store::add_card(const StrategyCard& c) {
   Stmt s(db_,
          "INSERT OR IGNORE INTO cards(id, title, description, backend, traits, bottlenecks, "
          "set_params, origin, created_at) VALUES(?,?,?,?,?,?,?,?,?)",
@@ -313,6 +313,7 @@ void Store::add_card(const StrategyCard& c) {
   s.bind(5, nlohmann::json(c.traits).dump()).bind(6, nlohmann::json(c.bottlenecks).dump());
   s.bind(7, c.set.dump()).bind(8, c.origin).bind(9, now_iso8601());
   s.step();
+  return sqlite3_changes(db_) > 0;
 }
 
 std::vector<StrategyCard> Store::cards(const std::string& backend) {

@@ -17,6 +17,7 @@
 
 #include "thrive/core/error.hpp"
 #include "thrive/ops/op.hpp"
+#include "thrive/sandbox/confine.hpp"
 
 namespace thrive::sandbox {
 namespace {
@@ -47,13 +48,18 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   r.compile_s = compiled.compile_s;
   if (!compiled.module) {
     r.status = Status::kCompileFailed;
+    // One line for people: the first line naming an error, else the first non-blank line.
     auto first = compiled.log.find("error");
-    r.detail = compiled.log.substr(first == std::string::npos ? 0 : first, 300);
+    if (first == std::string::npos) first = compiled.log.find_first_not_of(" \t\r\n");
+    r.detail = first == std::string::npos ? "compiler gave no output" : compiled.log.substr(first, 300);
     auto nl = r.detail.find('\n');
     if (nl != std::string::npos) r.detail.resize(nl);
     return r;
   }
   r.stats = compiled.module->stats;
+  // From here on the candidate's own code runs; on the CPU it runs in this process, so
+  // take away what it could reach beyond its buffers (see confine.hpp).
+  if (backend_name == "cpu" && cfg.confine) r.confinement = confine_candidate(cfg.worker_memory_mb).summary();
   const uint64_t seed = fresh_seed(cfg);
   if (request.verify) {
     auto t = std::chrono::steady_clock::now();
@@ -82,6 +88,23 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
       r.detail = "kernel returned non-zero at the benchmark shape " + request.bench_shape.label;
       r.wall_s = seconds_since(start);
       return r;
+    }
+    // Verify again on fresh inputs after the many benchmark calls: catches kernels that
+    // go wrong after N calls or keep state between calls.
+    if (request.verify) {
+      auto t2 = std::chrono::steady_clock::now();
+      auto shapes = verify::verification_shapes(op, cfg.model, &request.bench_shape);
+      std::vector<ops::ShapeCase> again = {shapes.front()};
+      if (shapes.back().label != shapes.front().label) again.push_back(shapes.back());
+      r.post_verify = verify::verify_kernel(*backend, op, *compiled.module, cfg.model, again,
+                                            {ops::Distribution::kMixedSigns}, seed + 2);
+      r.verify_s += seconds_since(t2);
+      if (!r.post_verify.passed) {
+        r.status = r.post_verify.unsupported ? Status::kUnsupported : Status::kIncorrect;
+        r.detail = "after benchmarking: " + r.post_verify.failure;
+        r.wall_s = seconds_since(start);
+        return r;
+      }
     }
     if (r.bench.below_floor) {
       r.status = Status::kIncorrect;
@@ -156,9 +179,11 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     // own, so only the session id ties everything the worker spawned to it.
     setsid();
     dup2(2, 1);  // a candidate's prints must never reach our stdout (tables, JSON, MCP)
+    close_inherited_fds(fds[1]);
     std::string out;
     try {
-      out = work().dump();
+      // A compiler log cut mid-character must not turn a verdict into a dump error.
+      out = work().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const Error& e) {
       out = nlohmann::json{{"__error", e.what()}, {"__category", int(e.category())}}.dump();
     } catch (const std::bad_alloc&) {
@@ -271,8 +296,10 @@ void to_json(nlohmann::json& j, const EvalResult& r) {
        {"static_smem_bytes", r.stats.static_smem_bytes},
        {"occupancy", r.stats.occupancy},
        {"verify", r.verify},
+       {"post_verify", r.post_verify},
        {"bench", r.bench},
-       {"device_key", r.device_key}};
+       {"device_key", r.device_key},
+       {"confinement", r.confinement}};
 }
 
 void from_json(const nlohmann::json& j, EvalResult& r) {
@@ -289,8 +316,10 @@ void from_json(const nlohmann::json& j, EvalResult& r) {
   r.stats.static_smem_bytes = j.value("static_smem_bytes", int64_t{0});
   r.stats.occupancy = j.value("occupancy", 0.0);
   if (j.contains("verify")) r.verify = j["verify"].get<verify::VerifyReport>();
+  if (j.contains("post_verify")) r.post_verify = j["post_verify"].get<verify::VerifyReport>();
   if (j.contains("bench")) r.bench = j["bench"].get<bench::BenchStats>();
   r.device_key = j.value("device_key", "");
+  r.confinement = j.value("confinement", "");
 }
 
 }  // namespace thrive::sandbox

@@ -191,7 +191,12 @@ backend::KernelSource Toolbox::eager_kernel(const std::string& op) {
 }
 
 std::string Toolbox::kernel_id(const backend::KernelSource& k) const {
-  std::string tail = k.params.empty() ? "src-" + k.content_hash() : backend::params_to_string(k.params);
+  // Params name the point in a template's space; the content hash tells apart two
+  // different sources that declare the same params (a hand-written kernel, an edited
+  // template), so one never overwrites the other's record.
+  std::string tail = k.params.empty() ? "src-" + k.content_hash()
+                                      : backend::params_to_string(k.params) + "~" +
+                                            k.content_hash().substr(0, 8);
   return k.op + "." + k.backend + "." + arch_ + ".bf16." + tail;
 }
 
@@ -204,20 +209,27 @@ sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::Shap
          backend_name_);
   sandbox::EvalRequest req{k, shape, verify, bench, bench ? peak_bandwidth_gbps() : 0.0};
   auto r = sandbox::evaluate(cfg_, backend_name_, req);
-  if (r.bench.below_floor && !ceiling_rechecked_ && cfg_.peak_bw_gbps <= 0) {
-    // Faster than the cached ceiling: either the kernel's timing is suspect or the
-    // ceiling was measured on a loaded machine. Measure the ceiling again once per
-    // run, then judge the candidate against the new figure.
-    ceiling_rechecked_ = true;
-    const double before = *peak_;
-    const double now = peak_bandwidth_gbps(true);
-    if (now > before) {
-      req.peak_bw_gbps = now;
-      r = sandbox::evaluate(cfg_, backend_name_, req);
-    } else {  // keep the higher figure: a ceiling is a maximum
-      peak_ = before;
-      store_.set_peak_bandwidth_gbps(device_key_, before);
+  if (r.bench.below_floor) {
+    // Too fast to be true. First suspect the ceiling (measured once per run, maybe on a
+    // loaded machine), then the candidate: it is re-verified and re-timed in a fresh
+    // worker on fresh inputs, and rejected if it is still below the physical floor.
+    if (!ceiling_rechecked_ && cfg_.peak_bw_gbps <= 0) {
+      ceiling_rechecked_ = true;
+      const double before = *peak_;
+      const double now = peak_bandwidth_gbps(true);
+      if (now > before) {
+        req.peak_bw_gbps = now;
+      } else {  // keep the higher figure: a ceiling is a maximum
+        peak_ = before;
+        store_.set_peak_bandwidth_gbps(device_key_, before);
+      }
     }
+    const double first_us = r.bench.time_us();
+    r = sandbox::evaluate(cfg_, backend_name_, req);
+    if (r.bench.below_floor)
+      r.detail = fmt::format("suspect timing, twice in fresh workers: {:.3g} then {:.3g} us for {} "
+                             "bytes, faster than the {:.1f} GB/s ceiling allows",
+                             first_us, r.bench.time_us(), r.bench.bytes, r.bench.peak_bw_gbps);
   }
   compile_s_ += r.compile_s;
   bench_s_ += r.bench_s + r.verify_s;
@@ -297,9 +309,8 @@ nlohmann::json Toolbox::read_memory(const std::string& op, const std::string& sh
 void Toolbox::record_strategy(const memory::StrategyCard& card) {
   if (card.id.empty() || card.title.empty())
     fail(ErrorCategory::kUsage, "strategy card needs an id and a title");
-  for (const auto& c : store_.cards())
-    if (c.id == card.id) fail(ErrorCategory::kUsage, "strategy card '{}' already exists", card.id);
-  store_.add_card(card);
+  if (!store_.add_card(card))
+    fail(ErrorCategory::kUsage, "strategy card '{}' already exists", card.id);
 }
 
 memory::KernelRecord Toolbox::kernel_record(const backend::KernelSource& kernel,
@@ -329,6 +340,8 @@ memory::KernelRecord Toolbox::kernel_record(const backend::KernelSource& kernel,
 void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
                       const sandbox::EvalResult& r) {
   const std::string id = kernel_id(k);
+  if (id.find('/') != std::string::npos || id.find("..") != std::string::npos)
+    fail(ErrorCategory::kInternal, "kernel id '{}' is not a safe file name", id);
   const std::string dir = cfg_.home + "/kernels/" + k.op;
   const std::string src = dir + "/" + id + source_extension(k.backend);
   if (!std::filesystem::exists(src)) write_file_atomic(src, k.source);

@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive::verify {
 namespace {
@@ -95,6 +98,8 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
   VerifyReport report;
   std::mt19937_64 rng(seed);
   size_t dist_index = 0;
+  // Per shape, fingerprints of the last case's candidate outputs and reference outputs.
+  std::map<std::string, std::pair<std::string, std::string>> last_outputs;
   for (const auto& shape_case : shapes) {
     // Every shape runs with normal inputs, and with one more distribution in turn.
     std::vector<ops::Distribution> dists = {ops::Distribution::kNormal};
@@ -170,7 +175,18 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
             if (host[i].spec.role != ops::Role::kIn && first[i].bytes != second[i].bytes)
               cr.deterministic = false;
         }
-        cr.passed = outputs_ok && cr.guards_intact && cr.inputs_unchanged && cr.deterministic;
+        // Input dependence: a new input set at the same shape must change the outputs
+        // wherever it changes the reference's.
+        std::string got_print, want_print;
+        for (size_t i = 0; i < host.size(); ++i)
+          if (host[i].spec.role != ops::Role::kIn) got_print += fnv1a_hex(std::string(first[i].bytes.begin(), first[i].bytes.end()));
+        for (const auto& e : expected)
+          want_print += fnv1a_hex(std::string(reinterpret_cast<const char*>(e.data()), e.size() * sizeof(double)));
+        if (auto it = last_outputs.find(cr.shape_label); it != last_outputs.end())
+          cr.input_dependent = !(it->second.first == got_print && it->second.second != want_print);
+        last_outputs[cr.shape_label] = {got_print, want_print};
+        cr.passed = outputs_ok && cr.guards_intact && cr.inputs_unchanged && cr.deterministic &&
+                    cr.input_dependent;
         if (!cr.guards_intact)
           cr.failure = "out-of-bounds write (a guard region was overwritten)";
         else if (!cr.inputs_unchanged)
@@ -187,6 +203,9 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
             }
         } else if (!cr.deterministic)
           cr.failure = "two runs on the same inputs differ (race or uninitialised read)";
+        else if (!cr.input_dependent)
+          cr.failure = "outputs do not depend on the inputs (identical for two different input "
+                       "sets whose reference outputs differ)";
         if (!cr.failure.empty())
           cr.failure = fmt::format("{} [{}]: {}", cr.shape_label, cr.distribution, cr.failure);
       }
@@ -223,6 +242,7 @@ void to_json(nlohmann::json& j, const CaseResult& c) {
   j = {{"shape", c.shape_label},      {"distribution", c.distribution},
        {"kernel_status", c.kernel_status}, {"guards_intact", c.guards_intact},
        {"inputs_unchanged", c.inputs_unchanged}, {"deterministic", c.deterministic},
+       {"input_dependent", c.input_dependent},
        {"outputs", c.outputs},        {"passed", c.passed},
        {"failure", c.failure}};
 }
@@ -242,6 +262,25 @@ void from_json(const nlohmann::json& j, VerifyReport& r) {
     CaseResult cr;
     cr.shape_label = c.value("shape", "");
     cr.distribution = c.value("distribution", "");
+    cr.kernel_status = c.value("kernel_status", 0);
+    cr.guards_intact = c.value("guards_intact", true);
+    cr.inputs_unchanged = c.value("inputs_unchanged", true);
+    cr.deterministic = c.value("deterministic", true);
+    cr.input_dependent = c.value("input_dependent", true);
+    for (const auto& o : c.value("outputs", nlohmann::json::array())) {
+      OutputCheck oc;
+      oc.tensor = o.value("tensor", "");
+      oc.max_rel_err = o.value("max_rel_err", 0.0);
+      oc.nmse = o.value("nmse", 0.0);
+      oc.tolerance = o.value("tolerance", 0.0);
+      oc.bad_elements = o.value("bad_elements", int64_t{0});
+      oc.nan_elements = o.value("nan_elements", int64_t{0});
+      oc.worst_index = o.value("worst_index", int64_t{-1});
+      oc.worst_got = o.value("worst_got", 0.0);
+      oc.worst_expected = o.value("worst_expected", 0.0);
+      oc.passed = o.value("passed", false);
+      cr.outputs.push_back(oc);
+    }
     cr.passed = c.value("passed", false);
     cr.failure = c.value("failure", "");
     r.cases.push_back(cr);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "tests/support/test_support.hpp"
 #include "thrive/mcp/server.hpp"
@@ -85,6 +86,60 @@ TEST_F(McpServer, MalformedMessagesGetTheJsonRpcErrorCodes) {
   EXPECT_EQ((*server.handle({{"jsonrpc", "2.0"}, {"id", 1}}))["error"]["code"], mcp::kInvalidRequest);
   EXPECT_EQ(call("resources/list")["error"]["code"], mcp::kMethodNotFound);
   EXPECT_EQ((*server.handle(nlohmann::json::array()))["error"]["code"], mcp::kInvalidRequest);
+}
+
+TEST_F(McpServer, HostileLinesGetErrorsAndTheServerKeepsServing) {
+  const std::string ping = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}";
+  const std::vector<std::string> hostile = {
+      "{\"jsonrpc\":2,\"method\":\"x\"}",             // jsonrpc not a string (notification)
+      "{\"jsonrpc\":2,\"id\":1,\"method\":\"x\"}",  // ... and as a request
+      "\xff\xfe{",                                     // invalid UTF-8
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"a\":\"\xff\"}}",
+      std::string(200000, '[') + std::string(200000, ']'),  // nesting far beyond any message
+      "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+      "\"2025-06-18\",\"clientInfo\":{\"name\":5}}}",
+  };
+  for (const auto& line : hostile) {
+    std::optional<std::string> reply;
+    ASSERT_NO_THROW(reply = server.handle_line(line)) << line.substr(0, 80);
+    if (reply) {
+      EXPECT_TRUE(nlohmann::json::accept(*reply)) << *reply;
+    }
+    auto pong = server.handle_line(ping);
+    ASSERT_TRUE(pong.has_value());
+    EXPECT_EQ(nlohmann::json::parse(*pong)["result"], nlohmann::json::object()) << line.substr(0, 80);
+  }
+  auto deep = nlohmann::json::parse(*server.handle_line(std::string(100, '[') + std::string(100, ']')));
+  EXPECT_EQ(deep["error"]["code"], mcp::kInvalidRequest);
+}
+
+TEST_F(McpServer, ParamsCannotNameFilesOutsideTheArchive) {
+  const std::string evil = "// @thrive params: Y=/../../../../../tmp/thrive-pwned\n" +
+                           test::kernel_text("rmsnorm_residual", test::rmsnorm_body());
+  auto r = tool("benchmark", {{"op", "rmsnorm_residual"}, {"source", evil}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("param Y"), std::string::npos)
+      << r["content"][0]["text"];
+  EXPECT_FALSE(std::filesystem::exists("/tmp/thrive-pwned.cpp"));
+}
+
+TEST_F(McpServer, UnknownArgumentsAreToolErrorsAsTheSchemaSays) {
+  auto r = tool("get_op_spec", {{"op", "softmax"}, {"verbose", true}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("verbose"), std::string::npos);
+}
+
+TEST_F(McpServer, TwoSourcesWithTheSameParamsKeepSeparateRecords) {
+  const std::string a = "// @thrive params: VEC=8\n" + test::kernel_text("rmsnorm_residual", test::rmsnorm_body());
+  const std::string b = "// @thrive params: VEC=8\n" +
+                        test::kernel_text("rmsnorm_residual", test::rmsnorm_body("(void)0;"));
+  auto ra = tool("benchmark", {{"op", "rmsnorm_residual"}, {"source", a}});
+  auto rb = tool("benchmark", {{"op", "rmsnorm_residual"}, {"source", b}});
+  ASSERT_FALSE(ra["isError"].get<bool>()) << ra.dump();
+  ASSERT_FALSE(rb["isError"].get<bool>()) << rb.dump();
+  EXPECT_NE(ra["structuredContent"]["kernel_id"], rb["structuredContent"]["kernel_id"]);
+  EXPECT_EQ(store.kernels().size(), 2u);
 }
 
 TEST_F(McpServer, BatchesAnswerEveryRequestInOrder) {

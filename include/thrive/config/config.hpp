@@ -47,6 +47,8 @@ struct Config {
   double target_speedup = 2.0;    ///< speedup over eager that counts as "reached"
   double peak_bw_gbps = 0.0;      ///< 0 = measure with a copy kernel, else override
   double candidate_timeout_s = 120.0;  ///< wall-clock limit per candidate evaluation
+  int64_t worker_memory_mb = 0;        ///< address-space limit of a CPU worker, MiB; 0 = half of RAM
+  bool confine = true;                 ///< confine CPU candidates (seccomp, Landlock, fds)
   double bench_max_s = 1.0;       ///< time cap of one timing loop
   int bench_min_reps = 10;        ///< minimum timed repetitions
   double bench_noise = 0.02;      ///< stop when the median's relative 95% CI half-width is below

@@ -101,7 +101,9 @@ class Store {
 
   // Cards and evidence.
   /// Inserts the card unless one with its id exists (builtin seeding is idempotent).
-  void add_card(const StrategyCard& card);
+  /// Returns whether it was inserted: one statement, so of concurrent writers of one id
+  /// exactly one gets true.
+  bool add_card(const StrategyCard& card);
   std::vector<StrategyCard> cards(const std::string& backend = "");
   std::vector<CardEvidence> evidence(const std::string& card_id = "");
   /// Adds one outcome. `gain` = parent_time / child_time (0 when it did not verify).

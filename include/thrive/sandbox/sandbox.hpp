@@ -46,7 +46,10 @@ struct EvalResult {
   backend::KernelStats stats;
   verify::VerifyReport verify;
   bench::BenchStats bench;
+  /// Verification repeated on fresh inputs after the benchmark (smallest and bench shape).
+  verify::VerifyReport post_verify;
   std::string device_key;
+  std::string confinement;        ///< what confined the candidate ("" when nothing did)
 };
 
 /// Evaluates `request` in a worker process under cfg.candidate_timeout_s.

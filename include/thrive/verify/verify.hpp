@@ -44,6 +44,10 @@ struct CaseResult {
   bool guards_intact = true;
   bool inputs_unchanged = true;
   bool deterministic = true;
+  /// False when this case's outputs are byte-identical to the previous case of the same
+  /// shape although the inputs, and the reference's outputs, differ (constant or stale
+  /// outputs that slipped under the tolerance).
+  bool input_dependent = true;
   std::vector<OutputCheck> outputs;
   bool passed = false;
   std::string failure;        ///< one line, empty when passed

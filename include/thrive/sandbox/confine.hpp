@@ -1,0 +1,39 @@
+// Confinement of untrusted CPU candidate code inside its sandbox worker.
+//
+// Applied in the worker after the candidate is compiled and before any of its code
+// runs; irreversible for the worker (and only the worker: each evaluation forks a
+// fresh one). What it takes away:
+//   - files: Landlock (Linux >= 5.13) denies creating, writing, truncating, renaming and
+//     removing files anywhere (inherited descriptors, the parent's memory.db, its stdout
+//     or an MCP client's pipe, were already closed by run_isolated: close_inherited_fds);
+//   - processes and network: a seccomp filter makes fork/vfork/clone without
+//     CLONE_THREAD, execve, socket, ptrace, process_vm_*, mount/unshare/setns and
+//     signals to any other process fail with EPERM (threads, OpenMP, are still allowed);
+//   - memory: RLIMIT_AS caps the worker's address space.
+// CUDA candidates need none of this: they are device code and make no system calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace thrive::sandbox {
+
+/// What was applied. `landlock_abi` is 0 when the kernel has no Landlock.
+struct Confinement {
+  bool seccomp = false;
+  int landlock_abi = 0;
+  int64_t memory_limit_bytes = 0;
+  std::string summary() const;  ///< e.g. "seccomp, landlock v7, address space 12288 MiB"
+};
+
+/// Confines the calling process; `memory_limit_mb` 0 means half of physical memory.
+/// Best effort for Landlock (absent on older kernels); throws Error(kBackend) if the
+/// seccomp filter cannot be installed.
+Confinement confine_candidate(int64_t memory_limit_mb);
+
+/// Closes every descriptor above 2 except `keep_fd`; returns how many. A worker calls
+/// it first thing, so nothing of its parent (memory.db, the protocol stream of `thrive
+/// mcp`, other workers' pipes) is reachable from a candidate.
+int close_inherited_fds(int keep_fd);
+
+}  // namespace thrive::sandbox

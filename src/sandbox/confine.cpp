@@ -1,0 +1,164 @@
+#include "thrive/sandbox/confine.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "thrive/core/error.hpp"
+
+namespace thrive::sandbox {
+namespace {
+
+#if defined(__x86_64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+#error "confine.cpp: add the AUDIT_ARCH_* of this architecture"
+#endif
+
+int64_t half_of_ram() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page / 2 : (int64_t{8} << 30);
+}
+
+// Landlock: no rule is added, so every handled access right is denied everywhere.
+// Source: Linux Documentation/userspace-api/landlock.rst (rights per ABI version).
+int apply_landlock() {
+  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 1) return 0;
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                           LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+                           LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+                           LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+                           LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
+  size_t size = offsetof(landlock_ruleset_attr, handled_access_fs) + sizeof(attr.handled_access_fs);
+#ifdef LANDLOCK_ACCESS_FS_REFER
+  if (abi >= 2) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+#endif
+#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
+  if (abi >= 3) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+#endif
+  const int ruleset = int(syscall(SYS_landlock_create_ruleset, &attr, size, 0));
+  if (ruleset < 0) return 0;
+  const long rc = syscall(SYS_landlock_restrict_self, ruleset, 0);
+  close(ruleset);
+  return rc == 0 ? int(abi) : 0;
+}
+
+// seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
+// the C library falls back to clone, whose flags the filter can read).
+void apply_seccomp() {
+  const uint32_t self = uint32_t(getpid());
+  std::vector<sock_filter> f;
+  auto stmt = [&](uint16_t code, uint32_t k) { f.push_back(BPF_STMT(code, k)); };
+  auto jump = [&](uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) {
+    f.push_back(BPF_JUMP(code, k, jt, jf));
+  };
+  const uint32_t eperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+  const uint32_t enosys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
+  jump(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0);
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+  // Denied outright.
+  const long denied[] = {
+#ifdef __NR_fork
+      __NR_fork,
+#endif
+#ifdef __NR_vfork
+      __NR_vfork,
+#endif
+      __NR_execve,   __NR_execveat,         __NR_socket,          __NR_socketpair,
+      __NR_ptrace,   __NR_process_vm_readv, __NR_process_vm_writev, __NR_mount,
+      __NR_umount2,  __NR_unshare,          __NR_setns,           __NR_pivot_root,
+      __NR_chroot,   __NR_tkill,            __NR_kexec_load,      __NR_init_module,
+      __NR_finit_module, __NR_delete_module, __NR_reboot,         __NR_pidfd_open,
+      __NR_pidfd_send_signal, __NR_rt_sigqueueinfo, __NR_rt_tgsigqueueinfo};
+  for (long nr : denied) {
+    jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 1);
+    stmt(BPF_RET | BPF_K, eperm);
+  }
+  jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(__NR_clone3), 0, 1);
+  stmt(BPF_RET | BPF_K, enosys);
+  // clone: threads only (flags are argument 0; CLONE_THREAD is in the low 32 bits).
+  jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(__NR_clone), 0, 4);
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
+  jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1);
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  stmt(BPF_RET | BPF_K, eperm);
+  // kill(pid) and tgkill(tgid): only this process (or its own group, pid 0).
+  for (long nr : {long(__NR_kill), long(__NR_tgkill)}) {
+    jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 5);
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
+    jump(BPF_JMP | BPF_JEQ | BPF_K, self, 2, 0);
+    jump(BPF_JMP | BPF_JEQ | BPF_K, nr == __NR_kill ? 0u : self, 1, 0);
+    stmt(BPF_RET | BPF_K, eperm);
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  sock_fprog prog{uint16_t(f.size()), f.data()};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    fail(ErrorCategory::kBackend, "sandbox: cannot install the seccomp filter ({})", std::strerror(errno));
+}
+
+}  // namespace
+
+int close_inherited_fds(int keep_fd) {
+  std::vector<int> fds;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      char* end = nullptr;
+      const long fd = std::strtol(e->d_name, &end, 10);
+      if (*end == '\0' && fd > 2 && fd != keep_fd && fd != dirfd(d)) fds.push_back(int(fd));
+    }
+    closedir(d);
+  }
+  int closed = 0;
+  for (int fd : fds) closed += close(fd) == 0;
+  return closed;
+}
+
+std::string Confinement::summary() const {
+  std::string s = seccomp ? "seccomp" : "no seccomp";
+  s += landlock_abi > 0 ? fmt::format(", landlock v{}", landlock_abi) : ", no landlock";
+  s += fmt::format(", address space {} MiB", memory_limit_bytes >> 20);
+  return s;
+}
+
+Confinement confine_candidate(int64_t memory_limit_mb) {
+  Confinement c;
+  c.memory_limit_bytes = memory_limit_mb > 0 ? memory_limit_mb << 20 : half_of_ram();
+  rlimit as{rlim_t(c.memory_limit_bytes), rlim_t(c.memory_limit_bytes)};
+  rlimit cur{};
+  if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < as.rlim_max)
+    as.rlim_cur = as.rlim_max = cur.rlim_max;
+  setrlimit(RLIMIT_AS, &as);
+  rlimit core{0, 0};
+  setrlimit(RLIMIT_CORE, &core);  // a crashing candidate leaves no core file
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    fail(ErrorCategory::kBackend, "sandbox: PR_SET_NO_NEW_PRIVS failed ({})", std::strerror(errno));
+  c.landlock_abi = apply_landlock();
+  apply_seccomp();
+  c.seccomp = true;
+  return c;
+}
+
+}  // namespace thrive::sandbox

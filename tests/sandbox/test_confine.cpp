@@ -1,0 +1,167 @@
+// Adversarial CPU candidates against the worker's confinement (seccomp, Landlock,
+// closed inherited descriptors, address-space limit) and the verdict checks added
+// around the benchmark (verification after timing). Each trick must fail while the
+// candidate's honest work still passes, or the candidate must be rejected.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/sandbox/confine.hpp"
+#include "thrive/sandbox/sandbox.hpp"
+
+namespace thrive::sandbox {
+namespace {
+
+class Confine : public ::testing::Test {
+ protected:
+  test::TempDir home;
+  config::Config cfg = [this] {
+    auto c = test::fast_config(home.path());
+    c.model = test::small_model();
+    c.seed = 91;
+    return c;
+  }();
+
+  EvalResult run(const std::string& body, const std::string& prelude, bool bench = false) {
+    EvalRequest r;
+    r.kernel = backend::KernelSource::parse(test::kernel_text("rmsnorm_residual", body, prelude), "k.cpp");
+    r.bench_shape = {"T=16", {{"T", 16}, {"H", cfg.model.hidden}}};
+    r.bench = bench;
+    return evaluate(cfg, "cpu", r);
+  }
+};
+
+TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
+  test::TempDir dir;
+  const std::string victim = test::write_text(dir.path() + "/victim.txt", "keep me");
+  Status status{};
+  std::string detail;
+  const pid_t parent = getpid();
+  auto out = run_isolated(
+      [&] {
+        auto c = confine_candidate(0);
+        nlohmann::json j;
+        j["seccomp"] = c.seccomp;
+        j["landlock"] = c.landlock_abi;
+        errno = 0;
+        const pid_t child = fork();
+        if (child == 0) _exit(0);
+        j["fork"] = child;
+        j["fork_errno"] = errno;
+        char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+        j["exec"] = execv("/bin/true", argv);
+        j["socket"] = socket(AF_INET, SOCK_STREAM, 0);
+        j["kill_parent"] = kill(parent, 0);
+        j["kill_self"] = kill(getpid(), 0);
+        j["create"] = open((dir.path() + "/new.txt").c_str(), O_CREAT | O_WRONLY, 0644);
+        j["write_existing"] = open(victim.c_str(), O_WRONLY | O_TRUNC);
+        j["unlink"] = unlink(victim.c_str());
+        j["read_existing"] = open(victim.c_str(), O_RDONLY) >= 0;
+        int sum = 0;
+        std::thread t([&] { sum = 42; });
+        t.join();
+        j["thread"] = sum;
+        return j;
+      },
+      30, status, detail);
+  ASSERT_TRUE(out.has_value()) << detail;
+  const auto& j = *out;
+  EXPECT_TRUE(j["seccomp"].get<bool>());
+  EXPECT_EQ(j["fork"], -1);
+  EXPECT_EQ(j["fork_errno"], EPERM);
+  EXPECT_EQ(j["exec"], -1);
+  EXPECT_EQ(j["socket"], -1);
+  EXPECT_EQ(j["kill_parent"], -1);
+  EXPECT_EQ(j["kill_self"], 0);
+  EXPECT_TRUE(j["read_existing"].get<bool>());
+  EXPECT_EQ(j["thread"], 42);
+  if (j["landlock"].get<int>() == 0) {
+    GTEST_SKIP() << "this kernel has no Landlock: file-write confinement not checked";
+  }
+  EXPECT_EQ(j["create"], -1);
+  EXPECT_EQ(j["write_existing"], -1);
+  EXPECT_EQ(j["unlink"], -1);
+  EXPECT_EQ(test::slurp(victim), "keep me");
+}
+
+TEST(ConfineWorker, InheritedDescriptorsAreClosedInEveryWorker) {
+  test::TempDir dir;
+  const int fd = open(test::write_text(dir.path() + "/f", "x").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  Status status{};
+  std::string detail;
+  auto out = run_isolated([&] { return nlohmann::json(fcntl(fd, F_GETFD)); }, 30, status, detail);
+  close(fd);
+  ASSERT_TRUE(out.has_value()) << detail;
+  EXPECT_EQ(out->get<int>(), -1) << "the parent's descriptor is still open in the worker";
+}
+
+// A correct kernel that first tries every escape; if any works it corrupts its output,
+// so the verdict says whether the confinement held.
+TEST_F(Confine, EscapeAttemptsFailAndTheHonestWorkStillPasses) {
+  const std::string prelude = R"(
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static int escaped(void) {
+  int e = 0;
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  e += p >= 0;
+  e += kill(getppid(), SIGKILL) == 0;
+  e += socket(AF_INET, SOCK_DGRAM, 0) >= 0;
+  struct stat st;
+  for (int fd = 3; fd < 256; ++fd)  // the parent's memory.db and its WAL, log files
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) e += write(fd, "garbage", 7) > 0;
+  e += open("/tmp/thrive-escape-test", O_CREAT | O_WRONLY, 0644) >= 0;
+  return e;
+}
+)";
+  const auto r = run(test::rmsnorm_body("if (escaped()) for (int64_t i = 0; i < T * H; ++i) out[i] = 0;"),
+                     prelude);
+  EXPECT_EQ(r.status, Status::kPassed) << r.detail;
+  EXPECT_NE(r.confinement.find("seccomp"), std::string::npos) << r.confinement;
+}
+
+TEST_F(Confine, GarbageWrittenToTheResultPipeEndsAsCrashedNeverPassed) {
+  const std::string prelude = "#include <unistd.h>\n";
+  const auto r = run(test::rmsnorm_body("for (int fd = 3; fd < 64; ++fd) (void)!write(fd, \"{\\\"status\\\":\", 11);"),
+                     prelude);
+  EXPECT_EQ(r.status, Status::kCrashed) << r.detail;
+}
+
+TEST_F(Confine, HugeAllocationFailsInsideTheCandidateNotTheMachine) {
+  cfg.worker_memory_mb = 2048;
+  const auto r = run("void* p = malloc((size_t)64 << 30); return p == 0 ? 9 : 0;", "#include <stdlib.h>\n");
+  EXPECT_EQ(r.status, Status::kUnsupported) << r.detail;  // status 9: the allocation failed
+  EXPECT_NE(r.detail.find("status 9"), std::string::npos) << r.detail;
+}
+
+TEST_F(Confine, AKernelThatGoesWrongAfterManyCallsIsCaughtAfterTheBenchmark) {
+  cfg.bench_min_reps = 200;
+  cfg.bench_max_s = 0.5;
+  // Correct for the calls verification makes, wrong once the benchmark has run it a while.
+  const auto r = run(test::rmsnorm_body("static int calls = 0; if (++calls > 150) out[0] ^= 0x4000;"), "",
+                     /*bench=*/true);
+  EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
+  EXPECT_NE(r.detail.find("after benchmarking"), std::string::npos) << r.detail;
+}
+
+TEST_F(Confine, ConfinementCanBeTurnedOffForDebugging) {
+  cfg.confine = false;
+  const auto r = run(test::rmsnorm_body(), "");
+  EXPECT_EQ(r.status, Status::kPassed) << r.detail;
+  EXPECT_TRUE(r.confinement.empty()) << r.confinement;
+}
+
+}  // namespace
+}  // namespace thrive::sandbox
