@@ -33,6 +33,9 @@ std::unique_ptr<Backend> make_cuda_backend(const config::Config&) {
   fail(ErrorCategory::kBackend, "device=cuda: this thrive was built without the CUDA toolkit "
        "(cuda.h, nvrtc.h); expected --device cpu");
 }
+NvrtcOutput nvrtc_compile(const std::string&, const std::string&) {
+  fail(ErrorCategory::kBackend, "NVRTC: this thrive was built without the CUDA toolkit");
+}
 
 #else
 
@@ -50,7 +53,6 @@ struct ThriveCudaArgs {
 // Driver and NVRTC entry points, resolved at run time.
 struct Api {
   void* cuda_lib = nullptr;
-  void* nvrtc_lib = nullptr;
 #define THRIVE_CU_FN(name) decltype(&::name) name = nullptr;
   THRIVE_CU_FN(cuInit)
   THRIVE_CU_FN(cuDeviceGet)
@@ -86,6 +88,13 @@ struct Api {
   THRIVE_CU_FN(cuGraphLaunch)
   THRIVE_CU_FN(cuGraphExecDestroy)
   THRIVE_CU_FN(cuGraphDestroy)
+#undef THRIVE_CU_FN
+};
+
+// NVRTC entry points, resolved at run time; needs no driver or GPU.
+struct NvrtcApi {
+  void* nvrtc_lib = nullptr;
+#define THRIVE_CU_FN(name) decltype(&::name) name = nullptr;
   THRIVE_CU_FN(nvrtcCreateProgram)
   THRIVE_CU_FN(nvrtcCompileProgram)
   THRIVE_CU_FN(nvrtcGetProgramLogSize)
@@ -135,6 +144,14 @@ const Api& api() {
     load("cuGraphInstantiateWithFlags", reinterpret_cast<void**>(&x.cuGraphInstantiate));
     THRIVE_CU_LOAD(cuGraphExecDestroy) THRIVE_CU_LOAD(cuGraphDestroy)
 #undef THRIVE_CU_LOAD
+    return x;
+  }();
+  return a;
+}
+
+const NvrtcApi& nvrtc_api() {
+  static NvrtcApi a = [] {
+    NvrtcApi x;
     for (const char* lib : {"libnvrtc.so.13", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"})
       if ((x.nvrtc_lib = dlopen(lib, RTLD_NOW | RTLD_GLOBAL))) break;
     if (!x.nvrtc_lib)
@@ -151,6 +168,10 @@ const Api& api() {
     return x;
   }();
   return a;
+}
+
+std::vector<std::string> nvrtc_options(const std::string& arch) {
+  return {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo", "--ptxas-options=-v"};
 }
 
 std::string cu_error(CUresult r) {
@@ -221,7 +242,7 @@ class CudaBackend final : public Backend {
     max_grid_[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
     int driver = 0, nv_major = 0, nv_minor = 0;
     THRIVE_CU_CHECK(a.cuDriverGetVersion(&driver));
-    a.nvrtcVersion(&nv_major, &nv_minor);
+    nvrtc_api().nvrtcVersion(&nv_major, &nv_minor);
     arch_ = fmt::format("sm_{}{}", major, minor);
     nvrtc_version_ = fmt::format("{}.{}", nv_major, nv_minor);
     device_info_.backend = "cuda";
@@ -246,8 +267,7 @@ class CudaBackend final : public Backend {
       return result;
     }
     const Api& a = api();
-    std::vector<std::string> options = {"--gpu-architecture=" + arch_, "-std=c++17", "-lineinfo",
-                                        "--ptxas-options=-v"};
+    const std::vector<std::string> options = nvrtc_options(arch_);
     std::string key_material = kernel.source + "|" + arch_ + "|nvrtc " + nvrtc_version_;
     for (const auto& o : options) key_material += " " + o;
     const std::string& header = embedded_file("cuda/thrive_cuda.cuh");
@@ -262,34 +282,12 @@ class CudaBackend final : public Backend {
       if (std::filesystem::exists(log_path)) result.log = read_file(log_path);
     } else {
       const auto t0 = std::chrono::steady_clock::now();
-      nvrtcProgram prog = nullptr;
-      const char* header_src = header.c_str();
-      const char* header_name = "thrive_cuda.cuh";
-      if (a.nvrtcCreateProgram(&prog, kernel.source.c_str(), "candidate.cu", 1, &header_src,
-                               &header_name) != NVRTC_SUCCESS) {
-        result.log = "nvrtcCreateProgram failed";
-        return result;
-      }
-      std::vector<const char*> opts;
-      for (const auto& o : options) opts.push_back(o.c_str());
-      nvrtcResult rc = a.nvrtcCompileProgram(prog, int(opts.size()), opts.data());
-      size_t log_size = 0;
-      a.nvrtcGetProgramLogSize(prog, &log_size);
-      std::string log(log_size, '\0');
-      if (log_size > 0) a.nvrtcGetProgramLog(prog, log.data());
-      while (!log.empty() && log.back() == '\0') log.pop_back();
-      result.log = log;
+      auto nv = nvrtc_compile(kernel.source, arch_);
+      result.log = nv.log;
       result.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rc != NVRTC_SUCCESS) {
-        result.log = std::string("NVRTC: ") + a.nvrtcGetErrorString(rc) + "\n" + log;
-        a.nvrtcDestroyProgram(&prog);
-        return result;
-      }
-      size_t size = 0;
-      a.nvrtcGetCUBINSize(prog, &size);
-      cubin.resize(size);
-      a.nvrtcGetCUBIN(prog, cubin.data());
-      a.nvrtcDestroyProgram(&prog);
+      if (!nv.ok) return result;
+      cubin = std::move(nv.cubin);
+      const std::string& log = nv.log;
       write_file_atomic(log_path, log);
       write_file_atomic(cubin_path, cubin);
     }
@@ -502,6 +500,42 @@ bool cuda_probably_available(std::string* why) {
 
 std::unique_ptr<Backend> make_cuda_backend(const config::Config& cfg) {
   return std::make_unique<CudaBackend>(cfg);
+}
+
+NvrtcOutput nvrtc_compile(const std::string& source, const std::string& arch) {
+  const NvrtcApi& a = nvrtc_api();
+  NvrtcOutput out;
+  nvrtcProgram prog = nullptr;
+  const std::string& header = embedded_file("cuda/thrive_cuda.cuh");
+  const char* header_src = header.c_str();
+  const char* header_name = "thrive_cuda.cuh";
+  if (a.nvrtcCreateProgram(&prog, source.c_str(), "candidate.cu", 1, &header_src, &header_name) !=
+      NVRTC_SUCCESS) {
+    out.log = "nvrtcCreateProgram failed";
+    return out;
+  }
+  std::vector<std::string> options = nvrtc_options(arch);
+  std::vector<const char*> opts;
+  for (const auto& o : options) opts.push_back(o.c_str());
+  const nvrtcResult rc = a.nvrtcCompileProgram(prog, int(opts.size()), opts.data());
+  size_t log_size = 0;
+  a.nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 0) a.nvrtcGetProgramLog(prog, log.data());
+  while (!log.empty() && log.back() == '\0') log.pop_back();
+  out.log = log;
+  if (rc != NVRTC_SUCCESS) {
+    out.log = std::string("NVRTC: ") + a.nvrtcGetErrorString(rc) + "\n" + log;
+    a.nvrtcDestroyProgram(&prog);
+    return out;
+  }
+  size_t size = 0;
+  a.nvrtcGetCUBINSize(prog, &size);
+  out.cubin.resize(size);
+  a.nvrtcGetCUBIN(prog, out.cubin.data());
+  a.nvrtcDestroyProgram(&prog);
+  out.ok = true;
+  return out;
 }
 
 #endif

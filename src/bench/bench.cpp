@@ -145,6 +145,27 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
       stats.graph_max_us = g.max_us;
     }
   }
+  // The outputs of a timed call must be right too: one more call, indistinguishable from
+  // the timed ones (same buffers, nothing poisoned), on a set the kernel cannot predict.
+  if (options.check_timed_call) {
+    if (op.min_bytes(shape) > options.check_max_bytes) {
+      stats.timed_call_check = fmt::format("skipped: {} bytes over the {}-byte check limit",
+                                           op.min_bytes(shape), options.check_max_bytes);
+    } else {
+      const auto& args = arg_sets[size_t(rng() % uint64_t(sets))];
+      auto download_all = [&] {
+        auto t = host;
+        for (size_t i = 0; i < t.size(); ++i)
+          backend.download(t[i].bytes.data(), args.tensors[i], int64_t(t[i].bytes.size()));
+        return t;
+      };
+      const auto before = download_all();
+      (void)backend.time_us([&] { status |= backend.launch(module, args); });
+      backend.synchronize();
+      const std::string why = status != 0 ? "the kernel returned non-zero" : options.check_timed_call(before, download_all());
+      stats.timed_call_check = why.empty() ? "passed" : why;
+    }
+  }
   stats.bytes = op.min_bytes(shape);
   stats.bandwidth_gbps = double(stats.bytes) / (stats.time_us() * 1e-6) / 1e9;
   stats.tflops = op.flops(shape) / (stats.time_us() * 1e-6) / 1e12;
@@ -201,7 +222,7 @@ void to_json(nlohmann::json& j, const BenchStats& s) {
        {"bandwidth_gbps", s.bandwidth_gbps}, {"tflops", s.tflops},
        {"peak_bw_gbps", s.peak_bw_gbps}, {"percent_of_peak", s.percent_of_peak},
        {"below_floor", s.below_floor},   {"argument_sets", s.argument_sets},
-       {"working_set_bytes", s.working_set_bytes}};
+       {"working_set_bytes", s.working_set_bytes}, {"timed_call_check", s.timed_call_check}};
 }
 
 void from_json(const nlohmann::json& j, BenchStats& s) {
@@ -221,6 +242,7 @@ void from_json(const nlohmann::json& j, BenchStats& s) {
   s.below_floor = j.value("below_floor", false);
   s.argument_sets = j.value("argument_sets", 0);
   s.working_set_bytes = j.value("working_set_bytes", int64_t{0});
+  s.timed_call_check = j.value("timed_call_check", "");
 }
 
 }  // namespace thrive::bench

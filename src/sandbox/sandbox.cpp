@@ -80,12 +80,24 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   if (request.bench) {
     auto t = std::chrono::steady_clock::now();
     bench::BenchOptions opts{cfg.bench_max_s, cfg.bench_min_reps, cfg.bench_noise};
+    if (request.verify)
+      opts.check_timed_call = [&](const std::vector<ops::HostTensor>& before,
+                                  const std::vector<ops::HostTensor>& after) {
+        return verify::check_call(op, request.bench_shape.shape, cfg.model, before, after);
+      };
     r.bench = bench::benchmark_kernel(*backend, op, *compiled.module, request.bench_shape,
                                       cfg.model, opts, request.peak_bw_gbps, seed + 1);
     r.bench_s = seconds_since(t);
     if (r.bench.reps == 0) {
       r.status = Status::kLaunchFailed;
       r.detail = "kernel returned non-zero at the benchmark shape " + request.bench_shape.label;
+      r.wall_s = seconds_since(start);
+      return r;
+    }
+    if (!r.bench.timed_call_check.empty() && r.bench.timed_call_check != "passed" &&
+        r.bench.timed_call_check.rfind("skipped", 0) != 0) {
+      r.status = Status::kIncorrect;
+      r.detail = "a timed call's outputs are wrong: " + r.bench.timed_call_check;
       r.wall_s = seconds_since(start);
       return r;
     }

@@ -80,6 +80,21 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
 
 }  // namespace
 
+std::string check_call(const ops::Op& op, const ops::Shape& shape, const config::ModelDims& model,
+                       const std::vector<ops::HostTensor>& before,
+                       const std::vector<ops::HostTensor>& after) {
+  const auto expected = op.reference(before, shape, model);
+  size_t out_index = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (after[i].spec.role == ops::Role::kIn) continue;
+    const auto c = check_output(after[i], expected[out_index++]);
+    if (!c.passed)
+      return fmt::format("{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, {} bad / {} NaN elements",
+                         c.tensor, c.max_rel_err, c.tolerance, c.nmse, c.bad_elements, c.nan_elements);
+  }
+  return "";
+}
+
 std::vector<ops::ShapeCase> verification_shapes(const ops::Op& op, const config::ModelDims& model,
                                                 const ops::ShapeCase* bench_shape) {
   auto shapes = op.verify_shapes(model);

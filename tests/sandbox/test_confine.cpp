@@ -153,7 +153,30 @@ TEST_F(Confine, AKernelThatGoesWrongAfterManyCallsIsCaughtAfterTheBenchmark) {
   const auto r = run(test::rmsnorm_body("static int calls = 0; if (++calls > 150) out[0] ^= 0x4000;"), "",
                      /*bench=*/true);
   EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
-  EXPECT_NE(r.detail.find("after benchmarking"), std::string::npos) << r.detail;
+  // Caught by the check of a timed call or by verification after the benchmark.
+  EXPECT_TRUE(r.detail.find("timed call") != std::string::npos ||
+              r.detail.find("after benchmarking") != std::string::npos)
+      << r.detail;
+}
+
+TEST_F(Confine, AKernelThatWorksOnlyWhileOutputsLookPoisonedIsCaughtOnATimedCall) {
+  // Full work when the output arrives poisoned (as in verification), half the rows
+  // otherwise (as in the timed loop, where outputs hold the previous call's results).
+  std::string body = test::rmsnorm_body();
+  const std::string loop = "for (int64_t r = 0; r < T; ++r) {";
+  ASSERT_NE(body.find(loop), std::string::npos);
+  body.replace(body.find(loop), loop.size(),
+               "const int64_t rows = out[0] == 0xFFFF ? T : (T + 1) / 2;\n"
+               "  for (int64_t r = 0; r < rows; ++r) {");
+  const auto r = run(body, "", /*bench=*/true);
+  EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
+  EXPECT_NE(r.detail.find("timed call"), std::string::npos) << r.detail;
+}
+
+TEST_F(Confine, AnHonestKernelPassesTheTimedCallCheck) {
+  const auto r = run(test::rmsnorm_body(), "", /*bench=*/true);
+  ASSERT_EQ(r.status, Status::kPassed) << r.detail;
+  EXPECT_EQ(r.bench.timed_call_check, "passed");
 }
 
 TEST_F(Confine, ConfinementCanBeTurnedOffForDebugging) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ struct BenchOptions {
   int min_reps = 15;         ///< minimum samples
   double noise = 0.02;       ///< target relative CI half-width of the median
   int64_t max_rotation_bytes = 2ll << 30;  ///< cap on all argument sets together
+  /// After timing, one more call is made on a random argument set exactly like a timed
+  /// call (no poisoning, same buffers) and this checks it: it gets the tensors as they
+  /// were before that call and after it, and returns "" or one line saying what is wrong.
+  /// Empty: no check. Catches kernels that behave only while outputs look poisoned.
+  std::function<std::string(const std::vector<ops::HostTensor>& before,
+                            const std::vector<ops::HostTensor>& after)> check_timed_call;
+  /// Shapes whose minimum traffic exceeds this skip the timed-call check (host copies and
+  /// a float64 reference of them would cost more than the benchmark), bytes.
+  int64_t check_max_bytes = 256ll << 20;
 };
 
 /// One benchmark's figures. Times in microseconds, bandwidth in GB/s (1e9 bytes/s).
@@ -40,7 +50,9 @@ struct BenchStats {
   double tflops = 0;
   double peak_bw_gbps = 0;      ///< the ceiling used
   double percent_of_peak = 0;   ///< 100 * bandwidth / peak
-  bool below_floor = false;     ///< median under bytes / peak: suspect, never accepted
+  bool below_floor = false;
+  /// "passed", "skipped: <why>", or what was wrong with the outputs of a timed call.
+  std::string timed_call_check;     ///< median under bytes / peak: suspect, never accepted
   int argument_sets = 0;        ///< rotation depth
   int64_t working_set_bytes = 0;
   /// The figure the search optimizes and GB/s is computed from: the graph time where

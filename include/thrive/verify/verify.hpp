@@ -76,6 +76,14 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
 std::vector<ops::ShapeCase> verification_shapes(const ops::Op& op, const config::ModelDims& model,
                                                 const ops::ShapeCase* bench_shape);
 
+/// Checks one call: the outputs in `after` (every tensor the op writes) against the
+/// float64 reference computed from `before` (its inputs and in/out tensors as they were
+/// before the call), with the op's per-dtype tolerance. Returns "" when all are within
+/// it, else one line naming the tensor and its figures.
+std::string check_call(const ops::Op& op, const ops::Shape& shape, const config::ModelDims& model,
+                       const std::vector<ops::HostTensor>& before,
+                       const std::vector<ops::HostTensor>& after);
+
 void to_json(nlohmann::json& j, const OutputCheck& c);
 void to_json(nlohmann::json& j, const CaseResult& c);
 void to_json(nlohmann::json& j, const VerifyReport& r);
