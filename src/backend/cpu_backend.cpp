@@ -139,6 +139,11 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     write_file_atomic(log_path, p.output);
     std::filesystem::rename(tmp_so, so);
   }
+  if (before_load_) {  // candidate code (its static constructors too) runs from here on
+    auto hook = std::move(before_load_);
+    before_load_ = nullptr;
+    hook();
+  }
   void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     result.log += std::string("\ndlopen failed: ") + dlerror();

@@ -131,11 +131,14 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
         if (!std::regex_match(name, name_re))
           fail(ErrorCategory::kInput, "{}:{}: param name '{}': expected a C identifier (at most 64 "
                "characters)", origin, line_no, name);
-        if (!std::regex_match(v, value_re))
+        if (!std::regex_match(v, value_re) || v.find("..") != std::string::npos)
           fail(ErrorCategory::kInput, "{}:{}: param {}='{}': expected letters, digits, '_', '.', "
-               "'+' or '-' (at most 64, not starting with '.')", origin, line_no, name, v);
+               "'+' or '-' (at most 64, not starting with '.', no '..')", origin, line_no, name, v);
         k.params[name] = v;
       }
+      if (params_to_string(k.params).size() > 160)
+        fail(ErrorCategory::kInput, "{}:{}: params are {} characters together; at most 160 (they "
+             "name the kernel's files)", origin, line_no, params_to_string(k.params).size());
     } else if (key == "param") {
       // "@thrive param NAME values=... default=..."; regex put NAME into value.
       std::istringstream pv(value);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -44,6 +45,24 @@ void ensure_writable_dir(const std::string& dir, const std::string& what) {
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
          std::strerror(errno));
+}
+
+std::string utf8_prefix(const std::string& text, size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (!ok) len = 1;
+    if (out.size() + (ok ? len : 1) > max_bytes) break;
+    if (ok) out.append(text, i, len);
+    else out.push_back('?');
+    i += len;
+  }
+  return out;
 }
 
 std::string fnv1a_hex(const std::string& data) {

@@ -84,7 +84,8 @@ class Stmt {
   }
   std::string text(int c) const {
     const unsigned char* t = sqlite3_column_text(stmt_, c);
-    return t ? reinterpret_cast<const char*>(t) : "";
+    // By length, not as a C string: a stored NUL must not cut the value short.
+    return t ? std::string(reinterpret_cast<const char*>(t), size_t(sqlite3_column_bytes(stmt_, c))) : "";
   }
   double real(int c) const { return sqlite3_column_double(stmt_, c); }
   int64_t integer(int c) const { return sqlite3_column_int64(stmt_, c); }
@@ -358,6 +359,17 @@ void Store::record_card_outcome(const std::string& card_id, const std::string& o
 
 bool Store::record_kernel(const KernelRecord& k) {
   Transaction tx(db_);
+  {
+    // Ids carry a 64-bit hash of the source; should two sources still share one, the
+    // stored kernel is kept rather than silently replaced by another program.
+    Stmt same(db_, "SELECT source FROM kernels WHERE kernel_id=? AND shape_class=? AND device_key=?",
+              path_);
+    same.bind(1, k.kernel_id).bind(2, k.shape_class).bind(3, k.device_key);
+    if (same.step() && same.text(0) != k.source)
+      fail(ErrorCategory::kInput,
+           "memory store {}: kernel id {} already names a different source; kept the stored one",
+           path_, k.kernel_id);
+  }
   {
     insert_kernel(db_, path_, k, "INSERT OR REPLACE");
   }

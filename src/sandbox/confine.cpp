@@ -91,7 +91,11 @@ void apply_seccomp() {
       __NR_umount2,  __NR_unshare,          __NR_setns,           __NR_pivot_root,
       __NR_chroot,   __NR_tkill,            __NR_kexec_load,      __NR_init_module,
       __NR_finit_module, __NR_delete_module, __NR_reboot,         __NR_pidfd_open,
-      __NR_pidfd_send_signal, __NR_rt_sigqueueinfo, __NR_rt_tgsigqueueinfo};
+      __NR_pidfd_send_signal, __NR_rt_sigqueueinfo, __NR_rt_tgsigqueueinfo,
+      // io_uring performs socket/open/... operations without those system calls.
+      __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+      __NR_bpf, __NR_perf_event_open, __NR_userfaultfd, __NR_keyctl, __NR_add_key,
+      __NR_request_key, __NR_open_by_handle_at, __NR_name_to_handle_at};
   for (long nr : denied) {
     jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 1);
     stmt(BPF_RET | BPF_K, eperm);
@@ -136,6 +140,16 @@ int close_inherited_fds(int keep_fd) {
   return closed;
 }
 
+int64_t limit_address_space(int64_t memory_limit_mb) {
+  int64_t bytes = memory_limit_mb > 0 ? memory_limit_mb << 20 : half_of_ram();
+  rlimit cur{};
+  if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && int64_t(cur.rlim_max) < bytes)
+    bytes = int64_t(cur.rlim_max);
+  rlimit as{rlim_t(bytes), rlim_t(bytes)};
+  setrlimit(RLIMIT_AS, &as);
+  return bytes;
+}
+
 std::string Confinement::summary() const {
   std::string s = seccomp ? "seccomp" : "no seccomp";
   s += landlock_abi > 0 ? fmt::format(", landlock v{}", landlock_abi) : ", no landlock";
@@ -145,12 +159,7 @@ std::string Confinement::summary() const {
 
 Confinement confine_candidate(int64_t memory_limit_mb) {
   Confinement c;
-  c.memory_limit_bytes = memory_limit_mb > 0 ? memory_limit_mb << 20 : half_of_ram();
-  rlimit as{rlim_t(c.memory_limit_bytes), rlim_t(c.memory_limit_bytes)};
-  rlimit cur{};
-  if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < as.rlim_max)
-    as.rlim_cur = as.rlim_max = cur.rlim_max;
-  setrlimit(RLIMIT_AS, &as);
+  c.memory_limit_bytes = limit_address_space(memory_limit_mb);
   rlimit core{0, 0};
   setrlimit(RLIMIT_CORE, &core);  // a crashing candidate leaves no core file
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 #include "thrive/ops/op.hpp"
 #include "thrive/sandbox/confine.hpp"
 
@@ -24,6 +25,9 @@ namespace {
 
 constexpr const char* kStatusNames[] = {"passed",  "compile_failed", "launch_failed", "incorrect",
                                         "timeout", "crashed",        "unsupported"};
+
+// A worker's verdict is a few KiB to a few MiB of JSON; more is a candidate flooding the pipe.
+constexpr size_t kMaxResultBytes = size_t(64) << 20;
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -42,8 +46,16 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   auto backend = backend::make_backend(backend_name, cfg);
   r.device_key = backend->device().key();
   const auto& op = ops::find_op(request.kernel.op);
+  // A CPU candidate's code runs in this process from the moment it is loaded (static
+  // constructors included), so take away what it could reach beyond its buffers first
+  // (see confine.hpp); the host compiler has run by then.
+  // The host compiler (a hostile #include can make it grow without bound) and then the
+  // candidate live under the worker's address-space limit.
+  if (backend_name == "cpu" && cfg.confine) limit_address_space(cfg.worker_memory_mb);
+  if (backend_name == "cpu" && cfg.confine)
+    backend->set_before_load([&] { r.confinement = confine_candidate(cfg.worker_memory_mb).summary(); });
   auto compiled = backend->compile(request.kernel);
-  r.compile_log = compiled.log;
+  r.compile_log = utf8_prefix(compiled.log, 16384);
   r.compile_cached = compiled.cached;
   r.compile_s = compiled.compile_s;
   if (!compiled.module) {
@@ -57,9 +69,6 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
     return r;
   }
   r.stats = compiled.module->stats;
-  // From here on the candidate's own code runs; on the CPU it runs in this process, so
-  // take away what it could reach beyond its buffers (see confine.hpp).
-  if (backend_name == "cpu" && cfg.confine) r.confinement = confine_candidate(cfg.worker_memory_mb).summary();
   const uint64_t seed = fresh_seed(cfg);
   if (request.verify) {
     auto t = std::chrono::steady_clock::now();
@@ -191,6 +200,8 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     // own, so only the session id ties everything the worker spawned to it.
     setsid();
     dup2(2, 1);  // a candidate's prints must never reach our stdout (tables, JSON, MCP)
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) dup2(null_fd, 0);  // nor read our stdin (an MCP client's requests)
     close_inherited_fds(fds[1]);
     std::string out;
     try {
@@ -228,12 +239,31 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
       ssize_t got = read(fds[0], buf, sizeof buf);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;
+      if (data.size() + size_t(got) > kMaxResultBytes) {  // a flood, not a verdict
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        data = "flood";
+        break;
+      }
       data.append(buf, size_t(got));
     }
   }
   close(fds[0]);
+  // The pipe closed (the worker finished, or a candidate closed it): the worker still
+  // gets only what is left of its time limit to exit.
   int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    const pid_t w = waitpid(pid, &wstatus, WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (seconds_since(start) > timeout_s) {
+      timed_out = true;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    usleep(2000);
   }
   kill(-pid, SIGKILL);  // anything the worker spawned (a compiler) goes too
   kill_session(pid);
@@ -297,7 +327,7 @@ EvalResult evaluate(const config::Config& cfg, const std::string& backend_name,
 void to_json(nlohmann::json& j, const EvalResult& r) {
   j = {{"status", status_name(r.status)},
        {"detail", r.detail},
-       {"compile_log", r.compile_log.substr(0, 16384)},
+       {"compile_log", utf8_prefix(r.compile_log, 16384)},
        {"compile_cached", r.compile_cached},
        {"compile_s", r.compile_s},
        {"verify_s", r.verify_s},

@@ -195,8 +195,7 @@ std::string Toolbox::kernel_id(const backend::KernelSource& k) const {
   // different sources that declare the same params (a hand-written kernel, an edited
   // template), so one never overwrites the other's record.
   std::string tail = k.params.empty() ? "src-" + k.content_hash()
-                                      : backend::params_to_string(k.params) + "~" +
-                                            k.content_hash().substr(0, 8);
+                                      : backend::params_to_string(k.params) + "~" + k.content_hash();
   return k.op + "." + k.backend + "." + arch_ + ".bf16." + tail;
 }
 

@@ -7,6 +7,8 @@
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace thrive::backend {
 namespace {
 
@@ -274,3 +276,32 @@ TEST(KernelSourceLimits, OverlongTagLineIsAnInputErrorNotACrash) {
 
 }  // namespace
 }  // namespace thrive::backend
+
+namespace thrive {
+namespace {
+
+TEST(Utf8Prefix, CutsOnCharacterBoundariesAndRepairsInvalidBytes) {
+  const std::string e = "\xc3\xa9";  // é, two bytes
+  EXPECT_EQ(utf8_prefix("abc", 10), "abc");
+  EXPECT_EQ(utf8_prefix("a" + e + e, 4), "a" + e);   // never half of the second é
+  EXPECT_EQ(utf8_prefix("a" + e + e, 5), "a" + e + e);
+  EXPECT_EQ(utf8_prefix("a\xff" "b", 10), "a?b");      // invalid byte
+  EXPECT_EQ(utf8_prefix("a\xc3", 10), "a?");          // truncated sequence
+  EXPECT_TRUE(nlohmann::json::accept(nlohmann::json(utf8_prefix(std::string(5000, '\xe2'), 100)).dump()));
+}
+
+TEST(KernelParams, PathLikeOrOverlongValuesAreRefused) {
+  auto parse = [](const std::string& params) {
+    return backend::KernelSource::parse(
+        "// @thrive params: " + params + "\n// @thrive op: softmax\n// @thrive backend: cpu\n"
+        "// @thrive entry: k\n", "k.cpp");
+  };
+  EXPECT_NO_THROW(parse("VEC=8 EXP=fast SPLIT=1e-3"));
+  for (const std::string& bad : std::vector<std::string>{"Y=/../../tmp/x", "Y=a..b", "Y=.hidden", "Y=a/b", "1X=2",
+                                "A=" + std::string(60, 'a') + " B=" + std::string(60, 'b') +
+                                    " C=" + std::string(60, 'c')})
+    EXPECT_THROW(parse(bad), Error) << bad;
+}
+
+}  // namespace
+}  // namespace thrive

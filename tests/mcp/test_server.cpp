@@ -142,6 +142,16 @@ TEST_F(McpServer, TwoSourcesWithTheSameParamsKeepSeparateRecords) {
   EXPECT_EQ(store.kernels().size(), 2u);
 }
 
+TEST_F(McpServer, ALongNonAsciiCompilerLogDoesNotSinkAPassingKernel) {
+  std::string warnings;
+  for (int i = 0; i < 60; ++i) warnings += "#warning \"" + std::string(200, 'x') + "\u00e9\u00e9\u00e9\"\n";
+  const std::string src = test::kernel_text("rmsnorm_residual", test::rmsnorm_body(), warnings);
+  auto r = tool("benchmark", {{"op", "rmsnorm_residual"}, {"source", src}});
+  ASSERT_FALSE(r["isError"].get<bool>()) << r["content"][0]["text"].get<std::string>().substr(0, 400);
+  EXPECT_GT(r["structuredContent"]["compile_log"].get<std::string>().size(), 8000u);
+  EXPECT_EQ(store.kernels().size(), 1u);
+}
+
 TEST_F(McpServer, BatchesAnswerEveryRequestInOrder) {
   nlohmann::json batch = nlohmann::json::array(
       {{{"jsonrpc", "2.0"}, {"id", "a"}, {"method", "ping"}},

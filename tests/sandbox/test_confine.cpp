@@ -6,9 +6,12 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "tests/support/test_support.hpp"
@@ -58,6 +61,7 @@ TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
         char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
         j["exec"] = execv("/bin/true", argv);
         j["socket"] = socket(AF_INET, SOCK_STREAM, 0);
+        j["io_uring"] = syscall(__NR_io_uring_setup, 8, nullptr);
         j["kill_parent"] = kill(parent, 0);
         j["kill_self"] = kill(getpid(), 0);
         j["create"] = open((dir.path() + "/new.txt").c_str(), O_CREAT | O_WRONLY, 0644);
@@ -78,6 +82,7 @@ TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
   EXPECT_EQ(j["fork_errno"], EPERM);
   EXPECT_EQ(j["exec"], -1);
   EXPECT_EQ(j["socket"], -1);
+  EXPECT_EQ(j["io_uring"], -1);
   EXPECT_EQ(j["kill_parent"], -1);
   EXPECT_EQ(j["kill_self"], 0);
   EXPECT_TRUE(j["read_existing"].get<bool>());
@@ -89,6 +94,51 @@ TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
   EXPECT_EQ(j["write_existing"], -1);
   EXPECT_EQ(j["unlink"], -1);
   EXPECT_EQ(test::slurp(victim), "keep me");
+}
+
+TEST(ConfineWorker, AWorkerThatClosesItsPipeAndHangsStillTimesOut) {
+  Status status{};
+  std::string detail;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = run_isolated(
+      [] {
+        for (int fd = 3; fd < 1024; ++fd) close(fd);
+        pause();
+        return nlohmann::json();
+      },
+      1.0, status, detail);
+  EXPECT_FALSE(out.has_value());
+  EXPECT_EQ(status, Status::kTimeout) << detail;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+TEST(ConfineWorker, AFloodedResultPipeIsCutOffNotBuffered) {
+  Status status{};
+  std::string detail;
+  auto out = run_isolated(
+      [] {
+        static char junk[1 << 16];
+        memset(junk, ' ', sizeof junk);
+        for (int i = 0; i < 4096; ++i)  // 256 MiB of whitespace
+          for (int fd = 3; fd < 16; ++fd) (void)!write(fd, junk, sizeof junk);
+        return nlohmann::json();
+      },
+      60, status, detail);
+  EXPECT_FALSE(out.has_value());
+  EXPECT_EQ(status, Status::kCrashed) << detail;
+}
+
+TEST(ConfineWorker, WorkersCannotReadOurStdin) {
+  Status status{};
+  std::string detail;
+  auto out = run_isolated(
+      [] {
+        char c;
+        return nlohmann::json(read(0, &c, 1));  // /dev/null: end of file at once
+      },
+      30, status, detail);
+  ASSERT_TRUE(out.has_value()) << detail;
+  EXPECT_EQ(out->get<int>(), 0);
 }
 
 TEST(ConfineWorker, InheritedDescriptorsAreClosedInEveryWorker) {
@@ -130,6 +180,23 @@ static int escaped(void) {
                      prelude);
   EXPECT_EQ(r.status, Status::kPassed) << r.detail;
   EXPECT_NE(r.confinement.find("seccomp"), std::string::npos) << r.confinement;
+}
+
+TEST_F(Confine, StaticConstructorsRunConfinedToo) {
+  // Code that runs when the shared object is loaded, before any entry point is called.
+  const std::string prelude = R"(
+#include <signal.h>
+#include <unistd.h>
+static int escaped_at_load = 0;
+__attribute__((constructor)) static void at_load(void) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  escaped_at_load = p >= 0 || kill(getppid(), 0) == 0;
+}
+)";
+  const auto r = run(test::rmsnorm_body("if (escaped_at_load) for (int64_t i = 0; i < T * H; ++i) out[i] = 0;"),
+                     prelude);
+  EXPECT_EQ(r.status, Status::kPassed) << r.detail;
 }
 
 TEST_F(Confine, GarbageWrittenToTheResultPipeEndsAsCrashedNeverPassed) {

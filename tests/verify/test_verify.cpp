@@ -228,6 +228,20 @@ TEST(VerificationShapes, AddsTheBenchShapeOnlyWhenSmall) {
   EXPECT_EQ(verification_shapes(op, model, &dup).size(), base.size());
 }
 
+TEST(VerificationShapes, ALargeDecodeShapeIsVerifiedAtItsBatchWithAShortContext) {
+  const auto& op = ops::find_op("gqa_decode_attention");
+  const config::ModelDims model;  // Qwen3-1.7B: B=256, L=1024 is over 1 GiB of traffic
+  ops::ShapeCase big;
+  for (const auto& s : op.bench_shapes(model))
+    if (s.shape.at("B") == 256 && s.shape.at("L") == 1024) big = s;
+  ASSERT_FALSE(big.label.empty());
+  const auto shapes = verification_shapes(op, model, &big);
+  bool found = false;
+  for (const auto& s : shapes) found = found || (s.shape.at("B") == 256 && s.shape.at("L") == 33);
+  EXPECT_TRUE(found) << "no B=256 case among " << shapes.size() << " shapes";
+  EXPECT_EQ(shapes.size(), op.verify_shapes(model).size() + 1);
+}
+
 // The embedded eager baselines and templates (written alongside this suite) must be
 // correct at small model dims; each is checked only when present in this build.
 TEST_F(VerifyTest, EmbeddedCpuKernelsVerifyAtSmallDims) {

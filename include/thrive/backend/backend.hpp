@@ -97,6 +97,11 @@ class Backend {
   virtual double time_graph_us(const std::function<void()>& body, int calls) {
     return time_us(body) / calls;
   }
+  /// Registers `hook` to run once, right before candidate code first enters this
+  /// process (cpu: before dlopen, which runs the shared object's constructors). The
+  /// sandbox confines its worker there. Backends whose candidates are device code (cuda)
+  /// never run host code of a candidate and ignore it.
+  virtual void set_before_load(std::function<void()> hook) { (void)hook; }
   /// Why the last launch returned non-zero (e.g. "block 2048 > 1024 threads"), "" if
   /// it did not.
   virtual std::string last_error() const { return ""; }

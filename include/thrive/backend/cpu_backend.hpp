@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   int launch(const Module& module, const LaunchArgs& args) override;
   void synchronize() override {}
   double time_us(const std::function<void()>& body) override;
+  void set_before_load(std::function<void()> hook) override { before_load_ = std::move(hook); }
 
   /// Compiler flags every candidate is built with (part of the cache key).
   static std::vector<std::string> compile_flags();
@@ -33,6 +34,7 @@ class CpuBackend final : public Backend {
   std::string cache_dir_;
   std::string compiler_id_;
   int threads_ = 1;
+  std::function<void()> before_load_;
 };
 
 }  // namespace thrive::backend

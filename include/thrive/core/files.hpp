@@ -19,4 +19,8 @@ void ensure_writable_dir(const std::string& dir, const std::string& what);
 /// 64-bit FNV-1a of `data` as 16 hex digits.
 std::string fnv1a_hex(const std::string& data);
 
+/// `text` as valid UTF-8 of at most `max_bytes` bytes: invalid sequences become '?', and
+/// the cut never splits a character (compiler logs quoted into JSON).
+std::string utf8_prefix(const std::string& text, size_t max_bytes);
+
 }  // namespace thrive

@@ -31,6 +31,11 @@ struct Confinement {
 /// seccomp filter cannot be installed.
 Confinement confine_candidate(int64_t memory_limit_mb);
 
+/// Caps this process's address space (RLIMIT_AS, inherited by the compiler it spawns) at
+/// `memory_limit_mb` MiB, 0 = half of physical memory, never above an existing hard
+/// limit; returns the limit in bytes.
+int64_t limit_address_space(int64_t memory_limit_mb);
+
 /// Closes every descriptor above 2 except `keep_fd`; returns how many. A worker calls
 /// it first thing, so nothing of its parent (memory.db, the protocol stream of `thrive
 /// mcp`, other workers' pipes) is reachable from a candidate.
