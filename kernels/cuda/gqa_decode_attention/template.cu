@@ -6,11 +6,11 @@
 // @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=B*NQ*min(SPLIT_KV-1,1),1,1 smem=0
 // @thrive param GROUP_PACK values=0,1 default=0 doc=0: one block per query head (grid B*NQ), heads of a group read the same K/V rows separately (L2 absorbs part); 1: one block per KV head with its NQ/NKV query heads (grid B*NKV), each K/V row is read once per group when NQ/NKV <= PACK_MAX
 // @thrive param PACK_MAX values=2,4,8 default=2 doc=GROUP_PACK=1 only: most query heads kept in registers per pass (the kernel is compiled for the largest, so keep it at NQ/NKV: 2 for Qwen3); a group is done in passes of the largest of PACK_MAX,4,2,1 dividing NQ/NKV, later passes re-read K/V (mostly from L1/L2). PACK_MAX=8 holds 128 floats of q and acc per lane: spills heavily with THREADS=512 or MIN_BLOCKS>1
-// @thrive param SPLIT_KV values=1,2,4,8,16,32 default=1 doc=blocks per (sequence, head or group) along the context: each takes 1/SPLIT_KV of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. SPLIT_KV=1 writes the output directly (the combine launch has grid 0 and is skipped). Effective split = min(SPLIT_KV, L)
-// @thrive param THREADS values=64,128,256,512 default=128 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
-// @thrive param VEC values=1,2,4,8 default=1 doc=bf16 elements of a K/V row per lane load (8 = 16-byte loads; a 128-wide row is then read by 16 lanes, 2 keys per warp step); used when D % VEC == 0 and the tensors are aligned, else 1 (always correct)
-// @thrive param MIN_BLOCKS values=1,2,4 default=1 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
-// @thrive param KEYS_PER_ITER values=1,2,4,8 default=1 doc=keys per lane group per loop step: their K and V loads are all issued before the math (memory-level parallelism) and share one softmax rescale. 8 with THREADS=512 or large groups may spill registers
+// @thrive param SPLIT_KV values=1,2,4,8,16,32 default=16 doc=blocks per (sequence, head or group) along the context: each takes 1/SPLIT_KV of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. SPLIT_KV=1 writes the output directly (the combine launch has grid 0 and is skipped). Effective split = min(SPLIT_KV, L)
+// @thrive param THREADS values=64,128,256,512 default=64 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
+// @thrive param VEC values=1,2,4,8 default=8 doc=bf16 elements of a K/V row per lane load (8 = 16-byte loads; a 128-wide row is then read by 16 lanes, 2 keys per warp step); used when D % VEC == 0 and the tensors are aligned, else 1 (always correct)
+// @thrive param MIN_BLOCKS values=1,2,4 default=2 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
+// @thrive param KEYS_PER_ITER values=1,2,4,8 default=4 doc=keys per lane group per loop step: their K and V loads are all issued before the math (memory-level parallelism) and share one softmax rescale. 8 with THREADS=512 or large groups may spill registers
 //
 // out[b, h] = softmax(scale * q[b, h] . K[b, :n_b, g]) V[b, :n_b, g], g = h / (NQ / NKV),
 // n_b = context_lens[b] clamped to [0, L] (n_b = 0 gives zeros). fp32 math; scores in the log2
@@ -33,19 +33,19 @@
 #define PACK_MAX 2
 #endif
 #ifndef SPLIT_KV
-#define SPLIT_KV 1
+#define SPLIT_KV 16
 #endif
 #ifndef THREADS
-#define THREADS 128
+#define THREADS 64
 #endif
 #ifndef VEC
-#define VEC 1
+#define VEC 8
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
+#define MIN_BLOCKS 2
 #endif
 #ifndef KEYS_PER_ITER
-#define KEYS_PER_ITER 1
+#define KEYS_PER_ITER 4
 #endif
 
 #if VEC != 1 && VEC != 2 && VEC != 4 && VEC != 8

@@ -2,11 +2,11 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_rmsnorm_residual
 // @thrive launch: entry=thrive_rmsnorm_residual block=THREADS grid=cdiv(T,1+WARP_PER_ROW*(THREADS/32-1)),1,1 smem=0
-// @thrive param VEC values=1,2,4,8 default=1 doc=bf16 elements per load/store (8 = 16-byte accesses); used when H % VEC == 0 and the tensors are aligned, else the kernel falls back to scalar accesses (always correct)
+// @thrive param VEC values=1,2,4,8 default=8 doc=bf16 elements per load/store (8 = 16-byte accesses); used when H % VEC == 0 and the tensors are aligned, else the kernel falls back to scalar accesses (always correct)
 // @thrive param THREADS values=128,256,512,1024 default=256 doc=threads per block; WARP_PER_ROW=0: threads that share one row; WARP_PER_ROW=1: THREADS/32 rows per block
 // @thrive param WARP_PER_ROW values=0,1 default=0 doc=0: one block per row, block-wide reduction; 1: one warp per row (THREADS/32 rows per block), warp-only reduction without __syncthreads (small H or many rows)
-// @thrive param REG_ROW values=0,1,2,4,8 default=0 doc=0: the normalize pass re-reads the stored residual from global memory; k>0: up to k VEC-chunks per thread of the rounded row (and their weights, loaded before the reduction) stay in registers so each byte crosses memory once. The row fits when H <= k*VEC*(THREADS, or 32 with WARP_PER_ROW=1): H=2048 needs k=1 with THREADS=256,VEC=8 and k=8 for a warp per row with VEC=8. Larger k costs registers (occupancy); at most 3 chunks of 8 with THREADS=1024. Rows that do not fit fall back to re-reading (always correct)
-// @thrive param REDUCE values=0,1 default=0 doc=sum of squares across threads: 0: shared-memory tree; 1: warp shuffles (xor butterfly) then one shared-memory step across warps. Both fixed-order, deterministic
+// @thrive param REG_ROW values=0,1,2,4,8 default=1 doc=0: the normalize pass re-reads the stored residual from global memory; k>0: up to k VEC-chunks per thread of the rounded row (and their weights, loaded before the reduction) stay in registers so each byte crosses memory once. The row fits when H <= k*VEC*(THREADS, or 32 with WARP_PER_ROW=1): H=2048 needs k=1 with THREADS=256,VEC=8 and k=8 for a warp per row with VEC=8. Larger k costs registers (occupancy); at most 3 chunks of 8 with THREADS=1024. Rows that do not fit fall back to re-reading (always correct)
+// @thrive param REDUCE values=0,1 default=1 doc=sum of squares across threads: 0: shared-memory tree; 1: warp shuffles (xor butterfly) then one shared-memory step across warps. Both fixed-order, deterministic
 //
 // residual <- bf16(x + residual); out <- bf16(residual * rsqrt(mean(residual^2) + eps) * weight).
 // The norm reads the residual as stored (rounded to bf16). fp32 math. A thread handles the
@@ -15,7 +15,7 @@
 #include "thrive_cuda.cuh"
 
 #ifndef VEC
-#define VEC 1
+#define VEC 8
 #endif
 #ifndef THREADS
 #define THREADS 256
@@ -24,10 +24,10 @@
 #define WARP_PER_ROW 0
 #endif
 #ifndef REG_ROW
-#define REG_ROW 0
+#define REG_ROW 1
 #endif
 #ifndef REDUCE
-#define REDUCE 0
+#define REDUCE 1
 #endif
 
 #if VEC != 1 && VEC != 2 && VEC != 4 && VEC != 8

@@ -2,10 +2,10 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_rope
 // @thrive launch: entry=thrive_rope block=THREADS grid=max(1,FLAT*cdiv(T*(NQ+NKV)*cdiv(D/2,VEC),THREADS)+(1-FLAT)*cdiv(T,TOKENS_PER_BLOCK)),1,1 smem=(1-FLAT)*CS_SMEM*TOKENS_PER_BLOCK*D*4
-// @thrive param VEC values=1,2,4,8 default=1 doc=rotation pairs per thread step: VEC bf16 from each half of a head (VEC=8: 16-byte loads) and VEC cos + VEC sin floats; used when D % (2*VEC) == 0 and the tensors are aligned, else one pair per step (always correct)
+// @thrive param VEC values=1,2,4,8 default=8 doc=rotation pairs per thread step: VEC bf16 from each half of a head (VEC=8: 16-byte loads) and VEC cos + VEC sin floats; used when D % (2*VEC) == 0 and the tensors are aligned, else one pair per step (always correct)
 // @thrive param THREADS values=64,128,256,512,1024 default=128 doc=threads per block
-// @thrive param FLAT values=0,1 default=0 doc=0: one block per TOKENS_PER_BLOCK tokens covering all NQ+NKV heads of q and k (one cos/sin row serves every head of its token); 1: one thread per (token, head, VEC pairs) over a flat grid, q and k heads fused in one index space
-// @thrive param TOKENS_PER_BLOCK values=1,2,4,8 default=1 doc=tokens per block with FLAT=0 (more work per block for small heads; fewer, fatter blocks); ignored with FLAT=1
+// @thrive param FLAT values=0,1 default=1 doc=0: one block per TOKENS_PER_BLOCK tokens covering all NQ+NKV heads of q and k (one cos/sin row serves every head of its token); 1: one thread per (token, head, VEC pairs) over a flat grid, q and k heads fused in one index space
+// @thrive param TOKENS_PER_BLOCK values=1,2,4,8 default=4 doc=tokens per block with FLAT=0 (more work per block for small heads; fewer, fatter blocks); ignored with FLAT=1
 // @thrive param CS_SMEM values=0,1 default=0 doc=FLAT=0 only: 1 stages the block's cos/sin rows (TOKENS_PER_BLOCK*D floats) in shared memory once, heads then read them from there; 0 reads them from global/L1 per head
 //
 // Neox RoPE in place. For i < D/2, c = cache[pos][i], s = cache[pos][D/2 + i]:
@@ -15,16 +15,16 @@
 #include "thrive_cuda.cuh"
 
 #ifndef VEC
-#define VEC 1
+#define VEC 8
 #endif
 #ifndef THREADS
 #define THREADS 128
 #endif
 #ifndef FLAT
-#define FLAT 0
+#define FLAT 1
 #endif
 #ifndef TOKENS_PER_BLOCK
-#define TOKENS_PER_BLOCK 1
+#define TOKENS_PER_BLOCK 4
 #endif
 #ifndef CS_SMEM
 #define CS_SMEM 0

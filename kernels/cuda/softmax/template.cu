@@ -5,13 +5,13 @@
 // @thrive launch: entry=thrive_softmax_pre block=THREADS grid=min(SPLIT-1,1)*(SPIN*cdiv(T,THREADS)+(1-SPIN)*T*SPLIT),1,1 smem=0
 // @thrive launch: entry=thrive_softmax block=THREADS grid=T*SPLIT,1,1 smem=max(1-min(SPLIT-1,1),SPIN)*REG_CACHE*min(1,200704/(2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8))*2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8
 // @thrive param THREADS values=128,256,512,1024 default=256 doc=threads per block (each block owns one chunk of one row)
-// @thrive param VEC values=1,2,4,8 default=1 doc=bf16 logits per load (8 = 16-byte loads) and f32 probs per store (8 = two 16-byte stores); used when V % VEC == 0 and the tensors are aligned, else scalar (always correct)
-// @thrive param ONLINE values=0,1 default=0 doc=chunk statistics: 0: a max pass then a sum-of-exp pass (input read twice, plus once to write); 1: one online pass keeping a running max and rescaled sum (Milakov & Gimelshein 2018)
-// @thrive param SPLIT values=1,2,4,8,16,32,64,128 default=1 doc=blocks per row. 1: one launch, one block per row does stats and write. >1: each block owns a chunk of about V/SPLIT logits (a multiple of 8) and the chunks' (max, sum) are combined in a fixed order, as SPIN says. Needed when T is small so that the whole GPU works (T=1: 32-128 at V=151936)
+// @thrive param VEC values=1,2,4,8 default=8 doc=bf16 logits per load (8 = 16-byte loads) and f32 probs per store (8 = two 16-byte stores); used when V % VEC == 0 and the tensors are aligned, else scalar (always correct)
+// @thrive param ONLINE values=0,1 default=1 doc=chunk statistics: 0: a max pass then a sum-of-exp pass (input read twice, plus once to write); 1: one online pass keeping a running max and rescaled sum (Milakov & Gimelshein 2018)
+// @thrive param SPLIT values=1,2,4,8,16,32,64,128 default=16 doc=blocks per row. 1: one launch, one block per row does stats and write. >1: each block owns a chunk of about V/SPLIT logits (a multiple of 8) and the chunks' (max, sum) are combined in a fixed order, as SPIN says. Needed when T is small so that the whole GPU works (T=1: 32-128 at V=151936)
 // @thrive param SPIN values=0,1 default=0 doc=SPLIT>1 only. 0: launch 1 writes each chunk's (max, sum) to the workspace, launch 2 combines them and writes the probs (re-reading its chunk, from L2 when still there); 1: launch 1 resets per-row counters, launch 2 computes the stats, exchanges them with the row's other blocks through the workspace (atomic arrival counter + spin-wait) and writes, so REG_CACHE can keep the chunk on chip. RISKY in principle: relies on the blocks of a row being co-resident, which holds with in-order block dispatch (at most 128 blocks per row, at least 132 resident)
 // @thrive param REG_CACHE values=0,1 default=0 doc=SPLIT=1 or SPIN=1: the block's chunk of logits is kept in shared memory (2*V/SPLIT bytes, used when at most 196 KiB: V=151936 needs SPLIT>=2) between the stats and the write passes, so it is read from memory once; chunks that do not fit are re-read (always correct)
-// @thrive param REDUCE values=0,1 default=0 doc=block reductions: 0: shared-memory tree; 1: warp shuffles then one shared-memory step across warps. Both fixed-order, deterministic
-// @thrive param EXP values=accurate,fast default=accurate doc=accurate: expf; fast: __expf (ex2.approx, ~1e-6 relative for the arguments that matter, inside the f32 tolerance 1e-4)
+// @thrive param REDUCE values=0,1 default=1 doc=block reductions: 0: shared-memory tree; 1: warp shuffles then one shared-memory step across warps. Both fixed-order, deterministic
+// @thrive param EXP values=accurate,fast default=fast doc=accurate: expf; fast: __expf (ex2.approx, ~1e-6 relative for the arguments that matter, inside the f32 tolerance 1e-4)
 // @thrive param STREAM values=0,1 default=0 doc=1: probs stored with st.global.cs (evict-first), keeping L2 for the logits
 // @thrive param REVERSE values=0,1 default=0 doc=SPLIT>1 with SPIN=0 only: the finishing launch visits (row, chunk) in reverse order, so it re-reads first the logits the stats launch read last (most likely still in L2)
 //
@@ -28,13 +28,13 @@
 #define THREADS 256
 #endif
 #ifndef VEC
-#define VEC 1
+#define VEC 8
 #endif
 #ifndef ONLINE
-#define ONLINE 0
+#define ONLINE 1
 #endif
 #ifndef SPLIT
-#define SPLIT 1
+#define SPLIT 16
 #endif
 #ifndef SPIN
 #define SPIN 0
@@ -43,10 +43,10 @@
 #define REG_CACHE 0
 #endif
 #ifndef REDUCE
-#define REDUCE 0
+#define REDUCE 1
 #endif
 #ifndef EXP
-#define EXP accurate
+#define EXP fast
 #endif
 #ifndef STREAM
 #define STREAM 0

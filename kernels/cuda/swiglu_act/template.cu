@@ -2,11 +2,11 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_swiglu_act
 // @thrive launch: entry=thrive_swiglu_act block=THREADS grid=(1-min(PERSIST,1))*cdiv(I,THREADS*VEC*ITEMS)+min(PERSIST,1)*min(SMS*PERSIST,cdiv(T*I,THREADS*VEC*ITEMS)),(1-min(PERSIST,1))*min(T,65535)+min(PERSIST,1),1 smem=0
-// @thrive param VEC values=1,2,4,8 default=1 doc=bf16 elements per load/store (8 = 16-byte accesses); used when I % VEC == 0 and the tensors are aligned, else scalar accesses (always correct, the grid-stride loop covers the extra work)
+// @thrive param VEC values=1,2,4,8 default=8 doc=bf16 elements per load/store (8 = 16-byte accesses); used when I % VEC == 0 and the tensors are aligned, else scalar accesses (always correct, the grid-stride loop covers the extra work)
 // @thrive param THREADS values=128,256,512,1024 default=256 doc=threads per block
-// @thrive param ITEMS values=1,2,4 default=1 doc=VEC-chunks per thread per loop step, all loads issued before any math (memory-level parallelism)
+// @thrive param ITEMS values=1,2,4 default=2 doc=VEC-chunks per thread per loop step, all loads issued before any math (memory-level parallelism)
 // @thrive param PERSIST values=0,1,2,4,8 default=0 doc=0: 2-D grid (x: column blocks of THREADS*ITEMS*VEC elements, y: rows), one thread per ITEMS*VEC elements and no index division; k>0: persistent 1-D grid-stride loop over min(SMS*k, needed) blocks, row/column by a multiply-shift division
-// @thrive param EXP values=accurate,fast default=accurate doc=accurate: expf and IEEE division; fast: __expf and __fdividef (a few ulp in fp32, far inside the bf16 tolerance)
+// @thrive param EXP values=accurate,fast default=fast doc=accurate: expf and IEEE division; fast: __expf and __fdividef (a few ulp in fp32, far inside the bf16 tolerance)
 // @thrive param STREAM values=0,1 default=0 doc=1: cache-streaming hints (ld.global.cs / st.global.cs, evict-first) for the read-once input and write-once output
 //
 // out[t, i] = bf16(silu(in[t, i]) * in[t, I + i]), silu(a) = a / (1 + exp(-a)); fp32 math.
@@ -16,19 +16,19 @@
 #include "thrive_cuda.cuh"
 
 #ifndef VEC
-#define VEC 1
+#define VEC 8
 #endif
 #ifndef THREADS
 #define THREADS 256
 #endif
 #ifndef ITEMS
-#define ITEMS 1
+#define ITEMS 2
 #endif
 #ifndef PERSIST
 #define PERSIST 0
 #endif
 #ifndef EXP
-#define EXP accurate
+#define EXP fast
 #endif
 #ifndef STREAM
 #define STREAM 0
