@@ -111,6 +111,13 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   EXPECT_TRUE(best->verified);
 
   const auto cold_changes = store.trajectory(0, op.name(), shape.label, tools.device_key());
+  // Every change that was kept was measured twice (a second, fresh worker) first.
+  if (cold.rounds_to_best > 0) {
+    bool confirmed = false;
+    for (const auto& a : cold_changes)
+      confirmed = confirmed || (a.phase == "optimize" && a.notes.find("re-measured") != std::string::npos);
+    EXPECT_TRUE(confirmed) << "a kept change without a second measurement";
+  }
   task.run_id = store.begin_run("test", tools.device_key(), "search");
   task.pass = 2;
   auto warm = agent.run(task, sink);
