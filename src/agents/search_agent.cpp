@@ -256,14 +256,21 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     bool improved = passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
     std::string remeasured;
     if (improved) {
-      // A win is measured once more, in a fresh worker on fresh inputs, before it is kept;
-      // the slower of the two measurements is the one that counts.
-      auto again = evaluate(child);
+      // A win is measured once more, in a fresh worker on fresh inputs, and timed paired
+      // and interleaved with the current best, before it is kept: the slower of the two
+      // measurements counts, and the paired gain must exceed both MIN_GAIN and the
+      // pairs' own spread (95% CI of the median time ratio).
+      auto again = tools_.compare(child, best->kernel, task.shape);
       const bool again_ok = again.status == sandbox::Status::kPassed;
+      const auto& p = again.paired;
       remeasured = again_ok ? fmt::format("; re-measured {:.4g} us (first {:.4g} us)", again.bench.time_us(),
                                           r.bench.time_us())
                             : "; re-measurement " + std::string(sandbox::status_name(again.status)) +
                                   ": " + again.detail;
+      if (again_ok && p.pairs > 0)
+        remeasured += fmt::format("; paired with the best over {} pairs: {:.4g} vs {:.4g} us, ratio "
+                                  "{:.3f} +- {:.3f}",
+                                  p.pairs, p.b_median_us, p.a_median_us, p.ratio, p.ratio_ci);
       if (!again_ok) {
         r = again;
         passed = false;
@@ -271,6 +278,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
         r = again;
       }
       improved = passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
+      if (improved && p.pairs > 0)
+        improved = p.ratio < 1.0 - cfg.min_gain && 1.0 - p.ratio > p.ratio_ci;
     }
     const double gain = passed ? best->result.bench.time_us() / r.bench.time_us() : 0.0;
     store.record_card_outcome(pick.card.id, task.op, task.shape.label, backend_name, improved, gain);

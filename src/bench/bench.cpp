@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
@@ -24,6 +25,80 @@ void summarize(std::vector<double>& s, BenchStats& stats) {
   stats.rel_ci = stats.median_us > 0 ? (s[hi] - s[lo]) / 2.0 / stats.median_us : 0.0;
 }
 
+namespace {
+
+// Inputs replicated into argument sets until cycling through them touches 4x the
+// last-level cache; device memory released on destruction.
+struct ArgumentSets {
+  backend::Backend& backend;
+  std::vector<ops::HostTensor> host;
+  std::vector<backend::LaunchArgs> args;
+  std::vector<void*> allocations;
+  int64_t working_set_bytes = 0;
+
+  ArgumentSets(backend::Backend& b, const ops::Op& op, const ops::ShapeCase& shape_case,
+               const config::ModelDims& model, const BenchOptions& options, std::mt19937_64& rng)
+      : backend(b) {
+    try {
+      fill(op, shape_case, model, options, rng);
+    } catch (...) {  // the destructor does not run for a half-built object
+      for (void* p : allocations) backend.release(p);
+      throw;
+    }
+  }
+  ~ArgumentSets() {
+    for (void* p : allocations) backend.release(p);
+  }
+  ArgumentSets(const ArgumentSets&) = delete;
+  ArgumentSets& operator=(const ArgumentSets&) = delete;
+
+ private:
+  void fill(const ops::Op& op, const ops::ShapeCase& shape_case, const config::ModelDims& model,
+            const BenchOptions& options, std::mt19937_64& rng) {
+    const auto& shape = shape_case.shape;
+    host = op.make_tensors(shape, model, ops::Distribution::kNormal, rng, true);
+    int64_t set_bytes = 0;
+    for (const auto& t : host)
+      if (!t.spec.shared_across_sets) set_bytes += int64_t(t.bytes.size());
+    const int64_t ws_bytes = op.workspace_bytes(shape);
+    const int64_t target = 4 * backend.device().cache_bytes;
+    int sets = int(std::clamp<int64_t>((target + set_bytes - 1) / std::max<int64_t>(set_bytes, 1), 1,
+                                       std::max<int64_t>(1, options.max_rotation_bytes /
+                                                                std::max<int64_t>(set_bytes, 1))));
+    sets = std::min(sets, 1 << 16);
+    working_set_bytes = set_bytes * sets;
+    args.resize(size_t(sets));
+    std::vector<void*> shared(host.size(), nullptr);
+    void* workspace = alloc(ws_bytes);
+    for (int s = 0; s < sets; ++s) {
+      auto& a = args[size_t(s)];
+      for (size_t i = 0; i < host.size(); ++i) {
+        const auto& t = host[i];
+        void* p = nullptr;
+        if (t.spec.shared_across_sets && shared[i] != nullptr) {
+          p = shared[i];
+        } else {
+          p = alloc(int64_t(t.bytes.size()));
+          backend.upload(p, t.bytes.data(), int64_t(t.bytes.size()));
+          if (t.spec.shared_across_sets) shared[i] = p;
+        }
+        a.tensors.push_back(p);
+      }
+      a.symbols = shape;
+      a.dims = op.dims(shape);
+      a.scalars = op.scalars(shape, model);
+      a.workspace = workspace;
+      a.workspace_bytes = ws_bytes;
+    }
+  }
+  void* alloc(int64_t bytes) {
+    allocations.push_back(backend.allocate(bytes));
+    return allocations.back();
+  }
+};
+
+}  // namespace
+
 BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
                             const backend::Module& module, const ops::ShapeCase& shape_case,
                             const config::ModelDims& model, const BenchOptions& options,
@@ -31,54 +106,12 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
   const auto& shape = shape_case.shape;
   BenchStats stats;
   std::mt19937_64 rng(seed);
-  auto host = op.make_tensors(shape, model, ops::Distribution::kNormal, rng, true);
-  int64_t set_bytes = 0;
-  for (const auto& t : host)
-    if (!t.spec.shared_across_sets) set_bytes += int64_t(t.bytes.size());
-  const int64_t ws_bytes = op.workspace_bytes(shape);
-  const int64_t target = 4 * backend.device().cache_bytes;
-  int sets = int(std::clamp<int64_t>((target + set_bytes - 1) / std::max<int64_t>(set_bytes, 1), 1,
-                                     std::max<int64_t>(1, options.max_rotation_bytes /
-                                                              std::max<int64_t>(set_bytes, 1))));
-  sets = std::min(sets, 1 << 16);
+  ArgumentSets sets_(backend, op, shape_case, model, options, rng);
+  const auto& host = sets_.host;
+  const auto& arg_sets = sets_.args;
+  const int sets = int(arg_sets.size());
   stats.argument_sets = sets;
-  stats.working_set_bytes = set_bytes * sets;
-
-  std::vector<void*> allocations;
-  struct Guard {
-    backend::Backend& b;
-    std::vector<void*>& a;
-    ~Guard() {
-      for (void* p : a) b.release(p);
-    }
-  } guard{backend, allocations};
-  auto alloc = [&](int64_t bytes) {
-    allocations.push_back(backend.allocate(bytes));
-    return allocations.back();
-  };
-  std::vector<backend::LaunchArgs> arg_sets(static_cast<size_t>(sets));
-  std::vector<void*> shared(host.size(), nullptr);
-  void* workspace = alloc(ws_bytes);
-  for (int s = 0; s < sets; ++s) {
-    auto& args = arg_sets[size_t(s)];
-    for (size_t i = 0; i < host.size(); ++i) {
-      const auto& t = host[i];
-      void* p = nullptr;
-      if (t.spec.shared_across_sets && shared[i] != nullptr) {
-        p = shared[i];
-      } else {
-        p = alloc(int64_t(t.bytes.size()));
-        backend.upload(p, t.bytes.data(), int64_t(t.bytes.size()));
-        if (t.spec.shared_across_sets) shared[i] = p;
-      }
-      args.tensors.push_back(p);
-    }
-    args.symbols = shape;
-    args.dims = op.dims(shape);
-    args.scalars = op.scalars(shape, model);
-    args.workspace = workspace;
-    args.workspace_bytes = ws_bytes;
-  }
+  stats.working_set_bytes = sets_.working_set_bytes;
 
   // Warm-up, untimed: every set once (thread pools, TLBs, clocks), at least 3 calls, and
   // no longer than the timing cap (uploads already touched every page), so a very slow
@@ -175,6 +208,61 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
     stats.below_floor = stats.bandwidth_gbps > peak_bw_gbps * 1.05;
   }
   return stats;
+}
+
+PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const backend::Module& a,
+                             const backend::Module& b, const ops::ShapeCase& shape,
+                             const config::ModelDims& model, const BenchOptions& options, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ArgumentSets sets(backend, op, shape, model, options, rng);
+  const int n = int(sets.args.size());
+  PairedStats out;
+  int status = 0;
+  for (int s = 0; s < std::max(n, 3); ++s) {  // warm-up, both kernels
+    status |= backend.launch(a, sets.args[size_t(s % n)]);
+    status |= backend.launch(b, sets.args[size_t(s % n)]);
+    backend.synchronize();
+    if (status != 0) return out;
+  }
+  std::vector<double> ta, tb, ratio;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    const auto& args = sets.args[size_t(i % n)];
+    // Alternate which kernel goes first, so neither always runs on a warmer cache.
+    const bool a_first = (i % 2) == 0;
+    double first = backend.time_us([&] { status |= backend.launch(a_first ? a : b, args); });
+    double second = backend.time_us([&] { status |= backend.launch(a_first ? b : a, args); });
+    if (status != 0) return PairedStats{};
+    const double us_a = a_first ? first : second, us_b = a_first ? second : first;
+    ta.push_back(us_a);
+    tb.push_back(us_b);
+    ratio.push_back(us_a > 0 ? us_b / us_a : 1.0);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (int(ratio.size()) >= options.min_reps) {
+      if (elapsed > 2 * options.max_s) break;
+      if (ratio.size() % 8 == 0) {
+        auto copy = ratio;
+        BenchStats probe;
+        summarize(copy, probe);
+        if (probe.rel_ci < options.noise / 2) break;
+      }
+    }
+  }
+  BenchStats sa, sb, sr;
+  summarize(ta, sa);
+  summarize(tb, sb);
+  summarize(ratio, sr);
+  out.a_median_us = sa.median_us;
+  out.b_median_us = sb.median_us;
+  out.ratio = sr.median_us;
+  out.ratio_ci = sr.rel_ci * sr.median_us;
+  out.pairs = sr.reps;
+  return out;
+}
+
+void to_json(nlohmann::json& j, const PairedStats& s) {
+  j = {{"a_median_us", s.a_median_us}, {"b_median_us", s.b_median_us}, {"ratio", s.ratio},
+       {"ratio_ci", s.ratio_ci}, {"pairs", s.pairs}};
 }
 
 double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& options) {

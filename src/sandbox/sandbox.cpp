@@ -127,6 +127,18 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
         return r;
       }
     }
+    if (request.paired_baseline && !r.bench.below_floor) {
+      // The baseline was benchmarked before, so its build is cached: loading it needs no
+      // compiler, which the confinement would no longer allow.
+      auto base = backend->compile(*request.paired_baseline);
+      if (base.module) {
+        auto t3 = std::chrono::steady_clock::now();
+        bench::BenchOptions popts{cfg.bench_max_s, cfg.bench_min_reps, cfg.bench_noise};
+        r.paired = bench::paired_benchmark(*backend, op, *base.module, *compiled.module,
+                                           request.bench_shape, cfg.model, popts, seed + 3);
+        r.bench_s += seconds_since(t3);
+      }
+    }
     if (r.bench.below_floor) {
       r.status = Status::kIncorrect;
       r.detail = fmt::format("suspect timing: {:.1f} GB/s is above the measured ceiling {:.1f} GB/s",
@@ -341,7 +353,8 @@ void to_json(nlohmann::json& j, const EvalResult& r) {
        {"post_verify", r.post_verify},
        {"bench", r.bench},
        {"device_key", r.device_key},
-       {"confinement", r.confinement}};
+       {"confinement", r.confinement},
+       {"paired", r.paired}};
 }
 
 void from_json(const nlohmann::json& j, EvalResult& r) {
@@ -362,6 +375,14 @@ void from_json(const nlohmann::json& j, EvalResult& r) {
   if (j.contains("bench")) r.bench = j["bench"].get<bench::BenchStats>();
   r.device_key = j.value("device_key", "");
   r.confinement = j.value("confinement", "");
+  if (j.contains("paired")) {
+    const auto& p = j["paired"];
+    r.paired.a_median_us = p.value("a_median_us", 0.0);
+    r.paired.b_median_us = p.value("b_median_us", 0.0);
+    r.paired.ratio = p.value("ratio", 0.0);
+    r.paired.ratio_ci = p.value("ratio_ci", 0.0);
+    r.paired.pairs = p.value("pairs", 0);
+  }
 }
 
 }  // namespace thrive::sandbox

@@ -200,13 +200,14 @@ std::string Toolbox::kernel_id(const backend::KernelSource& k) const {
 }
 
 sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::ShapeCase& shape,
-                                 bool verify, bool bench) {
+                                 bool verify, bool bench, const backend::KernelSource* paired_baseline) {
   const auto& op = ops::find_op(k.op);  // throws for an unknown op, before any work
   (void)op;
   if (k.backend != backend_name_)
     fail(ErrorCategory::kUsage, "kernel backend '{}': this run uses the {} backend", k.backend,
          backend_name_);
-  sandbox::EvalRequest req{k, shape, verify, bench, bench ? peak_bandwidth_gbps() : 0.0};
+  sandbox::EvalRequest req{k, shape, verify, bench, bench ? peak_bandwidth_gbps() : 0.0, std::nullopt};
+  if (paired_baseline != nullptr) req.paired_baseline = *paired_baseline;
   auto r = sandbox::evaluate(cfg_, backend_name_, req);
   if (r.bench.below_floor) {
     // Too fast to be true. First suspect the ceiling (measured once per run, maybe on a
@@ -248,6 +249,13 @@ sandbox::EvalResult Toolbox::verify(const backend::KernelSource& k, const ops::S
 sandbox::EvalResult Toolbox::benchmark(const backend::KernelSource& k, const ops::ShapeCase& shape) {
   auto r = run(k, shape, true, true);
   archive(k, shape, r);
+  return r;
+}
+
+sandbox::EvalResult Toolbox::compare(const backend::KernelSource& candidate,
+                                     const backend::KernelSource& baseline, const ops::ShapeCase& shape) {
+  auto r = run(candidate, shape, true, true, &baseline);
+  archive(candidate, shape, r);
   return r;
 }
 

@@ -111,12 +111,14 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   EXPECT_TRUE(best->verified);
 
   const auto cold_changes = store.trajectory(0, op.name(), shape.label, tools.device_key());
-  // Every change that was kept was measured twice (a second, fresh worker) first.
+  // A change that was kept was measured twice (a second, fresh worker) and timed paired
+  // with the best it replaced.
   if (cold.rounds_to_best > 0) {
     bool confirmed = false;
     for (const auto& a : cold_changes)
-      confirmed = confirmed || (a.phase == "optimize" && a.notes.find("re-measured") != std::string::npos);
-    EXPECT_TRUE(confirmed) << "a kept change without a second measurement";
+      confirmed = confirmed || (a.phase == "optimize" && a.notes.find("re-measured") != std::string::npos &&
+                                a.notes.find("paired with the best") != std::string::npos);
+    EXPECT_TRUE(confirmed) << "a kept change without a second, paired measurement";
   }
   task.run_id = store.begin_run("test", tools.device_key(), "search");
   task.pass = 2;

@@ -68,7 +68,7 @@ class CudaBackendTest : public ::testing::Test {
 
   sandbox::EvalResult eval(const std::string& text, bool bench = false) {
     auto k = backend::KernelSource::parse(text, "test.cu");
-    return sandbox::evaluate(cfg, "cuda", {k, shape, true, bench, 4000.0});
+    return sandbox::evaluate(cfg, "cuda", {k, shape, true, bench, 4000.0, std::nullopt});
   }
 };
 

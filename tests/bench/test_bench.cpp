@@ -165,6 +165,24 @@ TEST_F(BenchTest, SlowerKernelMeasuresSlower) {
   EXPECT_GT(s.median_us, 2 * f.median_us) << "fast " << f.median_us << " slow " << s.median_us;
 }
 
+TEST_F(BenchTest, PairedTimingSeesTheSlowerKernelAndNoGainAgainstItself) {
+  auto fast = compile(test::rmsnorm_body());
+  auto slow = compile(test::rmsnorm_body("for (volatile int i = 0; i < 200000; ++i) {}"));
+  ASSERT_TRUE(fast && slow);
+  const ops::ShapeCase shape{"T=4", {{"T", 4}, {"H", 256}}};
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const auto p = paired_benchmark(*backend_, op, *fast, *slow, shape, test::small_model(), options(), 3);
+  ASSERT_GT(p.pairs, 0);
+  EXPECT_GT(p.ratio, 2.0) << "slow/fast " << p.ratio;
+  EXPECT_GT(p.b_median_us, p.a_median_us);
+  const auto same = paired_benchmark(*backend_, op, *fast, *fast, shape, test::small_model(), options(), 3);
+  ASSERT_GT(same.pairs, 0);
+  // A kernel against itself: any apparent gain stays inside the measured spread or 20%.
+  EXPECT_LT(std::abs(1.0 - same.ratio), std::max(0.2, same.ratio_ci)) << same.ratio << " +- " << same.ratio_ci;
+  auto failing = compile("return 3;");
+  EXPECT_EQ(paired_benchmark(*backend_, op, *fast, *failing, shape, test::small_model(), options(), 3).pairs, 0);
+}
+
 TEST_F(BenchTest, CopyBandwidthIsPositive) {
   BenchOptions o = options();
   o.max_s = 0.01;

@@ -50,9 +50,9 @@ struct BenchStats {
   double tflops = 0;
   double peak_bw_gbps = 0;      ///< the ceiling used
   double percent_of_peak = 0;   ///< 100 * bandwidth / peak
-  bool below_floor = false;
+  bool below_floor = false;     ///< median under bytes / peak: suspect, never accepted
   /// "passed", "skipped: <why>", or what was wrong with the outputs of a timed call.
-  std::string timed_call_check;     ///< median under bytes / peak: suspect, never accepted
+  std::string timed_call_check;
   int argument_sets = 0;        ///< rotation depth
   int64_t working_set_bytes = 0;
   /// The figure the search optimizes and GB/s is computed from: the graph time where
@@ -67,6 +67,24 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
                             const backend::Module& module, const ops::ShapeCase& shape,
                             const config::ModelDims& model, const BenchOptions& options,
                             double peak_bw_gbps, uint64_t seed);
+
+/// Paired, interleaved timing of two kernels for one op and shape: calls alternate A, B,
+/// A, B on the same rotating argument sets, so drift and noise hit both alike. `ratio` is
+/// the median over pairs of time_B / time_A (below 1: B is faster), `ratio_ci` its 95% CI
+/// half-width (order statistics), the spread a gain must beat.
+struct PairedStats {
+  double a_median_us = 0, b_median_us = 0;
+  double ratio = 0, ratio_ci = 0;
+  int pairs = 0;
+};
+
+/// Times `a` and `b` interleaved (same stopping rule as benchmark_kernel, on the ratio).
+/// pairs = 0 when either kernel returns non-zero.
+PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const backend::Module& a,
+                             const backend::Module& b, const ops::ShapeCase& shape,
+                             const config::ModelDims& model, const BenchOptions& options, uint64_t seed);
+
+void to_json(nlohmann::json& j, const PairedStats& s);
 
 /// Order-statistics summary of samples (sorted in place): median, min, max and the
 /// relative 95% CI half-width of the median.

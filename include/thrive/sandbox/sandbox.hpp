@@ -31,6 +31,9 @@ struct EvalRequest {
   bool verify = true;
   bool bench = true;
   double peak_bw_gbps = 0;        ///< ceiling for percent_of_peak
+  /// When set (and the candidate passes), the two are also timed paired and interleaved
+  /// at bench_shape (result in EvalResult::paired; A = this baseline, B = the candidate).
+  std::optional<backend::KernelSource> paired_baseline;
 };
 
 /// What happened. `detail` is one line for people; `compile_log` the compiler's text.
@@ -50,6 +53,7 @@ struct EvalResult {
   verify::VerifyReport post_verify;
   std::string device_key;
   std::string confinement;        ///< what confined the candidate ("" when nothing did)
+  bench::PairedStats paired;      ///< against the request's paired_baseline (pairs 0: not run)
 };
 
 /// Evaluates `request` in a worker process under cfg.candidate_timeout_s.

@@ -73,6 +73,10 @@ class Toolbox {
   sandbox::EvalResult verify(const backend::KernelSource& k, const ops::ShapeCase& shape);
   /// Compile + verify + benchmark at `shape`; archives the attempt.
   sandbox::EvalResult benchmark(const backend::KernelSource& k, const ops::ShapeCase& shape);
+  /// benchmark(), plus paired, interleaved timing against `baseline` in the same worker
+  /// (EvalResult::paired: ratio = candidate / baseline time per pair, with its spread).
+  sandbox::EvalResult compare(const backend::KernelSource& candidate,
+                              const backend::KernelSource& baseline, const ops::ShapeCase& shape);
   /// Eager baseline at `shape`, measured once per Toolbox and cached.
   sandbox::EvalResult eager(const std::string& op, const ops::ShapeCase& shape);
 
@@ -123,7 +127,8 @@ class Toolbox {
 
  private:
   sandbox::EvalResult run(const backend::KernelSource& k, const ops::ShapeCase& shape,
-                          bool verify, bool bench);
+                          bool verify, bool bench,
+                          const backend::KernelSource* paired_baseline = nullptr);
   config::Config cfg_;
   memory::Store& store_;
   std::string backend_name_;
