@@ -358,6 +358,9 @@ void Store::record_card_outcome(const std::string& card_id, const std::string& o
 }
 
 bool Store::record_kernel(const KernelRecord& k) {
+  if (k.verified && !(std::isfinite(k.time_us) && k.time_us > 0))
+    fail(ErrorCategory::kInput, "memory store {}: kernel {} has time {} us; expected a positive, "
+         "finite time for a verified kernel", path_, k.kernel_id, k.time_us);
   Transaction tx(db_);
   {
     // Ids carry a 64-bit hash of the source; should two sources still share one, the

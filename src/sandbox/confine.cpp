@@ -140,6 +140,14 @@ int close_inherited_fds(int keep_fd) {
   return closed;
 }
 
+void limit_file_size(int64_t bytes) {
+  rlimit fs{rlim_t(bytes), rlim_t(bytes)};
+  rlimit cur{};
+  if (getrlimit(RLIMIT_FSIZE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < fs.rlim_max)
+    fs.rlim_cur = fs.rlim_max = cur.rlim_max;
+  setrlimit(RLIMIT_FSIZE, &fs);
+}
+
 int64_t limit_address_space(int64_t memory_limit_mb) {
   int64_t bytes = memory_limit_mb > 0 ? memory_limit_mb << 20 : half_of_ram();
   rlimit cur{};

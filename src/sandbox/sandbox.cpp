@@ -51,7 +51,10 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   // (see confine.hpp); the host compiler has run by then.
   // The host compiler (a hostile #include can make it grow without bound) and then the
   // candidate live under the worker's address-space limit.
-  if (backend_name == "cpu" && cfg.confine) limit_address_space(cfg.worker_memory_mb);
+  if (backend_name == "cpu" && cfg.confine) {
+    limit_address_space(cfg.worker_memory_mb);
+    limit_file_size(int64_t(512) << 20);
+  }
   if (backend_name == "cpu" && cfg.confine)
     backend->set_before_load([&] { r.confinement = confine_candidate(cfg.worker_memory_mb).summary(); });
   auto compiled = backend->compile(request.kernel);

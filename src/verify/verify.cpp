@@ -252,15 +252,23 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
 }
 
 namespace {
-// JSON has no infinity; an infinite error is written as 1e308.
+// JSON has no infinity or NaN; a non-finite figure is written as 1e308 (NaN as 1e308 too:
+// "as bad as it gets").
 double finite(double v) { return std::isfinite(v) ? v : 1e308; }
+// Reads a figure written by to_json; null (a NaN from an older writer) or a missing key
+// reads as NaN / 0 instead of throwing.
+double number_or_nan(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0.0;
+  return it->is_number() ? it->get<double>() : std::nan("");
+}
 }  // namespace
 
 void to_json(nlohmann::json& j, const OutputCheck& c) {
   j = {{"tensor", c.tensor},         {"max_rel_err", finite(c.max_rel_err)},
        {"nmse", finite(c.nmse)},      {"tolerance", c.tolerance},             {"bad_elements", c.bad_elements},
        {"nan_elements", c.nan_elements}, {"worst_index", c.worst_index},
-       {"worst_got", c.worst_got},   {"worst_expected", c.worst_expected},
+       {"worst_got", finite(c.worst_got)},   {"worst_expected", finite(c.worst_expected)},
        {"passed", c.passed}};
 }
 
@@ -280,8 +288,8 @@ void to_json(nlohmann::json& j, const VerifyReport& r) {
 
 void from_json(const nlohmann::json& j, VerifyReport& r) {
   r.passed = j.value("passed", false);
-  r.max_rel_err = j.value("max_rel_err", 0.0);
-  r.nmse = j.value("nmse", 0.0);
+  r.max_rel_err = number_or_nan(j, "max_rel_err");
+  r.nmse = number_or_nan(j, "nmse");
   r.unsupported = j.value("unsupported", false);
   r.failure = j.value("failure", "");
   for (const auto& c : j.value("cases", nlohmann::json::array())) {
@@ -296,14 +304,14 @@ void from_json(const nlohmann::json& j, VerifyReport& r) {
     for (const auto& o : c.value("outputs", nlohmann::json::array())) {
       OutputCheck oc;
       oc.tensor = o.value("tensor", "");
-      oc.max_rel_err = o.value("max_rel_err", 0.0);
-      oc.nmse = o.value("nmse", 0.0);
-      oc.tolerance = o.value("tolerance", 0.0);
+      oc.max_rel_err = number_or_nan(o, "max_rel_err");
+      oc.nmse = number_or_nan(o, "nmse");
+      oc.tolerance = number_or_nan(o, "tolerance");
       oc.bad_elements = o.value("bad_elements", int64_t{0});
       oc.nan_elements = o.value("nan_elements", int64_t{0});
       oc.worst_index = o.value("worst_index", int64_t{-1});
-      oc.worst_got = o.value("worst_got", 0.0);
-      oc.worst_expected = o.value("worst_expected", 0.0);
+      oc.worst_got = number_or_nan(o, "worst_got");
+      oc.worst_expected = number_or_nan(o, "worst_expected");
       oc.passed = o.value("passed", false);
       cr.outputs.push_back(oc);
     }

@@ -240,6 +240,29 @@ TEST_F(Confine, AKernelThatWorksOnlyWhileOutputsLookPoisonedIsCaughtOnATimedCall
   EXPECT_NE(r.detail.find("timed call"), std::string::npos) << r.detail;
 }
 
+TEST_F(Confine, AKernelThatSkipsWorkWhenItsOutputAlreadyHoldsAResultIsCaught) {
+  // SwiGLU that computes only while the output looks unwritten (poison or zero) and
+  // otherwise returns at once, keeping the previous call's result: fast and wrong.
+  const std::string body = R"(
+  const uint16_t* in = (const uint16_t*)a->tensors[0];
+  uint16_t* out = (uint16_t*)a->tensors[1];
+  const int64_t T = a->dims[0], I = a->dims[1];
+  if (out[0] != 0xFFFF && out[0] != 0) return 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < I; ++i) {
+      const float g = thrive_bf16_to_f32(in[t * 2 * I + i]);
+      const float u = thrive_bf16_to_f32(in[t * 2 * I + I + i]);
+      out[t * I + i] = thrive_f32_to_bf16(g / (1.0f + expf(-g)) * u);
+    }
+  return 0;)";
+  EvalRequest req;
+  req.kernel = backend::KernelSource::parse(test::kernel_text("swiglu_act", body), "k.cpp");
+  req.bench_shape = {"T=16", {{"T", 16}, {"I", cfg.model.intermediate}, {"I2", 2 * cfg.model.intermediate}}};
+  const auto r = evaluate(cfg, "cpu", req);
+  EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
+  EXPECT_NE(r.detail.find("timed call"), std::string::npos) << r.detail;
+}
+
 TEST_F(Confine, AnHonestKernelPassesTheTimedCallCheck) {
   const auto r = run(test::rmsnorm_body(), "", /*bench=*/true);
   ASSERT_EQ(r.status, Status::kPassed) << r.detail;

@@ -36,6 +36,10 @@ Confinement confine_candidate(int64_t memory_limit_mb);
 /// limit; returns the limit in bytes.
 int64_t limit_address_space(int64_t memory_limit_mb);
 
+/// Caps the size of any file this process or the compiler it spawns writes (RLIMIT_FSIZE):
+/// a hostile source cannot fill the compile cache with a huge object.
+void limit_file_size(int64_t bytes);
+
 /// Closes every descriptor above 2 except `keep_fd`; returns how many. A worker calls
 /// it first thing, so nothing of its parent (memory.db, the protocol stream of `thrive
 /// mcp`, other workers' pipes) is reachable from a candidate.

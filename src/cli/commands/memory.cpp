@@ -60,7 +60,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* exp = cmd->add_subcommand("export", "Write memory as JSON (to share with a team)");
   exp->add_option("FILE", export_path, "Output file")->required();
   exp->callback([&ctx] {
-    write_file_atomic(export_path, ctx.store().export_json().dump(1));
+    write_file_atomic(export_path, ctx.store().export_json().dump(
+                                       1, ' ', false, nlohmann::json::error_handler_t::replace));
     fmt::print("exported {} to {}\n", ctx.store().path(), export_path);
   });
 
