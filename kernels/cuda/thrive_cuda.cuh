@@ -1,6 +1,7 @@
 // The ABI between THRIVE and a CUDA candidate kernel. Kernel-side only: no THRIVE
 // host header and no system header, so NVRTC compiles a kernel file with nothing but
-// this file on its include path (it is passed to NVRTC as a named header).
+// this file on its include path (it is passed to NVRTC as a named header, together with
+// thrive_eager.cuh, the eager baselines' helpers).
 //
 // A CUDA kernel file declares one or more entry points and a launch plan:
 //   // @thrive entry: name

@@ -123,25 +123,17 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   for (const auto& a : store.trajectory(0, task.op, task.shape.label, device))
     if (a.phase == "optimize" || a.phase == "repair") tried.insert(a.change);
 
-  auto record_attempt = [&](const std::string& phase, int round, const std::string& id,
-                            const std::string& card, const std::string& change,
+  auto record_attempt = [&](const std::string& phase, int round, const backend::KernelSource& k,
+                            const std::string& id, const std::string& card,
                             const sandbox::EvalResult& r, const std::string& notes) {
     ++result.attempts;
-    memory::Attempt a;
+    auto a = tools_.attempt_record(k, task.shape.label, phase, r, result.eager_us);
     a.run_id = task.run_id;
-    a.op = task.op;
-    a.shape_class = task.shape.label;
-    a.device_key = device;
     a.pass = task.pass;
     a.round = round;
-    a.phase = phase;
     a.kernel_id = id;
     a.card_id = card;
-    a.change = change;
-    a.status = sandbox::status_name(r.status);
-    a.time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0;
-    a.speedup = a.time_us > 0 ? result.eager_us / a.time_us : 0;
-    a.notes = notes.empty() ? r.detail : notes + " | " + r.detail;
+    if (!notes.empty()) a.notes = notes + " | " + r.detail;
     store.record_attempt(a);
   };
   auto record_kernel = [&](const Current& c) {
@@ -182,7 +174,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     const std::string note = rec.shape_class == task.shape.label
                                  ? "recalled best from memory (" + rec.kernel_id + ")"
                                  : "recalled nearest-shape best (" + rec.shape_class + ")";
-    record_attempt("recall", 0, rec.kernel_id, "", backend::params_to_string(k.params), r, note);
+    record_attempt("recall", 0, k, rec.kernel_id, "", r, note);
     emit({.phase = "recall", .change = note, .status = sandbox::status_name(r.status),
           .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
@@ -199,7 +191,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   if (!best) {
     auto k = tmpl.instantiate({});
     auto r = evaluate(k);
-    record_attempt("generate", 0, tools_.kernel_id(k), "", backend::params_to_string(k.params), r, "");
+    record_attempt("generate", 0, k, tools_.kernel_id(k), "", r, "");
     emit({.phase = "generate", .change = "template defaults", .status = sandbox::status_name(r.status),
           .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
@@ -217,8 +209,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       auto k = tmpl.instantiate(cand.result);
       auto r = evaluate(k);
       tried.insert(backend::params_to_string(cand.result));
-      record_attempt("repair", 0, tools_.kernel_id(k), cand.card.id,
-                     backend::params_to_string(cand.result), r, "seed failed: " + seed_failure);
+      record_attempt("repair", 0, k, tools_.kernel_id(k), cand.card.id, r,
+                     "seed failed: " + seed_failure);
       emit({.phase = "repair", .change = cand.card.title, .status = sandbox::status_name(r.status),
             .time_us = r.bench.time_us(), .note = r.detail});
       if (r.status == sandbox::Status::kPassed) {
@@ -253,7 +245,10 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     const std::string params_key = backend::params_to_string(pick.result);
     tried.insert(params_key);
     bool passed = r.status == sandbox::Status::kPassed;
-    bool improved = passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
+    auto beats_best = [&] {
+      return passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
+    };
+    bool improved = beats_best();
     std::string remeasured;
     if (improved) {
       // A win is measured once more, in a fresh worker on fresh inputs, and timed paired
@@ -277,7 +272,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       } else if (again.bench.time_us() > r.bench.time_us()) {
         r = again;
       }
-      improved = passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
+      improved = beats_best();
       if (improved && p.pairs > 0)
         improved = p.ratio < 1.0 - cfg.min_gain && 1.0 - p.ratio > p.ratio_ci;
     }
@@ -285,7 +280,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     store.record_card_outcome(pick.card.id, task.op, task.shape.label, backend_name, improved, gain);
     const std::string notes = fmt::format("analyst: {}; card {} (score {:.3f}, {}){}", prof.notes,
                                           pick.card.id, pick.score, change, remeasured);
-    record_attempt("optimize", round, tools_.kernel_id(child), pick.card.id, params_key, r, notes);
+    record_attempt("optimize", round, child, tools_.kernel_id(child), pick.card.id, r, notes);
     Current cand{child, r, tools_.kernel_id(child), best->id, pick.card.id};
     if (passed) record_kernel(cand);
     std::string verdict;

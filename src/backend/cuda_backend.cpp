@@ -170,6 +170,19 @@ const NvrtcApi& nvrtc_api() {
   return a;
 }
 
+// Every embedded kernels/cuda/*.cuh, by file name: the ABI header and the eager helpers.
+const std::vector<std::pair<std::string, std::string>>& nvrtc_headers() {
+  static const auto headers = [] {
+    std::vector<std::pair<std::string, std::string>> h;
+    for (const auto& path : embedded_paths("cuda/"))
+      if (path.size() > 4 && path.compare(path.size() - 4, 4, ".cuh") == 0 &&
+          path.find('/', 5) == std::string::npos)
+        h.emplace_back(path.substr(5), embedded_file(path));
+    return h;
+  }();
+  return headers;
+}
+
 std::vector<std::string> nvrtc_options(const std::string& arch) {
   return {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo", "--ptxas-options=-v"};
 }
@@ -270,8 +283,7 @@ class CudaBackend final : public Backend {
     const std::vector<std::string> options = nvrtc_options(arch_);
     std::string key_material = kernel.source + "|" + arch_ + "|nvrtc " + nvrtc_version_;
     for (const auto& o : options) key_material += " " + o;
-    const std::string& header = embedded_file("cuda/thrive_cuda.cuh");
-    key_material += header;
+    for (const auto& [name, text] : nvrtc_headers()) key_material += name + text;
     const std::string key = fnv1a_hex(key_material);
     const std::string cubin_path = cache_dir_ + "/" + key + ".cubin";
     const std::string log_path = cache_dir_ + "/" + key + ".log";
@@ -506,11 +518,13 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& arch) {
   const NvrtcApi& a = nvrtc_api();
   NvrtcOutput out;
   nvrtcProgram prog = nullptr;
-  const std::string& header = embedded_file("cuda/thrive_cuda.cuh");
-  const char* header_src = header.c_str();
-  const char* header_name = "thrive_cuda.cuh";
-  if (a.nvrtcCreateProgram(&prog, source.c_str(), "candidate.cu", 1, &header_src, &header_name) !=
-      NVRTC_SUCCESS) {
+  std::vector<const char*> header_src, header_name;
+  for (const auto& [name, text] : nvrtc_headers()) {
+    header_name.push_back(name.c_str());
+    header_src.push_back(text.c_str());
+  }
+  if (a.nvrtcCreateProgram(&prog, source.c_str(), "candidate.cu", int(header_src.size()),
+                           header_src.data(), header_name.data()) != NVRTC_SUCCESS) {
     out.log = "nvrtcCreateProgram failed";
     return out;
   }

@@ -136,9 +136,9 @@ KernelSource KernelSource::parse(const std::string& text, const std::string& ori
                "'+' or '-' (at most 64, not starting with '.', no '..')", origin, line_no, name, v);
         k.params[name] = v;
       }
-      if (params_to_string(k.params).size() > 160)
+      if (const size_t chars = params_to_string(k.params).size(); chars > 160)
         fail(ErrorCategory::kInput, "{}:{}: params are {} characters together; at most 160 (they "
-             "name the kernel's files)", origin, line_no, params_to_string(k.params).size());
+             "name the kernel's files)", origin, line_no, chars);
     } else if (key == "param") {
       // "@thrive param NAME values=... default=..."; regex put NAME into value.
       std::istringstream pv(value);

@@ -132,11 +132,18 @@ const std::vector<std::string>& protocol_versions() {
 Server::Server(tools::Toolbox& tools, std::string version)
     : tools_(tools), version_(std::move(version)) {}
 
-nlohmann::json Server::tool_definitions() {
+const nlohmann::json& Server::tool_definitions() {
+  static const nlohmann::json definitions = build_tool_definitions();
+  return definitions;
+}
+
+nlohmann::json Server::build_tool_definitions() {
   using J = nlohmann::json;
   auto tool = [](const char* name, const char* title, const char* description, J input) {
     return J{{"name", name}, {"title", title}, {"description", description}, {"inputSchema", input}};
   };
+  // Properties of the tools that take a kernel file at a shape (verify, benchmark, profile).
+  const J kernel_at_shape = {{"op", op_property()}, {"source", source_property()}, {"shape", shape_property()}};
   J tools = J::array();
   tools.push_back(tool("list_ops", "List target ops",
                        "The target ops at the configured model dimensions: trait, summary, benchmark "
@@ -156,21 +163,21 @@ nlohmann::json Server::tool_definitions() {
                        "Compiles and verifies a kernel against the float64 reference on fresh random "
                        "inputs at several shapes (ragged included), with poisoned outputs, guard "
                        "regions, unchanged-input and determinism checks. Returns per-case figures.",
-                       schema({{"op", op_property()}, {"source", source_property()}, {"shape", shape_property()}},
+                       schema(kernel_at_shape,
                               {"op", "source"})));
   tools.push_back(tool("benchmark", "Benchmark a kernel",
                        "Compiles, verifies and benchmarks a kernel at one shape (median with min/max, "
                        "launched and CUDA-graph times, GB/s, percent of the measured copy ceiling), "
                        "measures the eager baseline, and records a passing kernel in memory (the best "
                        "per op, shape and device is kept).",
-                       schema({{"op", op_property()}, {"source", source_property()}, {"shape", shape_property()}},
+                       schema(kernel_at_shape,
                               {"op", "source"})));
   tools.push_back(tool("profile", "Analyst diagnosis",
                        "Benchmarks a kernel (the given source, else the best kernel in memory for the "
                        "shape) and returns the analyst's reading: time against the roofline floor, "
                        "achieved bandwidth, parallelism, and the bottleneck (overhead, parallelism, "
                        "compute, traffic or memory).",
-                       schema({{"op", op_property()}, {"source", source_property()}, {"shape", shape_property()}},
+                       schema(kernel_at_shape,
                               {"op"})));
   tools.push_back(tool("read_memory", "Read memory",
                        "Long- and short-term memory for an op and shape: the best kernel on this "
@@ -214,18 +221,7 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
   // Every candidate a client submits is part of the task's trajectory (short-term memory).
   auto record_attempt = [&](const backend::KernelSource& k, const std::string& shape,
                             const sandbox::EvalResult& r, double eager_us) {
-    memory::Attempt a;
-    a.op = k.op;
-    a.shape_class = shape;
-    a.device_key = tb.device_key();
-    a.phase = "mcp-" + name;
-    a.kernel_id = tb.kernel_id(k);
-    a.change = backend::params_to_string(k.params);
-    a.status = sandbox::status_name(r.status);
-    a.time_us = r.status == sandbox::Status::kPassed && r.bench.reps > 0 ? r.bench.time_us() : 0;
-    a.speedup = a.time_us > 0 && eager_us > 0 ? eager_us / a.time_us : 0;
-    a.notes = r.detail;
-    tb.store().record_attempt(a);
+    tb.store().record_attempt(tb.attempt_record(k, shape, "mcp-" + name, r, eager_us));
   };
   auto kernel_arg = [&](const std::string& op) {
     const std::string source = str_arg(args, "source");
@@ -405,7 +401,7 @@ nlohmann::json Server::handle_request(const nlohmann::json& m) {
   if (!params.is_object() || !params.contains("name") || !params["name"].is_string())
     return rpc_error(id, kInvalidParams, "tools/call: params.name (string) is required");
   const std::string name = params["name"].get<std::string>();
-  const auto defs = tool_definitions();
+  const auto& defs = tool_definitions();
   if (std::none_of(defs.begin(), defs.end(), [&](const auto& d) { return d["name"] == name; }))
     return rpc_error(id, kInvalidParams, "unknown tool: " + name);
   nlohmann::json args = params.contains("arguments") ? params["arguments"] : nlohmann::json::object();

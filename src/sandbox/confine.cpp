@@ -140,22 +140,23 @@ int close_inherited_fds(int keep_fd) {
   return closed;
 }
 
-void limit_file_size(int64_t bytes) {
-  rlimit fs{rlim_t(bytes), rlim_t(bytes)};
+namespace {
+// Sets both limits of `resource` to `bytes`, never above an existing hard limit; returns
+// the limit applied.
+int64_t cap_rlimit(int resource, int64_t bytes) {
   rlimit cur{};
-  if (getrlimit(RLIMIT_FSIZE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < fs.rlim_max)
-    fs.rlim_cur = fs.rlim_max = cur.rlim_max;
-  setrlimit(RLIMIT_FSIZE, &fs);
+  if (getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && int64_t(cur.rlim_max) < bytes)
+    bytes = int64_t(cur.rlim_max);
+  rlimit lim{rlim_t(bytes), rlim_t(bytes)};
+  setrlimit(resource, &lim);
+  return bytes;
 }
+}  // namespace
+
+void limit_file_size(int64_t bytes) { cap_rlimit(RLIMIT_FSIZE, bytes); }
 
 int64_t limit_address_space(int64_t memory_limit_mb) {
-  int64_t bytes = memory_limit_mb > 0 ? memory_limit_mb << 20 : half_of_ram();
-  rlimit cur{};
-  if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && int64_t(cur.rlim_max) < bytes)
-    bytes = int64_t(cur.rlim_max);
-  rlimit as{rlim_t(bytes), rlim_t(bytes)};
-  setrlimit(RLIMIT_AS, &as);
-  return bytes;
+  return cap_rlimit(RLIMIT_AS, memory_limit_mb > 0 ? memory_limit_mb << 20 : half_of_ram());
 }
 
 std::string Confinement::summary() const {

@@ -54,9 +54,8 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   if (backend_name == "cpu" && cfg.confine) {
     limit_address_space(cfg.worker_memory_mb);
     limit_file_size(int64_t(512) << 20);
-  }
-  if (backend_name == "cpu" && cfg.confine)
     backend->set_before_load([&] { r.confinement = confine_candidate(cfg.worker_memory_mb).summary(); });
+  }
   auto compiled = backend->compile(request.kernel);
   r.compile_log = utf8_prefix(compiled.log, 16384);
   r.compile_cached = compiled.cached;
@@ -239,12 +238,15 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
   char buf[65536];
   const auto start = std::chrono::steady_clock::now();
   bool timed_out = false;
+  auto kill_worker = [pid] {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+  };
   for (;;) {
     double left = timeout_s - seconds_since(start);
     if (left <= 0) {
       timed_out = true;
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
+      kill_worker();
       break;
     }
     pollfd p{fds[0], POLLIN, 0};
@@ -255,8 +257,7 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;
       if (data.size() + size_t(got) > kMaxResultBytes) {  // a flood, not a verdict
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
+        kill_worker();
         data = "flood";
         break;
       }
@@ -272,8 +273,7 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     if (w == pid || (w < 0 && errno != EINTR)) break;
     if (seconds_since(start) > timeout_s) {
       timed_out = true;
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
+      kill_worker();
       while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
       }
       break;

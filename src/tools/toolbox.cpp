@@ -344,6 +344,23 @@ memory::KernelRecord Toolbox::kernel_record(const backend::KernelSource& kernel,
   return k;
 }
 
+memory::Attempt Toolbox::attempt_record(const backend::KernelSource& k, const std::string& shape_class,
+                                        const std::string& phase, const sandbox::EvalResult& r,
+                                        double eager_us) const {
+  memory::Attempt a;
+  a.op = k.op;
+  a.shape_class = shape_class;
+  a.device_key = device_key_;
+  a.phase = phase;
+  a.kernel_id = kernel_id(k);
+  a.change = backend::params_to_string(k.params);
+  a.status = sandbox::status_name(r.status);
+  a.time_us = r.status == sandbox::Status::kPassed && r.bench.reps > 0 ? r.bench.time_us() : 0;
+  a.speedup = a.time_us > 0 && eager_us > 0 ? eager_us / a.time_us : 0;
+  a.notes = r.detail;
+  return a;
+}
+
 void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
                       const sandbox::EvalResult& r) {
   const std::string id = kernel_id(k);

@@ -44,7 +44,8 @@ class Server {
 
   /// The tool definitions of `tools/list`: name, title, description and an input JSON
   /// Schema (draft 2020-12 subset: type, properties, required, enum, items) per tool.
-  static nlohmann::json tool_definitions();
+  /// Built once per process.
+  static const nlohmann::json& tool_definitions();
 
   /// Handles one parsed message: a request (returns its response), a notification
   /// (returns nullopt) or a batch array (returns the array of responses, or nullopt
@@ -63,6 +64,7 @@ class Server {
   bool initialized() const { return initialized_; }
 
  private:
+  static nlohmann::json build_tool_definitions();
   nlohmann::json handle_request(const nlohmann::json& message);
   nlohmann::json call_tool(const std::string& name, const nlohmann::json& args);
   tools::Toolbox& tools_;

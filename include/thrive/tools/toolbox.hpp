@@ -115,6 +115,14 @@ class Toolbox {
   Submission submit(const backend::KernelSource& k, const ops::ShapeCase& shape,
                     const std::string& command);
 
+  /// The memory row of one attempt of `k` on this device: kernel id, its params as the
+  /// change, the verdict's status and detail as notes, time_us (µs, when it passed and was
+  /// timed, else 0) and speedup over `eager_us` (0 when either is 0). Callers add run,
+  /// pass, round and card where they have them.
+  memory::Attempt attempt_record(const backend::KernelSource& k, const std::string& shape_class,
+                                 const std::string& phase, const sandbox::EvalResult& r,
+                                 double eager_us) const;
+
   /// Writes source and the attempt's verdict/metrics under $THRIVE_HOME/kernels/<op>/.
   void archive(const backend::KernelSource& k, const ops::ShapeCase& shape,
                const sandbox::EvalResult& r);

@@ -36,50 +36,13 @@
 // softmax one block per row, three passes; PV one block per (b, h), one thread per d.
 // Workspace (regions 256-byte aligned): k_rep bf16 [B,NQ,L,D] | v_rep bf16 [B,NQ,L,D] |
 // scores, scaled, masked, probs f32 [B,NQ,L] each | attn f32 [B,NQ,D].
-#include "thrive_cuda.cuh"
-
-#define NEG_INF __int_as_float(0xff800000u)  // -inf (NVRTC has no INFINITY macro)
-
-typedef unsigned short bf16_t;
-
-struct FastDiv {
-  unsigned int m, s;
-};
-__device__ __forceinline__ FastDiv fd_make(unsigned int d) {
-  FastDiv f;
-  f.s = 0;
-  while ((1ull << f.s) < d) ++f.s;
-  f.m = (unsigned int)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
-  return f;
-}
-__device__ __forceinline__ long long fd_div(const FastDiv& f, long long i, long long d, bool narrow) {
-  if (!narrow) return i / d;
-  const unsigned int n = (unsigned int)i;
-  return (long long)(((unsigned long long)__umulhi(n, f.m) + n) >> f.s);
-}
-
-template <class Load, class Store>
-__device__ __forceinline__ void elementwise(long long n, Load load, Store store) {
-  const long long base = (long long)blockIdx.x * 512 + threadIdx.x;
-  float v[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) v[k] = load(i);
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) store(i, v[k]);
-  }
-}
+#include "thrive_eager.cuh"
 
 struct Geo {
   long long B, L, NQ, NKV, D, G;
   bf16_t *krep, *vrep;
   float *scores, *scaled, *masked, *probs, *attn;
 };
-__device__ __forceinline__ long long al256(long long x) { return (x + 255) / 256 * 256; }
 __device__ __forceinline__ Geo geo_of(const ThriveCudaArgs& a) {
   Geo g;
   g.B = a.dims[0];

@@ -30,16 +30,13 @@
 // (strided by 128, loads first, then stores); the mean is a one-block-per-row reduction.
 // Workspace (each region 256-byte aligned): h f32 [T*H] | sq f32 [T*H] | normed f32 [T*H] |
 // normed_bf bf16 [T*H] | mean f32 [T] | var f32 [T] | rs f32 [T].
-#include "thrive_cuda.cuh"
-
-typedef unsigned short bf16_t;
+#include "thrive_eager.cuh"
 
 struct Ws {
   float *h, *sq, *normed;
   bf16_t* normed_bf;
   float *mean, *var, *rs;
 };
-__device__ __forceinline__ long long al256(long long x) { return (x + 255) / 256 * 256; }
 __device__ __forceinline__ Ws ws_of(const ThriveCudaArgs& a) {
   const long long N = a.dims[0] * a.dims[1], T = a.dims[0];
   char* p = (char*)a.workspace;
@@ -52,41 +49,6 @@ __device__ __forceinline__ Ws ws_of(const ThriveCudaArgs& a) {
   w.var = (float*)p;            p += al256(T * 4);
   w.rs = (float*)p;
   return w;
-}
-
-// i / d for 32-bit i by multiply-shift (PyTorch's IntDivider does the same): m = floor(2^32 (2^s - d) / d) + 1.
-// The magic is computed once per block (thread 0) and read from shared memory.
-struct FastDiv {
-  unsigned int m, s;
-};
-__device__ __forceinline__ FastDiv fd_make(unsigned int d) {
-  FastDiv f;
-  f.s = 0;
-  while ((1ull << f.s) < d) ++f.s;
-  f.m = (unsigned int)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
-  return f;
-}
-__device__ __forceinline__ long long fd_div(const FastDiv& f, long long i, long long d, bool narrow) {
-  if (!narrow) return i / d;
-  const unsigned int n = (unsigned int)i;
-  return (long long)(((unsigned long long)__umulhi(n, f.m) + n) >> f.s);
-}
-
-// PyTorch-style unrolled elementwise loop: element i = block*512 + k*128 + tid, k < 4.
-template <class Load, class Store>
-__device__ __forceinline__ void elementwise(long long n, Load load, Store store) {
-  const long long base = (long long)blockIdx.x * 512 + threadIdx.x;
-  float v[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) v[k] = load(i);
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) store(i, v[k]);
-  }
 }
 
 #define ARGS_N const long long T = args.dims[0], H = args.dims[1], N = T * H; (void)T; (void)H; (void)N

@@ -51,41 +51,7 @@
 // multiply-shift dividers (PyTorch's IntDivider).
 // Workspace (regions 256-byte aligned): cs f32 [T, D] | for q then k: x1cos, x2sin, o1, x2cos,
 // x1sin, o2 f32 [T, heads, D/2] each, cat f32 [T, heads, D].
-#include "thrive_cuda.cuh"
-
-typedef unsigned short bf16_t;
-
-struct FastDiv {
-  unsigned int m, s;
-};
-__device__ __forceinline__ FastDiv fd_make(unsigned int d) {
-  FastDiv f;
-  f.s = 0;
-  while ((1ull << f.s) < d) ++f.s;
-  f.m = (unsigned int)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
-  return f;
-}
-__device__ __forceinline__ long long fd_div(const FastDiv& f, long long i, long long d, bool narrow) {
-  if (!narrow) return i / d;
-  const unsigned int n = (unsigned int)i;
-  return (long long)(((unsigned long long)__umulhi(n, f.m) + n) >> f.s);
-}
-
-template <class Load, class Store>
-__device__ __forceinline__ void elementwise(long long n, Load load, Store store) {
-  const long long base = (long long)blockIdx.x * 512 + threadIdx.x;
-  float v[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) v[k] = load(i);
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) store(i, v[k]);
-  }
-}
+#include "thrive_eager.cuh"
 
 enum Buf { X1COS = 0, X2SIN, O1, X2COS, X1SIN, O2, CAT };
 
@@ -94,7 +60,6 @@ struct Geo {
   float* cs;
   float* buf[2][7];  // [q, k][Buf]
 };
-__device__ __forceinline__ long long al256(long long x) { return (x + 255) / 256 * 256; }
 __device__ __forceinline__ Geo geo_of(const ThriveCudaArgs& a) {
   Geo g;
   g.T = a.dims[0];

@@ -11,11 +11,7 @@
 // to 1024 threads per row, 16-byte loads, three passes over the fp32 row: max, sum of
 // exp(x - max), write exp(x - max) / sum.
 // Workspace: x f32 [T, V] at 0.
-#include "thrive_cuda.cuh"
-
-#define NEG_INF __int_as_float(0xff800000u)  // -inf (NVRTC has no INFINITY macro)
-
-typedef unsigned short bf16_t;
+#include "thrive_eager.cuh"
 
 extern "C" __global__ void __launch_bounds__(128) thrive_softmax_eager_to_float(ThriveCudaArgs args) {
   const bf16_t* x = (const bf16_t*)args.tensors[0];

@@ -13,41 +13,7 @@
 // the up half. PyTorch's unrolled elementwise kernel shape: 128 threads, 4 elements per thread
 // (strided by 128, loads first, then stores); the row/column split of the strided halves by a
 // multiply-shift divider (PyTorch's IntDivider).
-#include "thrive_cuda.cuh"
-
-typedef unsigned short bf16_t;
-
-struct FastDiv {
-  unsigned int m, s;
-};
-__device__ __forceinline__ FastDiv fd_make(unsigned int d) {
-  FastDiv f;
-  f.s = 0;
-  while ((1ull << f.s) < d) ++f.s;
-  f.m = (unsigned int)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
-  return f;
-}
-__device__ __forceinline__ long long fd_div(const FastDiv& f, long long i, long long d, bool narrow) {
-  if (!narrow) return i / d;
-  const unsigned int n = (unsigned int)i;
-  return (long long)(((unsigned long long)__umulhi(n, f.m) + n) >> f.s);
-}
-
-template <class Load, class Store>
-__device__ __forceinline__ void elementwise(long long n, Load load, Store store) {
-  const long long base = (long long)blockIdx.x * 512 + threadIdx.x;
-  float v[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) v[k] = load(i);
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const long long i = base + k * 128;
-    if (i < n) store(i, v[k]);
-  }
-}
+#include "thrive_eager.cuh"
 
 // element i of [T, I] -> offset of its gate value in x [T, 2I]
 __device__ __forceinline__ long long gate_offset(const FastDiv& fd, long long i, long long I, bool narrow) {

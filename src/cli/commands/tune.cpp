@@ -138,17 +138,7 @@ void run_tune(Context& ctx, const TuneFlags& f) {
     auto r = tb.benchmark(k, shape);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bool ok = r.status == sandbox::Status::kPassed;
-    memory::Attempt a;
-    a.op = op.name();
-    a.shape_class = shape.label;
-    a.device_key = tb.device_key();
-    a.phase = "tune";
-    a.kernel_id = tb.kernel_id(k);
-    a.change = backend::params_to_string(points[i]);
-    a.status = sandbox::status_name(r.status);
-    a.time_us = ok ? r.bench.time_us() : 0;
-    a.speedup = ok ? eager_us / a.time_us : 0;
-    a.notes = r.detail;
+    const auto a = tb.attempt_record(k, shape.label, "tune", r, eager_us);
     tb.store().record_attempt(a);
     if (ok) tb.store().record_kernel(tb.kernel_record(k, shape, r, eager_us, ctx.command_line));
     fmt::print("[{:>3}/{}] {:<60} {:<14} {:>10} {:>10} {:>6.1f}% ({:.1f} s: compile {:.1f}, verify "
