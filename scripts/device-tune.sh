@@ -2,17 +2,23 @@
 # Run the `thrive tune` grids listed in a file (default bench/tune/grids.txt) on the GPU
 # machine, after building like scripts/device-check.sh. Logs and raw JSON land in $OUT.
 #   device tool: run command="bash scripts/device-tune.sh [grids-file]" carry=[".sysroot"]
-# Environment: TUNE_TIMEOUT_S (per grid, default 240), BUILD_ONLY=1.
+# Environment: TUNE_TIMEOUT_S (per grid, default 240), BUILD_ONLY=1, FIRST=N (only the first N
+# grids), SKIP=N (skip the first N), SEED_HOME=DIR (start from a copy of a THRIVE_HOME brought
+# back from an earlier call, e.g. carried as .device-home). The memory (memory.db and the kernel
+# archive) is copied to $OUT/home at the end, so a later call can continue from it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/thrive-out}
 grids=${1:-bench/tune/grids.txt}
 mkdir -p "$OUT"
 export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
+if [ -n "${SEED_HOME:-}" ] && [ -d "$SEED_HOME" ]; then
+  mkdir -p "$THRIVE_HOME" && cp -r "$SEED_HOME"/. "$THRIVE_HOME"/
+fi
 bash scripts/device-build.sh "$OUT" || exit 1
 [ "${BUILD_ONLY:-0}" = 1 ] && exit 0
-n=0
-grep -v '^\s*#' "$grids" | grep -v '^\s*$' | while IFS='|' read -r op shape grid; do
+n=${SKIP:-0}
+grep -v '^\s*#' "$grids" | grep -v '^\s*$' | tail -n +$((${SKIP:-0} + 1)) | head -n "${FIRST:-1000}" | while IFS='|' read -r op shape grid; do
   op=$(echo $op); shape=$(echo $shape); grid=$(echo $grid)
   n=$((n + 1))
   log="$OUT/tune-$n-$op-${shape//[^A-Za-z0-9]/_}.log"
@@ -21,3 +27,5 @@ grep -v '^\s*#' "$grids" | grep -v '^\s*$' | while IFS='|' read -r op shape grid
   echo "== $op $shape ($grid): exit $?"
   sed -n '/^Top/,$p' "$log" | head -11
 done
+mkdir -p "$OUT/home" && cp -r "$THRIVE_HOME"/memory.db* "$THRIVE_HOME"/kernels "$OUT/home"/ 2>/dev/null
+exit 0

@@ -2,12 +2,12 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_gqa_decode_attention
 // @thrive entry: thrive_gqa_decode_attention_combine
-// @thrive launch: entry=thrive_gqa_decode_attention block=THREADS grid=B*(NKV+(NQ-NKV)*(1-GROUP_PACK)),SPLIT_KV,1 smem=(THREADS/64)*(GROUP_PACK*min(PACK_MAX,NQ/NKV)+1-GROUP_PACK)*(min(D,256)+2)*4
-// @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=B*NQ*min(SPLIT_KV-1,1),1,1 smem=0
-// @thrive param GROUP_PACK values=0,1 default=0 doc=0: one block per query head (grid B*NQ), heads of a group read the same K/V rows separately (L2 absorbs part); 1: one block per KV head with its NQ/NKV query heads (grid B*NKV), each K/V row is read once per group when NQ/NKV <= PACK_MAX
+// @thrive launch: entry=thrive_gqa_decode_attention block=THREADS grid=B*(NKV+(NQ-NKV)*(1-GROUP_PACK)),(SPLIT_KV+(1-min(SPLIT_KV,1))*max(1,min(min(64,cdiv(L,32)),cdiv(4*SMS,B*(NKV+(NQ-NKV)*(1-GROUP_PACK)))))),1 smem=(THREADS/64)*(GROUP_PACK*min(PACK_MAX,NQ/NKV)+1-GROUP_PACK)*(min(D,256)+2)*4
+// @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=B*NQ*min((SPLIT_KV+(1-min(SPLIT_KV,1))*max(1,min(min(64,cdiv(L,32)),cdiv(4*SMS,B*(NKV+(NQ-NKV)*(1-GROUP_PACK))))))-1,1),1,1 smem=0
+// @thrive param GROUP_PACK values=0,1 default=1 doc=0: one block per query head (grid B*NQ), heads of a group read the same K/V rows separately (L2 absorbs part); 1: one block per KV head with its NQ/NKV query heads (grid B*NKV), each K/V row is read once per group when NQ/NKV <= PACK_MAX
 // @thrive param PACK_MAX values=2,4,8 default=2 doc=GROUP_PACK=1 only: most query heads kept in registers per pass (the kernel is compiled for the largest, so keep it at NQ/NKV: 2 for Qwen3); a group is done in passes of the largest of PACK_MAX,4,2,1 dividing NQ/NKV, later passes re-read K/V (mostly from L1/L2). PACK_MAX=8 holds 128 floats of q and acc per lane: spills heavily with THREADS=512 or MIN_BLOCKS>1
-// @thrive param SPLIT_KV values=1,2,4,8,16,32 default=16 doc=blocks per (sequence, head or group) along the context: each takes 1/SPLIT_KV of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. SPLIT_KV=1 writes the output directly (the combine launch has grid 0 and is skipped). Effective split = min(SPLIT_KV, L)
-// @thrive param THREADS values=64,128,256,512 default=64 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
+// @thrive param SPLIT_KV values=0,1,2,4,8,16,32,64 default=0 doc=blocks per (sequence, head or group) along the context: each takes 1/S of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. 0 (auto): S chosen from batch x heads x context so the grid has about 4 blocks per SM: S = clamp(cdiv(4*SMS, B*units), 1, min(64, cdiv(L, 32))) (units = NKV packed, NQ not), e.g. 64 at B=1,L=4096 and 1 at B=256 on the H200. S=1 writes the output directly (the combine launch has grid 0). Effective S = min(S, L), lowered if the workspace is too small
+// @thrive param THREADS values=64,128,256,512 default=128 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
 // @thrive param VEC values=1,2,4,8 default=8 doc=bf16 elements of a K/V row per lane load (8 = 16-byte loads; a 128-wide row is then read by 16 lanes, 2 keys per warp step); used when D % VEC == 0 and the tensors are aligned, else 1 (always correct)
 // @thrive param MIN_BLOCKS values=1,2,4 default=2 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
 // @thrive param KEYS_PER_ITER values=1,2,4,8 default=4 doc=keys per lane group per loop step: their K and V loads are all issued before the math (memory-level parallelism) and share one softmax rescale. 8 with THREADS=512 or large groups may spill registers
@@ -18,25 +18,26 @@
 // Register path (D <= 256): a K/V row is split over LPK = pow2ceil(ceil(D / V)) <= 32 lanes,
 // each holding up to 8 elements (8 / V chunks of V); a warp handles 32 / LPK keys per step.
 // D > 256: a slower general path (scores through the workspace, one pass per head).
-// Workspace (SPLIT_KV > 1): float2 ml[B*NQ][S] at 0; float acc[B*NQ][S][D] at roundup256(8*B*NQ*S);
-// float scores[B*NQ][L] after it (general path only). S = min(SPLIT_KV, L), lowered if the
-// workspace is too small. Chunk s of sequence b: [s*ceil(n_b/S), min(n_b, (s+1)*ceil(n_b/S))),
+// Workspace: int S at 0 (written by block (0,0) of the first launch, read by the combine);
+// float2 ml[B*NQ][S] at 256; float acc[B*NQ][S][D] at 256 + roundup256(8*B*NQ*S); float
+// scores[B*NQ][L] after it (general path only). S = min(gridDim.y of the first launch, L, 64),
+// lowered if the workspace is too small. Chunk s of sequence b: [s*ceil(n_b/S), min(n_b, (s+1)*ceil(n_b/S))),
 // possibly empty (then (max, sum, acc) = (-inf, 0, 0), which the combine weighs by 0).
 #include "thrive_cuda.cuh"
 
 #define NEG_INF __int_as_float(0xff800000u)  // -inf (NVRTC has no INFINITY macro)
 
 #ifndef GROUP_PACK
-#define GROUP_PACK 0
+#define GROUP_PACK 1
 #endif
 #ifndef PACK_MAX
 #define PACK_MAX 2
 #endif
 #ifndef SPLIT_KV
-#define SPLIT_KV 16
+#define SPLIT_KV 0
 #endif
 #ifndef THREADS
-#define THREADS 64
+#define THREADS 128
 #endif
 #ifndef VEC
 #define VEC 8
@@ -124,14 +125,18 @@ __device__ __forceinline__ void f32_store(float* p, const float (&f)[V]) {
 
 __device__ __forceinline__ long long align256(long long x) { return (x + 255) / 256 * 256; }
 
-// Problem geometry and workspace layout, computed identically by both launches.
+#define SPLIT_CAP 64  // most chunks per (sequence, head): the auto rule's bound and the combine's
+#define WS_HEADER 256  // bytes before ml[]: the effective S for the combine launch
+
+// Problem geometry and workspace layout; the first launch derives S from its grid (s_req =
+// gridDim.y), the combine reads it back from the workspace header, so both agree.
 struct Geo {
   int B, L, NQ, NKV, D, G, S;
   float2* ml;
   float* acc;
   float* scores;
 };
-__device__ __forceinline__ Geo geometry(const ThriveCudaArgs& a) {
+__device__ __forceinline__ Geo geometry(const ThriveCudaArgs& a, int s_req) {
   Geo g;
   g.B = (int)a.dims[0];
   g.L = (int)a.dims[1];
@@ -140,11 +145,13 @@ __device__ __forceinline__ Geo geometry(const ThriveCudaArgs& a) {
   g.D = (int)a.dims[4];
   g.G = g.NKV > 0 ? g.NQ / g.NKV : 0;
   const long long bh = (long long)g.B * g.NQ;
-  int S = SPLIT_KV < g.L ? SPLIT_KV : g.L;
+  int S = s_req < g.L ? s_req : g.L;
+  if (S > SPLIT_CAP) S = SPLIT_CAP;
   if (S < 1) S = 1;
-  while (S > 1 && align256(bh * S * 8) + align256(bh * S * g.D * 4) + bh * g.L * 4 > a.workspace_bytes) --S;
+  while (S > 1 && WS_HEADER + align256(bh * S * 8) + align256(bh * S * g.D * 4) + bh * g.L * 4 > a.workspace_bytes)
+    --S;
   g.S = S;
-  char* ws = (char*)a.workspace;
+  char* ws = (char*)a.workspace + WS_HEADER;
   g.ml = reinterpret_cast<float2*>(ws);
   g.acc = reinterpret_cast<float*>(ws + align256(bh * S * 8));
   g.scores = reinterpret_cast<float*>(ws + align256(bh * S * 8) + align256(bh * S * g.D * 4));
@@ -452,9 +459,8 @@ __device__ __forceinline__ bool make_unit(const ThriveCudaArgs& args, const Geo&
   return true;
 }
 
-__device__ __forceinline__ void general_block(const ThriveCudaArgs& args) {
+__device__ __forceinline__ void general_block(const ThriveCudaArgs& args, const Geo& g) {
   __shared__ float red[NW];
-  const Geo g = geometry(args);
   Unit u;
   int h_first, nh;
   if (!make_unit(args, g, u, h_first, nh)) return;
@@ -463,11 +469,12 @@ __device__ __forceinline__ void general_block(const ThriveCudaArgs& args) {
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB_EFF) thrive_gqa_decode_attention(ThriveCudaArgs args) {
   extern __shared__ __align__(16) float sm[];  // (NW/2) * HB * (D + 2) floats
+  const Geo g = geometry(args, (int)gridDim.y);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *(int*)args.workspace = g.S;
   if (args.dims[4] > 256) {  // general path
-    general_block(args);
+    general_block(args, g);
     return;
   }
-  const Geo g = geometry(args);
   Unit u;
   int h_first, nh;
   if (!make_unit(args, g, u, h_first, nh)) return;
@@ -494,39 +501,37 @@ extern "C" __global__ void __launch_bounds__(THREADS, MINB_EFF) thrive_gqa_decod
 }
 
 // Merge the S chunk partials of one (b, h) in chunk order: out = sum_s w_s acc_s / sum_s w_s l_s,
-// w_s = 2^(m_s - M). Not launched when SPLIT_KV == 1 (grid 0); a no-op when the effective S is 1
-// (L = 1: the first launch wrote the output).
+// w_s = 2^(m_s - M). Not launched when the plan's split is 1 (grid 0); a no-op when the effective
+// S is 1 (L = 1: the first launch wrote the output).
 extern "C" __global__ void __launch_bounds__(128) thrive_gqa_decode_attention_combine(ThriveCudaArgs args) {
-#if SPLIT_KV > 1
-  const Geo g = geometry(args);
+  __shared__ float wt[SPLIT_CAP];
+  __shared__ float inv_l;
+  const Geo g = geometry(args, *(const int*)args.workspace);
   if (g.S <= 1) return;
   const size_t bh = blockIdx.x;
   if (bh >= (size_t)g.B * g.NQ) return;
   const float2* ml = g.ml + bh * g.S;
-  float M = NEG_INF;
-  for (int i = 0; i < g.S; ++i) M = fmaxf(M, ml[i].x);
-  float wt[SPLIT_KV];
-  float lsum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < SPLIT_KV; ++i) {
-    wt[i] = 0.0f;
-    if (i < g.S) {
-      const float2 p = ml[i];
-      wt[i] = (p.x == NEG_INF || M == NEG_INF) ? 0.0f : exp2f(p.x - M);
-      lsum = fmaf(p.y, wt[i], lsum);
+  if (threadIdx.x < 32) {  // warp 0: weights and the normalizer, fixed order
+    float M = NEG_INF;
+    for (int i = 0; i < g.S; ++i) M = fmaxf(M, ml[i].x);
+    for (int i = threadIdx.x; i < g.S; i += 32) {
+      const float mi = ml[i].x;
+      wt[i] = (mi == NEG_INF || M == NEG_INF) ? 0.0f : exp2f(mi - M);
+    }
+    __syncwarp();
+    if (threadIdx.x == 0) {
+      float lsum = 0.0f;
+      for (int i = 0; i < g.S; ++i) lsum = fmaf(ml[i].y, wt[i], lsum);
+      inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
     }
   }
-  const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+  __syncthreads();
   const float* acc = g.acc + bh * g.S * g.D;
   bf16_t* out = (bf16_t*)args.tensors[4] + bh * g.D;
   for (int d = threadIdx.x; d < g.D; d += 128) {
     float o = 0.0f;
-#pragma unroll
-    for (int i = 0; i < SPLIT_KV; ++i)
-      if (i < g.S && wt[i] != 0.0f) o = fmaf(wt[i], acc[(size_t)i * g.D + d], o);
-    out[d] = thrive_f32_to_bf16(o * inv);
+    for (int i = 0; i < g.S; ++i)
+      if (wt[i] != 0.0f) o = fmaf(wt[i], acc[(size_t)i * g.D + d], o);
+    out[d] = thrive_f32_to_bf16(o * inv_l);
   }
-#else
-  (void)args;
-#endif
 }

@@ -2,8 +2,8 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_softmax_pre
 // @thrive entry: thrive_softmax
-// @thrive launch: entry=thrive_softmax_pre block=THREADS grid=min(SPLIT-1,1)*(SPIN*cdiv(T,THREADS)+(1-SPIN)*T*SPLIT),1,1 smem=0
-// @thrive launch: entry=thrive_softmax block=THREADS grid=T*SPLIT,1,1 smem=max(1-min(SPLIT-1,1),SPIN)*REG_CACHE*min(1,200704/(2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8))*2*cdiv(cdiv(V,min(SPLIT,cdiv(V,8))),8)*8
+// @thrive launch: entry=thrive_softmax_pre block=THREADS grid=(1-min(CLUSTER,1))*min(SPLIT-1,1)*(SPIN*cdiv(T,THREADS)+(1-SPIN)*T*SPLIT),1,1 smem=0
+// @thrive launch: entry=thrive_softmax block=THREADS grid=T*(CLUSTER+(1-min(CLUSTER,1))*SPLIT),1,1 smem=max(min(CLUSTER,1),max(1-min(SPLIT-1,1),SPIN)*REG_CACHE)*min(1,200704/(2*cdiv(cdiv(V,min((CLUSTER+(1-min(CLUSTER,1))*SPLIT),cdiv(V,8))),8)*8))*2*cdiv(cdiv(V,min((CLUSTER+(1-min(CLUSTER,1))*SPLIT),cdiv(V,8))),8)*8
 // @thrive param THREADS values=128,256,512,1024 default=256 doc=threads per block (each block owns one chunk of one row)
 // @thrive param VEC values=1,2,4,8 default=8 doc=bf16 logits per load (8 = 16-byte loads) and f32 probs per store (8 = two 16-byte stores); used when V % VEC == 0 and the tensors are aligned, else scalar (always correct)
 // @thrive param ONLINE values=0,1 default=1 doc=chunk statistics: 0: a max pass then a sum-of-exp pass (input read twice, plus once to write); 1: one online pass keeping a running max and rescaled sum (Milakov & Gimelshein 2018)
@@ -13,6 +13,7 @@
 // @thrive param REDUCE values=0,1 default=1 doc=block reductions: 0: shared-memory tree; 1: warp shuffles then one shared-memory step across warps. Both fixed-order, deterministic
 // @thrive param EXP values=accurate,fast default=fast doc=accurate: expf; fast: __expf (ex2.approx, ~1e-6 relative for the arguments that matter, inside the f32 tolerance 1e-4)
 // @thrive param STREAM values=0,1 default=0 doc=1: probs stored with st.global.cs (evict-first), keeping L2 for the logits
+// @thrive param CLUSTER values=0,2,4,8 default=0 doc=0: off. 2/4/8: the blocks of one row form a thread block cluster of that size (sm_90 __cluster_dims__; SPLIT, SPIN and REG_CACHE are then ignored): each block keeps its chunk of about V/CLUSTER logits in shared memory (read from HBM once), the chunks' (max, sum) are exchanged through distributed shared memory behind two cluster barriers, and every block writes its probs. One launch, no workspace, no co-residency assumption beyond what the hardware guarantees for a cluster
 // @thrive param REVERSE values=0,1 default=0 doc=SPLIT>1 with SPIN=0 only: the finishing launch visits (row, chunk) in reverse order, so it re-reads first the logits the stats launch read last (most likely still in L2)
 //
 // probs[t, v] = exp(x[t, v] - max) / sum(exp(x[t, :] - max)); bf16 in, f32 out, fp32 math.
@@ -54,6 +55,20 @@
 #ifndef REVERSE
 #define REVERSE 0
 #endif
+#ifndef CLUSTER
+#define CLUSTER 0
+#endif
+#if CLUSTER != 0 && CLUSTER != 2 && CLUSTER != 4 && CLUSTER != 8
+#error "CLUSTER must be 0, 2, 4 or 8"
+#endif
+#if CLUSTER
+#undef SPLIT
+#define SPLIT CLUSTER  // blocks per row = the cluster
+#undef SPIN
+#define SPIN 0
+#undef REG_CACHE
+#define REG_CACHE 1
+#endif
 
 #define THRIVE_CAT_(a, b) a##b
 #define THRIVE_CAT(a, b) THRIVE_CAT_(a, b)
@@ -70,7 +85,7 @@
 #error "THREADS must be a power of two in [32, 1024]"
 #endif
 #define NWARP (THREADS / 32)
-#define FUSED_MAIN (SPLIT == 1 || SPIN)  // launch 2 does stats + write
+#define FUSED_MAIN (SPLIT == 1 || SPIN || CLUSTER)  // launch 2 does stats + write
 #define CACHE_CAP 200704  // bytes of logits a block may keep in shared memory (196 KiB)
 
 typedef unsigned short bf16_t;
@@ -314,16 +329,25 @@ __device__ __forceinline__ float2 row_combine(const float2* stats, int S, Red& r
   return r;
 }
 
+// probs of n logits at src into dst. A batch of WB vectors per thread is loaded before any of
+// its stores: src and dst could alias as far as the compiler knows, so it would not hoist loads
+// above stores itself, and one load in flight per thread cannot cover HBM latency.
+#define WB 4
 template <int V, bool GLOBAL>
 __device__ __forceinline__ void write_probs(const bf16_t* src, float* dst, int n, float M, float inv) {
   const int nv = n / V;
-#pragma unroll 4
-  for (int j = threadIdx.x; j < nv; j += THREADS) {
-    float f[V];
-    load_x<V, GLOBAL>(src + (size_t)j * V, f);
+  for (int j0 = threadIdx.x; j0 < nv; j0 += WB * THREADS) {
+    float f[WB][V];
 #pragma unroll
-    for (int e = 0; e < V; ++e) f[e] = ex(f[e] - M) * inv;
-    store_p<V>(dst + (size_t)j * V, f);
+    for (int u = 0; u < WB; ++u)
+      if (j0 + u * THREADS < nv) load_x<V, GLOBAL>(src + (size_t)(j0 + u * THREADS) * V, f[u]);
+#pragma unroll
+    for (int u = 0; u < WB; ++u) {
+      if (j0 + u * THREADS >= nv) break;
+#pragma unroll
+      for (int e = 0; e < V; ++e) f[u][e] = ex(f[u][e] - M) * inv;
+      store_p<V>(dst + (size_t)(j0 + u * THREADS) * V, f[u]);
+    }
   }
 }
 
@@ -412,9 +436,24 @@ extern "C" __global__ void __launch_bounds__(THREADS) thrive_softmax_pre(ThriveC
   if (g.S > 1 && i < g.T) counters(args, g)[i] = 0u;
 }
 
+#if CLUSTER
+// Thread block cluster primitives (PTX ISA 7.8+, sm_90): barrier.cluster with release/acquire
+// ordering, and a load from a peer block's shared memory through mapa (distributed shared memory).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+__device__ __forceinline__ float2 ld_peer(const float2* local, unsigned int rank) {
+  unsigned int a, ra;
+  float x, y;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(local));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(ra) : "memory");
+  return make_float2(x, y);
+}
+#endif
+
 template <int V>
 __device__ __forceinline__ void fused_block(const ThriveCudaArgs& a, const Geo& g, long long row, int c,
-                                            Red& red, bf16_t* cache) {
+                                            Red& red, bf16_t* cache, float2* xchg) {
   const bf16_t* x = (const bf16_t*)a.tensors[0] + row * g.Vt;
   const long long lo = (long long)c * g.CH;
   const int n = lo >= g.Vt ? 0 : (int)((g.Vt - lo) < g.CH ? (g.Vt - lo) : g.CH);
@@ -448,6 +487,33 @@ __device__ __forceinline__ void fused_block(const ThriveCudaArgs& a, const Geo& 
   chunk_stats<V, false>(p, n, m, s, red);
 
   float M = m, inv = 1.0f / s;
+#if CLUSTER
+  // Every block of the cluster (= the row) publishes its chunk stats in its own shared memory;
+  // after the barrier thread 0 folds ranks 0..CLUSTER-1 in order (empty chunks are the identity),
+  // identically in every block. The closing wait keeps this block's xchg alive until all peers
+  // have read it. No early return between the two barriers: every block must arrive.
+  if (threadIdx.x == 0) *xchg = make_float2(m, s);
+  cluster_arrive();
+  cluster_wait();
+  if (threadIdx.x == 0) {
+    float mm = NEG_INF, ss = 0.0f;
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) {
+      const float2 o = ld_peer(xchg, (unsigned int)r);
+      ms_merge(mm, ss, o.x, o.y);
+    }
+    red.out = make_float2(mm, 1.0f / ss);
+  }
+  cluster_arrive();  // this block is done reading its peers
+  __syncthreads();
+  M = red.out.x;
+  inv = red.out.y;
+  if (n > 0) write_probs<V, false>(p, (float*)a.tensors[1] + row * g.Vt + lo, n, M, inv);
+  cluster_wait();
+  return;
+#else
+  (void)xchg;
+#endif
   if (g.S > 1) {
     float2* stats = reinterpret_cast<float2*>(a.workspace) + row * g.S;
     if (threadIdx.x == 0) {
@@ -473,14 +539,22 @@ __device__ __forceinline__ void fused_block(const ThriveCudaArgs& a, const Geo& 
   write_probs<V, false>(p, dst, n, M, inv);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) thrive_softmax(ThriveCudaArgs args) {
+#if CLUSTER
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_ATTR
+#endif
+extern "C" __global__ void CLUSTER_ATTR __launch_bounds__(THREADS) thrive_softmax(ThriveCudaArgs args) {
   __shared__ Red red;
+  __shared__ float2 xchg;  // CLUSTER: this block's chunk stats, read by its peers
   extern __shared__ __align__(16) bf16_t cache[];
   const Geo g = geometry(args);
   const long long row = blockIdx.x / SPLIT;
   const int c = blockIdx.x % SPLIT;
-  if (row >= g.T || c >= g.S || g.Vt < 1) return;
-  if (vec_ok(args, g.Vt)) fused_block<VEC>(args, g, row, c, red, cache);
-  else fused_block<1>(args, g, row, c, red, cache);
+  // a cluster's blocks share row, T and V, so they return together; with CLUSTER, blocks past
+  // the last chunk (c >= S when V < 8 * CLUSTER) stay: they have n = 0 and must reach the barriers
+  if (row >= g.T || g.Vt < 1 || (!CLUSTER && c >= g.S)) return;
+  if (vec_ok(args, g.Vt)) fused_block<VEC>(args, g, row, c, red, cache, &xchg);
+  else fused_block<1>(args, g, row, c, red, cache, &xchg);
 }
 #endif
