@@ -4,14 +4,20 @@
 # the winners next to the eager baselines, and run compute-sanitizer on the best kernel
 # of each op. Results land in $OUT (bench/results/ after copying back).
 #   device tool: run command="bash scripts/device-check.sh" carry=[".sysroot"]
-# Environment: ROUNDS (default 8), SKIP_TESTS=1, SKIP_SANITIZER=1, OPS (default all).
+# Environment: ROUNDS (default 8), SKIP_TESTS=1, SKIP_OPTIMIZE=1, SKIP_SANITIZER=1, OPS (default
+# all), SEED_HOME=FILE.tgz (start from the memory an earlier call brought back, e.g.
+# scripts/device-tune.sh's home.tgz carried as .device-home/home.tgz). The device tool returns at
+# most 8 files: the sanitizer logs come back as $OUT/sanitize.tgz, the memory as $OUT/home.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/thrive-out}
 mkdir -p "$OUT"
 stamp=$(date -u +%Y-%m-%d)
 export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+if [ -n "${SEED_HOME:-}" ] && [ -f "$SEED_HOME" ]; then
+  mkdir -p "$THRIVE_HOME" && tar -xzf "$SEED_HOME" -C "$THRIVE_HOME" && echo "memory seeded from $SEED_HOME"
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 
 bash scripts/device-build.sh "$OUT" || exit 1
 
@@ -20,16 +26,19 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "ctest exit $?"; tail -15 "$OUT/ctest.log"
 fi
 
-./build-device/thrive optimize --device cuda --op "${OPS:-all}" --rounds "${ROUNDS:-8}" --json \
-  > "$OUT/optimize-cuda-$stamp.log" 2>&1
-echo "optimize exit $?"; grep -A40 "^Pass 1 results" "$OUT/optimize-cuda-$stamp.log" | head -45
+if [ "${SKIP_OPTIMIZE:-0}" != 1 ]; then
+  ./build-device/thrive optimize --device cuda --op "${OPS:-all}" --rounds "${ROUNDS:-8}" --json \
+    > "$OUT/optimize-cuda-$stamp.log" 2>&1
+  echo "optimize exit $?"; grep -A40 "^Pass 1 results" "$OUT/optimize-cuda-$stamp.log" | head -45
+fi
 ./build-device/thrive bench --device cuda --op "${OPS:-all}" --json-out "$OUT/bench-cuda-$stamp.json" \
   > "$OUT/bench-cuda-$stamp.txt" 2>&1
 echo "bench exit $?"; cat "$OUT/bench-cuda-$stamp.txt"
 
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer > /dev/null; then
-  ./build-device/thrive leaderboard --json > "$OUT/leaderboard.json"
-  python3 - "$OUT/leaderboard.json" > "$OUT/sanitize.list" <<'PY'
+  san=$(mktemp -d)
+  ./build-device/thrive leaderboard --json > "$san/leaderboard.json"
+  python3 - "$san/leaderboard.json" > "$san/sanitize.list" <<'PY'
 import json, sys
 seen = set()
 for k in json.load(open(sys.argv[1])):
@@ -40,8 +49,10 @@ PY
     f="$THRIVE_HOME/kernels/$op/$id.cu"
     for tool in memcheck racecheck; do
       THRIVE_CANDIDATE_TIMEOUT_S=600 compute-sanitizer --tool $tool --error-exitcode 9 \
-        ./build-device/thrive verify --device cuda --op "$op" --kernel "$f" > "$OUT/sanitize-$op-$tool.log" 2>&1
+        ./build-device/thrive verify --device cuda --op "$op" --kernel "$f" > "$san/sanitize-$op-$tool.log" 2>&1
       echo "compute-sanitizer $tool $op: exit $?"
     done
-  done < "$OUT/sanitize.list"
+  done < "$san/sanitize.list"
+  tar -czf "$OUT/sanitize.tgz" -C "$san" .
 fi
+tar -czf "$OUT/home.tgz" -C "$THRIVE_HOME" .

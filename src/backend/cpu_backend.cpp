@@ -177,6 +177,10 @@ void CpuBackend::download(void* dst, const void* src, int64_t bytes) {
   std::memcpy(dst, src, size_t(bytes));
 }
 
+void CpuBackend::copy_device(void* dst, const void* src, int64_t bytes) {
+  std::memcpy(dst, src, size_t(bytes));
+}
+
 void CpuBackend::memset(void* dst, uint8_t value, int64_t bytes) {
   std::memset(dst, value, size_t(bytes));
 }

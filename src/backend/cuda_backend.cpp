@@ -73,6 +73,7 @@ struct Api {
   THRIVE_CU_FN(cuMemcpyHtoDAsync)
   THRIVE_CU_FN(cuMemcpyDtoHAsync)
   THRIVE_CU_FN(cuMemsetD8Async)
+  THRIVE_CU_FN(cuMemcpyDtoDAsync)
   THRIVE_CU_FN(cuStreamCreate)
   THRIVE_CU_FN(cuStreamSynchronize)
   THRIVE_CU_FN(cuEventCreate)
@@ -134,7 +135,7 @@ const Api& api() {
     THRIVE_CU_LOAD(cuModuleGetFunction) THRIVE_CU_LOAD(cuFuncGetAttribute)
     THRIVE_CU_LOAD(cuFuncSetAttribute) THRIVE_CU_LOAD(cuLaunchKernel) THRIVE_CU_LOAD(cuMemAlloc)
     THRIVE_CU_LOAD(cuMemFree) THRIVE_CU_LOAD(cuMemcpyHtoDAsync) THRIVE_CU_LOAD(cuMemcpyDtoHAsync)
-    THRIVE_CU_LOAD(cuMemsetD8Async) THRIVE_CU_LOAD(cuStreamCreate) THRIVE_CU_LOAD(cuStreamSynchronize)
+    THRIVE_CU_LOAD(cuMemsetD8Async) THRIVE_CU_LOAD(cuMemcpyDtoDAsync) THRIVE_CU_LOAD(cuStreamCreate) THRIVE_CU_LOAD(cuStreamSynchronize)
     THRIVE_CU_LOAD(cuEventCreate) THRIVE_CU_LOAD(cuEventRecord) THRIVE_CU_LOAD(cuEventSynchronize)
     THRIVE_CU_LOAD(cuEventElapsedTime) THRIVE_CU_LOAD(cuGetErrorName) THRIVE_CU_LOAD(cuGetErrorString)
     THRIVE_CU_LOAD(cuOccupancyMaxActiveBlocksPerMultiprocessor) THRIVE_CU_LOAD(cuStreamBeginCapture)
@@ -376,6 +377,10 @@ class CudaBackend final : public Backend {
     synchronize();
     THRIVE_CU_CHECK_DEVICE(api().cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), size_t(bytes), stream_));
     synchronize();
+  }
+  void copy_device(void* dst, const void* src, int64_t bytes) override {
+    THRIVE_CU_CHECK_DEVICE(api().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst),
+                                                   reinterpret_cast<CUdeviceptr>(src), size_t(bytes), stream_));
   }
   void memset(void* dst, uint8_t value, int64_t bytes) override {
     THRIVE_CU_CHECK_DEVICE(api().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), value, size_t(bytes), stream_));

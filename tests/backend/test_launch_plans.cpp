@@ -99,16 +99,16 @@ ops::Shape gqa_shape(int64_t b, int64_t l) {
   return {{"B", b}, {"L", l}, {"NQ", 16}, {"NKV", 8}, {"D", 128}};
 }
 
-// The automatic split-KV rule in the GQA template's doc: S = clamp(cdiv(4*SMS, B*units), 1,
-// min(64, cdiv(L, 32))), units = NKV with the query heads of a group packed.
+// The automatic split-KV rule in the GQA template's doc: S = clamp(cdiv(16*SMS, B*units), 1,
+// min(64, cdiv(L, 64))), units = NKV with the query heads of a group packed.
 TEST(LaunchPlans, GqaAutoSplitFollowsBatchHeadsAndContext) {
   const auto tmpl = KernelSource::parse(embedded_file("cuda/gqa_decode_attention/template.cu"), "t.cu");
   const auto k = tmpl.instantiate({{"SPLIT_KV", "0"}, {"GROUP_PACK", "1"}});
   struct Case {
     int64_t b, l, split;
   };
-  for (const auto& c : {Case{1, 4096, 64}, Case{1, 512, 16}, Case{16, 1024, 5}, Case{64, 1024, 2},
-                        Case{256, 1024, 1}, Case{256, 4096, 1}, Case{1, 1, 1}}) {
+  for (const auto& c : {Case{1, 4096, 64}, Case{1, 512, 8}, Case{16, 1024, 16}, Case{64, 1024, 5},
+                        Case{256, 1024, 2}, Case{256, 4096, 2}, Case{1, 1, 1}}) {
     const auto ls = evaluate(k, gqa_shape(c.b, c.l));
     ASSERT_EQ(ls.size(), 2u);
     EXPECT_EQ(ls[0].grid[0], c.b * 8) << "one block per (sequence, KV group)";

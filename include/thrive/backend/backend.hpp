@@ -83,6 +83,10 @@ class Backend {
   virtual void upload(void* device_dst, const void* host_src, int64_t bytes) = 0;
   virtual void download(void* host_dst, const void* device_src, int64_t bytes) = 0;
   virtual void memset(void* device_dst, uint8_t value, int64_t bytes) = 0;
+  /// Device-to-device copy of `bytes` with the platform's own routine (cuda: the driver's
+  /// cuMemcpyDtoDAsync on the launch stream, asynchronous like a launch; cpu: std::memcpy).
+  /// Used as a second bandwidth ceiling next to THRIVE's copy kernel. Throws Error(kDevice).
+  virtual void copy_device(void* device_dst, const void* device_src, int64_t bytes) = 0;
   /// Runs the kernel's launch plan once (asynchronously on cuda). Returns 0 or the
   /// kernel's non-zero status (cpu: the entry's return value).
   virtual int launch(const Module& module, const LaunchArgs& args) = 0;

@@ -20,6 +20,7 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* src, int64_t bytes) override;
   void download(void* dst, const void* src, int64_t bytes) override;
   void memset(void* dst, uint8_t value, int64_t bytes) override;
+  void copy_device(void* dst, const void* src, int64_t bytes) override;
   int launch(const Module& module, const LaunchArgs& args) override;
   void synchronize() override {}
   double time_us(const std::function<void()>& body) override;

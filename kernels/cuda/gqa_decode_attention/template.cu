@@ -2,11 +2,11 @@
 // @thrive backend: cuda
 // @thrive entry: thrive_gqa_decode_attention
 // @thrive entry: thrive_gqa_decode_attention_combine
-// @thrive launch: entry=thrive_gqa_decode_attention block=THREADS grid=B*(NKV+(NQ-NKV)*(1-GROUP_PACK)),(SPLIT_KV+(1-min(SPLIT_KV,1))*max(1,min(min(64,cdiv(L,32)),cdiv(4*SMS,B*(NKV+(NQ-NKV)*(1-GROUP_PACK)))))),1 smem=(THREADS/64)*(GROUP_PACK*min(PACK_MAX,NQ/NKV)+1-GROUP_PACK)*(min(D,256)+2)*4
-// @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=B*NQ*min((SPLIT_KV+(1-min(SPLIT_KV,1))*max(1,min(min(64,cdiv(L,32)),cdiv(4*SMS,B*(NKV+(NQ-NKV)*(1-GROUP_PACK))))))-1,1),1,1 smem=0
+// @thrive launch: entry=thrive_gqa_decode_attention block=THREADS grid=B*(NKV+(NQ-NKV)*(1-GROUP_PACK)),(SPLIT_KV+(1-min(SPLIT_KV,1))*max(1,min(min(64,cdiv(L,64)),cdiv(16*SMS,B*(NKV+(NQ-NKV)*(1-GROUP_PACK)))))),1 smem=(THREADS/64)*(GROUP_PACK*min(PACK_MAX,NQ/NKV)+1-GROUP_PACK)*(min(D,256)+2)*4
+// @thrive launch: entry=thrive_gqa_decode_attention_combine block=128 grid=B*NQ*min((SPLIT_KV+(1-min(SPLIT_KV,1))*max(1,min(min(64,cdiv(L,64)),cdiv(16*SMS,B*(NKV+(NQ-NKV)*(1-GROUP_PACK))))))-1,1),1,1 smem=0
 // @thrive param GROUP_PACK values=0,1 default=1 doc=0: one block per query head (grid B*NQ), heads of a group read the same K/V rows separately (L2 absorbs part); 1: one block per KV head with its NQ/NKV query heads (grid B*NKV), each K/V row is read once per group when NQ/NKV <= PACK_MAX
 // @thrive param PACK_MAX values=2,4,8 default=2 doc=GROUP_PACK=1 only: most query heads kept in registers per pass (the kernel is compiled for the largest, so keep it at NQ/NKV: 2 for Qwen3); a group is done in passes of the largest of PACK_MAX,4,2,1 dividing NQ/NKV, later passes re-read K/V (mostly from L1/L2). PACK_MAX=8 holds 128 floats of q and acc per lane: spills heavily with THREADS=512 or MIN_BLOCKS>1
-// @thrive param SPLIT_KV values=0,1,2,4,8,16,32,64 default=0 doc=blocks per (sequence, head or group) along the context: each takes 1/S of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. 0 (auto): S chosen from batch x heads x context so the grid has about 4 blocks per SM: S = clamp(cdiv(4*SMS, B*units), 1, min(64, cdiv(L, 32))) (units = NKV packed, NQ not), e.g. 64 at B=1,L=4096 and 1 at B=256 on the H200. S=1 writes the output directly (the combine launch has grid 0). Effective S = min(S, L), lowered if the workspace is too small
+// @thrive param SPLIT_KV values=0,1,2,4,8,16,32,64 default=0 doc=blocks per (sequence, head or group) along the context: each takes 1/S of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. 0 (auto): S chosen from batch x heads x context so the grid has about 16 blocks per SM (several waves, so the last one's tail is short): S = clamp(cdiv(16*SMS, B*units), 1, min(64, cdiv(L, 64))) (units = NKV packed, NQ not), e.g. 64 at B=1,L=4096 and 2 at B=256 on the H200. S=1 writes the output directly (the combine launch has grid 0). Effective S = min(S, L), lowered if the workspace is too small
 // @thrive param THREADS values=64,128,256,512 default=128 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
 // @thrive param VEC values=1,2,4,8 default=8 doc=bf16 elements of a K/V row per lane load (8 = 16-byte loads; a 128-wide row is then read by 16 lanes, 2 keys per warp step); used when D % VEC == 0 and the tensors are aligned, else 1 (always correct)
 // @thrive param MIN_BLOCKS values=1,2,4 default=2 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
@@ -125,7 +125,7 @@ __device__ __forceinline__ void f32_store(float* p, const float (&f)[V]) {
 
 __device__ __forceinline__ long long align256(long long x) { return (x + 255) / 256 * 256; }
 
-#define SPLIT_CAP 64  // most chunks per (sequence, head): the auto rule's bound and the combine's
+#define SPLIT_CAP 64  // most chunks per (sequence, head): the auto rule's bound; the combine holds 2 per lane
 #define WS_HEADER 256  // bytes before ml[]: the effective S for the combine launch
 
 // Problem geometry and workspace layout; the first launch derives S from its grid (s_req =
@@ -511,27 +511,32 @@ extern "C" __global__ void __launch_bounds__(128) thrive_gqa_decode_attention_co
   const size_t bh = blockIdx.x;
   if (bh >= (size_t)g.B * g.NQ) return;
   const float2* ml = g.ml + bh * g.S;
-  if (threadIdx.x < 32) {  // warp 0: weights and the normalizer, fixed order
-    float M = NEG_INF;
-    for (int i = 0; i < g.S; ++i) M = fmaxf(M, ml[i].x);
-    for (int i = threadIdx.x; i < g.S; i += 32) {
-      const float mi = ml[i].x;
-      wt[i] = (mi == NEG_INF || M == NEG_INF) ? 0.0f : exp2f(mi - M);
-    }
-    __syncwarp();
-    if (threadIdx.x == 0) {
-      float lsum = 0.0f;
-      for (int i = 0; i < g.S; ++i) lsum = fmaf(ml[i].y, wt[i], lsum);
-      inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-    }
+  if (threadIdx.x < 32) {
+    // warp 0: lane i holds chunks i and i + 32 (S <= 64), all loads in flight at once; max and
+    // normalizer by xor butterflies (a fixed order: deterministic)
+    const int i0 = threadIdx.x, i1 = threadIdx.x + 32;
+    const float2 p0 = i0 < g.S ? ml[i0] : make_float2(NEG_INF, 0.0f);
+    const float2 p1 = i1 < g.S ? ml[i1] : make_float2(NEG_INF, 0.0f);
+    float M = fmaxf(p0.x, p1.x);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(FULL, M, off));
+    const float w0 = (p0.x == NEG_INF || M == NEG_INF) ? 0.0f : exp2f(p0.x - M);
+    const float w1 = (p1.x == NEG_INF || M == NEG_INF) ? 0.0f : exp2f(p1.x - M);
+    if (i0 < g.S) wt[i0] = w0;
+    if (i1 < g.S) wt[i1] = w1;
+    float lsum = p0.y * w0 + p1.y * w1;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) lsum += __shfl_xor_sync(FULL, lsum, off);
+    if (threadIdx.x == 0) inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
   }
   __syncthreads();
   const float* acc = g.acc + bh * g.S * g.D;
   bf16_t* out = (bf16_t*)args.tensors[4] + bh * g.D;
+  // every chunk wrote its acc (0 when empty), so no branch: 16 independent loads in flight
   for (int d = threadIdx.x; d < g.D; d += 128) {
     float o = 0.0f;
-    for (int i = 0; i < g.S; ++i)
-      if (wt[i] != 0.0f) o = fmaf(wt[i], acc[(size_t)i * g.D + d], o);
+#pragma unroll 16
+    for (int i = 0; i < g.S; ++i) o = fmaf(wt[i], acc[(size_t)i * g.D + d], o);
     out[d] = thrive_f32_to_bf16(o * inv_l);
   }
 }

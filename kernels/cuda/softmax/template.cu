@@ -436,6 +436,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) thrive_softmax_pre(ThriveC
   if (g.S > 1 && i < g.T) counters(args, g)[i] = 0u;
 }
 
+#if REG_CACHE
+// The load word of V bf16 logits (16, 8, 4 or 2 bytes).
+template <int V> struct Word { typedef unsigned short T; };
+template <> struct Word<2> { typedef unsigned int T; };
+template <> struct Word<4> { typedef uint2 T; };
+template <> struct Word<8> { typedef uint4 T; };
+#endif
+
 #if CLUSTER
 // Thread block cluster primitives (PTX ISA 7.8+, sm_90): barrier.cluster with release/acquire
 // ordering, and a load from a peer block's shared memory through mapa (distributed shared memory).
@@ -464,17 +472,19 @@ __device__ __forceinline__ void fused_block(const ThriveCudaArgs& a, const Geo& 
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
   cached = n > 0 && 2LL * g.CH <= CACHE_CAP && (unsigned long long)2 * g.CH <= dyn;
   if (cached) {
+    // batches of 8 loads per thread issued before their shared-memory stores
     const int nv = n / V;
-#pragma unroll 8
-    for (int j = threadIdx.x; j < nv; j += THREADS) {
-      if constexpr (V == 8)
-        reinterpret_cast<uint4*>(cache)[j] = __ldg(reinterpret_cast<const uint4*>(src) + j);
-      else if constexpr (V == 4)
-        reinterpret_cast<uint2*>(cache)[j] = __ldg(reinterpret_cast<const uint2*>(src) + j);
-      else if constexpr (V == 2)
-        reinterpret_cast<unsigned int*>(cache)[j] = __ldg(reinterpret_cast<const unsigned int*>(src) + j);
-      else
-        cache[j] = __ldg(src + j);
+    using W = typename Word<V>::T;
+    const W* gs = reinterpret_cast<const W*>(src);
+    W* cs = reinterpret_cast<W*>(cache);
+    for (int j0 = threadIdx.x; j0 < nv; j0 += 8 * THREADS) {
+      W t[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (j0 + u * THREADS < nv) t[u] = __ldg(gs + j0 + u * THREADS);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (j0 + u * THREADS < nv) cs[j0 + u * THREADS] = t[u];
     }
     __syncthreads();
   }

@@ -2,6 +2,9 @@
 // file exactly as the agents do, next to the eager baseline; records it in memory.
 // thrive bench --op OP|all [--json-out FILE]: re-measure the best kernel in memory for
 // every shape next to the eager baseline and the copy ceiling (the README's table).
+#include <cmath>
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "src/cli/commands/kernel_file.hpp"
@@ -55,7 +58,10 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
              tb.device().value("driver", ""), peak);
   fmt::print("{:<21} {:<11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>7}\n", "op", "shape",
              "eager", "eager graph", "best", "best graph", "speedup", "GB/s", "%copy");
+  // per op: log-sum of the speedups over eager (graph time where measured) and their count
+  std::vector<std::tuple<std::string, double, int>> geo;
   for (const auto* op : targets) {
+    geo.emplace_back(op->name(), 0.0, 0);
     for (const auto& shape : tb.shapes_for(*op, which == "all" ? "" : only_shape)) {
       auto eager = tb.eager(op->name(), shape);
       auto rec = tb.store().best(op->name(), shape.label, tb.device_key());
@@ -71,6 +77,8 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
           const auto& b = r.bench;
           row["best"] = b;
           row["speedup_vs_eager"] = eager.bench.time_us() / b.time_us();
+          std::get<1>(geo.back()) += std::log(eager.bench.time_us() / b.time_us());
+          std::get<2>(geo.back()) += 1;
           row["verify"] = {{"max_rel_err", r.verify.max_rel_err}, {"nmse", r.verify.nmse}};
           best_s = format_us(b.median_us);
           best_g = format_us(b.graph_us);
@@ -90,10 +98,18 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
       rows.push_back(row);
     }
   }
+  // Geometric mean over the op's shapes of eager time / best time (graph time per call where
+  // the backend has graphs), the figure issue 3 compares with the seed's per-op speedups.
+  nlohmann::json geomeans = nlohmann::json::object();
+  for (const auto& [name, log_sum, n] : geo) {
+    if (n == 0) continue;
+    geomeans[name] = {{"geomean_speedup_vs_eager", std::exp(log_sum / n)}, {"shapes", n}};
+    fmt::print("geomean speedup over eager, {}: {:.2f}x over {} shape(s)\n", name, std::exp(log_sum / n), n);
+  }
   if (!json_out.empty()) {
     nlohmann::json doc = {{"device", tb.device()}, {"peak_bw_gbps", peak},
                           {"command", ctx.command_line}, {"date", memory::now_iso8601()},
-                          {"rows", rows}};
+                          {"rows", rows}, {"geomean", geomeans}};
     write_file_atomic(json_out, doc.dump(2));
     fmt::print("raw results: {}\n", json_out);
   }
