@@ -343,21 +343,46 @@ class CudaBackend final : public Backend {
          it != std::sregex_iterator(); ++it)
       spills += std::stoll((*it)[1]);
     m->stats.spilled_bytes = std::max(m->stats.spilled_bytes, spills);
-    // Occupancy of the first launch, when its block size does not depend on the shape.
-    try {
-      auto vars = m->params;
-      vars["SMS"] = sms_;
-      const int64_t block = eval_launch_expr(m->launches[0].block, vars);
-      const int64_t dyn = eval_launch_expr(m->launches[0].smem, vars);
-      int blocks = 0;
-      if (block > 0 && block <= max_threads_per_block_ &&
-          a.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m->functions[0], int(block),
-                                                        size_t(dyn)) == CUDA_SUCCESS)
-        m->stats.occupancy = double(blocks * block) / double(max_threads_per_sm_);
-    } catch (const Error&) {
-    }
+    // Shape-free facts now (a plan whose block or smem needs shape symbols gets them from
+    // shape_stats once the shape is known).
+    plan_stats(*m, m->params, m->stats);
     result.module = m;
     return result;
+  }
+
+  void shape_stats(const Module& module, const std::map<std::string, int64_t>& symbols,
+                   KernelStats& stats) override {
+    const auto& m = static_cast<const CudaModule&>(module);
+    auto vars = m.params;
+    for (const auto& [k, v] : symbols) vars[k] = v;
+    plan_stats(m, vars, stats);
+  }
+
+  // Dynamic shared memory (most over the launches) and the first launch's occupancy
+  // (cuOccupancyMaxActiveBlocksPerMultiprocessor x block / threads per SM) with `vars`;
+  // figures whose expressions need names `vars` lacks stay as they were.
+  void plan_stats(const CudaModule& m, std::map<std::string, int64_t> vars, KernelStats& stats) {
+    vars["SMS"] = sms_;
+    int64_t dyn_max = -1;
+    for (const auto& l : m.launches) {
+      try {
+        dyn_max = std::max(dyn_max, eval_launch_expr(l.smem, vars));
+      } catch (const Error&) {
+        dyn_max = -1;
+        break;
+      }
+    }
+    if (dyn_max >= 0) stats.dynamic_smem_bytes = dyn_max;
+    try {
+      const int64_t block = eval_launch_expr(m.launches[0].block, vars);
+      const int64_t dyn = eval_launch_expr(m.launches[0].smem, vars);
+      int blocks = 0;
+      if (block > 0 && block <= max_threads_per_block_ && dyn >= 0 &&
+          api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.functions[0], int(block),
+                                                            size_t(dyn)) == CUDA_SUCCESS)
+        stats.occupancy = double(blocks * block) / double(max_threads_per_sm_);
+    } catch (const Error&) {
+    }
   }
 
   void* allocate(int64_t bytes) override {

@@ -71,6 +71,7 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
     return r;
   }
   r.stats = compiled.module->stats;
+  backend->shape_stats(*compiled.module, request.bench_shape.shape, r.stats);
   const uint64_t seed = fresh_seed(cfg);
   if (request.verify) {
     auto t = std::chrono::steady_clock::now();
@@ -351,6 +352,7 @@ void to_json(nlohmann::json& j, const EvalResult& r) {
        {"registers_per_thread", r.stats.registers_per_thread},
        {"spilled_bytes", r.stats.spilled_bytes},
        {"static_smem_bytes", r.stats.static_smem_bytes},
+       {"dynamic_smem_bytes", r.stats.dynamic_smem_bytes},
        {"occupancy", r.stats.occupancy},
        {"verify", r.verify},
        {"post_verify", r.post_verify},
@@ -372,6 +374,7 @@ void from_json(const nlohmann::json& j, EvalResult& r) {
   r.stats.registers_per_thread = j.value("registers_per_thread", 0);
   r.stats.spilled_bytes = j.value("spilled_bytes", int64_t{0});
   r.stats.static_smem_bytes = j.value("static_smem_bytes", int64_t{0});
+  r.stats.dynamic_smem_bytes = j.value("dynamic_smem_bytes", int64_t{0});
   r.stats.occupancy = j.value("occupancy", 0.0);
   if (j.contains("verify")) r.verify = j["verify"].get<verify::VerifyReport>();
   if (j.contains("post_verify")) r.post_verify = j["post_verify"].get<verify::VerifyReport>();

@@ -82,6 +82,11 @@ TEST_F(CudaBackendTest, CorrectKernelPassesAndIsTimedLaunchedAndGraph) {
   EXPECT_GT(r.stats.occupancy, 0);
   auto again = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody));
   EXPECT_TRUE(again.compile_cached);
+  // shared memory sized by a shape symbol: dynamic smem and occupancy at the benchmark shape
+  auto shaped = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=T*1024", kRmsBody));
+  ASSERT_EQ(shaped.status, sandbox::Status::kPassed) << shaped.detail;
+  EXPECT_EQ(shaped.stats.dynamic_smem_bytes, 16 * 1024);
+  EXPECT_GT(shaped.stats.occupancy, 0);
 }
 
 TEST_F(CudaBackendTest, NvrtcFailureKeepsTheLog) {

@@ -35,12 +35,14 @@ struct DeviceInfo {
   std::string key() const;
 };
 
-/// Compiler facts the analyst reads (CUDA fills registers/spills/smem/occupancy).
+/// Compiler and launch facts the analyst reads (CUDA fills them; the CPU backend leaves
+/// zeros). Registers and spills are the most over the plan's entries; shared memory in bytes.
 struct KernelStats {
   int registers_per_thread = 0;
   int64_t spilled_bytes = 0;
   int64_t static_smem_bytes = 0;
-  double occupancy = 0.0;     ///< fraction of the device's thread slots, 0 when unknown
+  int64_t dynamic_smem_bytes = 0;  ///< most over the launches at the benchmark shape (0: none/unknown)
+  double occupancy = 0.0;     ///< first launch: resident threads per SM / the SM's maximum, 0 when unknown
 };
 
 /// A loaded, launchable kernel. Owned by the backend that made it.
@@ -100,6 +102,15 @@ class Backend {
   /// Backends without graphs time the body directly. Returns 0 when capture fails.
   virtual double time_graph_us(const std::function<void()>& body, int calls) {
     return time_us(body) / calls;
+  }
+  /// Fills the shape-dependent facts of `stats` (dynamic shared memory, occupancy) for a
+  /// launch plan evaluated at `symbols` (an op shape). Leaves `stats` alone where the
+  /// backend has no such facts or the plan does not evaluate there. Never throws.
+  virtual void shape_stats(const Module& module, const std::map<std::string, int64_t>& symbols,
+                           KernelStats& stats) {
+    (void)module;
+    (void)symbols;
+    (void)stats;
   }
   /// Registers `hook` to run once, right before candidate code first enters this
   /// process (cpu: before dlopen, which runs the shared object's constructors). The
