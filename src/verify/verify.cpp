@@ -48,7 +48,8 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
   for (double r : ref) sumsq += std::isfinite(r) ? r * r : 0.0;
   const double rms = std::sqrt(sumsq / double(std::max<size_t>(ref.size(), 1)));
   const double floor = std::max(tol.floor_frac * rms, 1e-30);
-  double err_sq = 0;
+  double err_sq = 0, err_sum = 0, err_signed = 0, abs_sum = 0;
+  int64_t finite_n = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double g = got.get(int64_t(i)), r = ref[i];
     double rel;
@@ -60,6 +61,10 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
     } else {
       rel = std::abs(g - r) / std::max(std::abs(r), floor);
       err_sq += (g - r) * (g - r);
+      err_sum += g - r;
+      err_signed += r < 0 ? r - g : g - r;
+      abs_sum += std::abs(r);
+      ++finite_n;
     }
     if (!(rel <= tol.rtol)) ++c.bad_elements;
     if (!(rel <= c.max_rel_err) || c.worst_index < 0) {
@@ -74,7 +79,9 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
   c.nmse = sumsq > 0 ? err_sq / sumsq : err_sq;
   if (c.nan_elements > 0) c.nmse = INFINITY;
   c.tolerance = tol.rtol;
-  c.passed = c.bad_elements == 0 && c.nmse <= tol.nmse;
+  c.bias = abs_sum > 0 ? std::max(std::abs(err_sum), std::abs(err_signed)) / abs_sum : 0.0;
+  c.bias_limit = std::max(tol.rtol / 8, 3.5 * tol.rtol / std::sqrt(double(std::max<int64_t>(finite_n, 1))));
+  c.passed = c.bad_elements == 0 && c.nmse <= tol.nmse && c.nan_elements == 0 && c.bias <= c.bias_limit;
   return c;
 }
 
@@ -89,8 +96,9 @@ std::string check_call(const ops::Op& op, const ops::Shape& shape, const config:
     if (after[i].spec.role == ops::Role::kIn) continue;
     const auto c = check_output(after[i], expected[out_index++]);
     if (!c.passed)
-      return fmt::format("{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, {} bad / {} NaN elements",
-                         c.tensor, c.max_rel_err, c.tolerance, c.nmse, c.bad_elements, c.nan_elements);
+      return fmt::format("{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, bias {:.3g} (limit {:.3g}), "
+                         "{} bad / {} NaN elements", c.tensor, c.max_rel_err, c.tolerance, c.nmse, c.bias,
+                         c.bias_limit, c.bad_elements, c.nan_elements);
   }
   return "";
 }
@@ -221,9 +229,9 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
           for (const auto& o : cr.outputs)
             if (!o.passed) {
               cr.failure = fmt::format(
-                  "{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, {} bad / {} NaN elements, "
-                  "worst at [{}] got {:.6g} expected {:.6g}",
-                  o.tensor, o.max_rel_err, o.tolerance, o.nmse,
+                  "{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, bias {:.3g} (limit {:.3g}), "
+                  "{} bad / {} NaN elements, worst at [{}] got {:.6g} expected {:.6g}",
+                  o.tensor, o.max_rel_err, o.tolerance, o.nmse, o.bias, o.bias_limit,
                   o.bad_elements, o.nan_elements, o.worst_index, o.worst_got, o.worst_expected);
               break;
             }
@@ -267,6 +275,7 @@ double number_or_nan(const nlohmann::json& j, const char* key) {
 void to_json(nlohmann::json& j, const OutputCheck& c) {
   j = {{"tensor", c.tensor},         {"max_rel_err", finite(c.max_rel_err)},
        {"nmse", finite(c.nmse)},      {"tolerance", c.tolerance},             {"bad_elements", c.bad_elements},
+       {"bias", finite(c.bias)},      {"bias_limit", c.bias_limit},
        {"nan_elements", c.nan_elements}, {"worst_index", c.worst_index},
        {"worst_got", finite(c.worst_got)},   {"worst_expected", finite(c.worst_expected)},
        {"passed", c.passed}};
@@ -306,6 +315,8 @@ void from_json(const nlohmann::json& j, VerifyReport& r) {
       oc.tensor = o.value("tensor", "");
       oc.max_rel_err = number_or_nan(o, "max_rel_err");
       oc.nmse = number_or_nan(o, "nmse");
+      oc.bias = o.contains("bias") ? number_or_nan(o, "bias") : 0.0;
+      oc.bias_limit = o.value("bias_limit", 0.0);
       oc.tolerance = number_or_nan(o, "tolerance");
       oc.bad_elements = o.value("bad_elements", int64_t{0});
       oc.nan_elements = o.value("nan_elements", int64_t{0});

@@ -26,40 +26,6 @@ bool gpu_present(std::string* why) {
     if (!gpu_present(&why_)) GTEST_SKIP() << "no GPU: " << why_;         \
   } while (0)
 
-std::string cuda_kernel(const std::string& launch, const std::string& body) {
-  return "// @thrive op: rmsnorm_residual\n// @thrive backend: cuda\n// @thrive entry: k\n"
-         "// @thrive launch: " + launch + "\n#include \"thrive_cuda.cuh\"\n"
-         "extern \"C\" __global__ void k(ThriveCudaArgs a) {\n" + body + "\n}\n";
-}
-
-// A correct, simple rmsnorm_residual: one block of 256 threads per row.
-const char* kRmsBody = R"(
-  const long long T = a.dims[0], H = a.dims[1];
-  const long long r = blockIdx.x;
-  if (r >= T) return;
-  const unsigned short* x = (const unsigned short*)a.tensors[0] + r * H;
-  unsigned short* res = (unsigned short*)a.tensors[1] + r * H;
-  const unsigned short* w = (const unsigned short*)a.tensors[2];
-  unsigned short* out = (unsigned short*)a.tensors[3] + r * H;
-  __shared__ float part[256];
-  float s = 0.f;
-  for (long long i = threadIdx.x; i < H; i += blockDim.x) {
-    unsigned short v = thrive_f32_to_bf16(thrive_bf16_to_f32(x[i]) + thrive_bf16_to_f32(res[i]));
-    res[i] = v;
-    float f = thrive_bf16_to_f32(v);
-    s += f * f;
-  }
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int k = 128; k > 0; k >>= 1) {
-    if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
-    __syncthreads();
-  }
-  const float inv = rsqrtf(part[0] / (float)H + (float)a.scalars[0]);
-  for (long long i = threadIdx.x; i < H; i += blockDim.x)
-    out[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(res[i]) * inv * thrive_bf16_to_f32(w[i]));
-)";
-
 class CudaBackendTest : public ::testing::Test {
  protected:
   test::TempDir home;
@@ -74,16 +40,16 @@ class CudaBackendTest : public ::testing::Test {
 
 TEST_F(CudaBackendTest, CorrectKernelPassesAndIsTimedLaunchedAndGraph) {
   THRIVE_REQUIRE_GPU();
-  auto r = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody), true);
+  auto r = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", test::cuda_rmsnorm_body()), true);
   ASSERT_EQ(r.status, sandbox::Status::kPassed) << r.detail << r.compile_log;
   EXPECT_GT(r.bench.median_us, 0);
   EXPECT_GT(r.bench.graph_us, 0);
   EXPECT_GT(r.stats.registers_per_thread, 0);
   EXPECT_GT(r.stats.occupancy, 0);
-  auto again = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody));
+  auto again = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", test::cuda_rmsnorm_body()));
   EXPECT_TRUE(again.compile_cached);
   // shared memory sized by a shape symbol: dynamic smem and occupancy at the benchmark shape
-  auto shaped = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=T*1024", kRmsBody));
+  auto shaped = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=T*1024", test::cuda_rmsnorm_body()));
   ASSERT_EQ(shaped.status, sandbox::Status::kPassed) << shaped.detail;
   EXPECT_EQ(shaped.stats.dynamic_smem_bytes, 16 * 1024);
   EXPECT_GT(shaped.stats.occupancy, 0);
@@ -91,31 +57,31 @@ TEST_F(CudaBackendTest, CorrectKernelPassesAndIsTimedLaunchedAndGraph) {
 
 TEST_F(CudaBackendTest, NvrtcFailureKeepsTheLog) {
   THRIVE_REQUIRE_GPU();
-  auto r = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", "int x = ;"));
+  auto r = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", "int x = ;"));
   EXPECT_EQ(r.status, sandbox::Status::kCompileFailed);
   EXPECT_NE(r.compile_log.find("error"), std::string::npos) << r.compile_log;
 }
 
 TEST_F(CudaBackendTest, LaunchPlanBeyondDeviceLimitsIsRejectedBeforeLaunch) {
   THRIVE_REQUIRE_GPU();
-  auto threads = eval(cuda_kernel("entry=k block=2048 grid=T,1,1 smem=0", kRmsBody));
+  auto threads = eval(test::cuda_kernel("entry=k block=2048 grid=T,1,1 smem=0", test::cuda_rmsnorm_body()));
   EXPECT_NE(threads.status, sandbox::Status::kPassed);
   EXPECT_NE(threads.detail.find("block 2048"), std::string::npos) << threads.detail;
-  auto smem = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=1000000", kRmsBody));
+  auto smem = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=1000000", test::cuda_rmsnorm_body()));
   EXPECT_NE(smem.status, sandbox::Status::kPassed);
   EXPECT_NE(smem.detail.find("shared memory"), std::string::npos) << smem.detail;
 }
 
 TEST_F(CudaBackendTest, IllegalAddressIsContainedAndTheNextCandidateRuns) {
   THRIVE_REQUIRE_GPU();
-  auto bad = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0",
+  auto bad = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=0",
                               "((float*)a.tensors[3])[1ll << 40] = 1.f;"));
   EXPECT_EQ(bad.status, sandbox::Status::kCrashed) << bad.detail;
-  auto oob = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0",
+  auto oob = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=0",
                               "unsigned short* o = (unsigned short*)a.tensors[3];"
                               "o[a.dims[0] * a.dims[1] + threadIdx.x] = 1;"));
   EXPECT_NE(oob.status, sandbox::Status::kPassed);
-  auto good = eval(cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", kRmsBody));
+  auto good = eval(test::cuda_kernel("entry=k block=256 grid=T,1,1 smem=0", test::cuda_rmsnorm_body()));
   EXPECT_EQ(good.status, sandbox::Status::kPassed) << good.detail;
 }
 

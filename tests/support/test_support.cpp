@@ -128,6 +128,45 @@ std::string rmsnorm_body(const std::string& epilogue) {
 )" + epilogue + "\n  return 0;";
 }
 
+std::string cuda_kernel(const std::string& launch, const std::string& body, const std::string& prelude,
+                        const std::string& op) {
+  return "// @thrive op: " + op + "\n// @thrive backend: cuda\n// @thrive entry: k\n// @thrive launch: " + launch +
+         "\n#include \"thrive_cuda.cuh\"\n" + prelude + "\nextern \"C\" __global__ void k(ThriveCudaArgs a) {\n" +
+         body + "\n}\n";
+}
+
+std::string cuda_rmsnorm_body() {
+  return R"(
+#ifndef WRITE_OUT
+#define WRITE_OUT(i) true
+#endif
+  const long long T = a.dims[0], H = a.dims[1];
+  const long long r = blockIdx.x;
+  if (r >= T) return;
+  const unsigned short* x = (const unsigned short*)a.tensors[0] + r * H;
+  unsigned short* res = (unsigned short*)a.tensors[1] + r * H;
+  const unsigned short* w = (const unsigned short*)a.tensors[2];
+  unsigned short* out = (unsigned short*)a.tensors[3] + r * H;
+  __shared__ float part[256];
+  float s = 0.f;
+  for (long long i = threadIdx.x; i < H; i += blockDim.x) {
+    unsigned short v = thrive_f32_to_bf16(thrive_bf16_to_f32(x[i]) + thrive_bf16_to_f32(res[i]));
+    res[i] = v;
+    float f = thrive_bf16_to_f32(v);
+    s += f * f;
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+    __syncthreads();
+  }
+  const float inv = rsqrtf(part[0] / (float)H + (float)a.scalars[0]);
+  for (long long i = threadIdx.x; i < H; i += blockDim.x)
+    if (WRITE_OUT(i)) out[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(res[i]) * inv * thrive_bf16_to_f32(w[i]));
+)";
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

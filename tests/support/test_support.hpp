@@ -55,6 +55,16 @@ std::string kernel_text(const std::string& op, const std::string& body,
 /// `x`, `res`, `w`, `out` (uint16_t*, x and w const) and `T`, `H` (int64_t) in scope.
 std::string rmsnorm_body(const std::string& epilogue = "");
 
+/// A CUDA kernel file for `op` with one entry `k(ThriveCudaArgs a)` whose body is `body`,
+/// launched as `launch` ("entry=k block=... grid=... smem=..."); `prelude` goes before it.
+std::string cuda_kernel(const std::string& launch, const std::string& body, const std::string& prelude = "",
+                        const std::string& op = "rmsnorm_residual");
+
+/// Body of a correct CUDA rmsnorm_residual for one block of 256 threads per row (grid T):
+/// `a` is the ThriveCudaArgs; out is written last, in the loop `for (i = threadIdx.x; i < H;
+/// i += blockDim.x)` when WRITE_OUT(i) (a macro the caller may define) is true.
+std::string cuda_rmsnorm_body();
+
 /// Whole contents of a file ("" when it cannot be read).
 std::string slurp(const std::string& path);
 /// Writes `content` to `path` (truncating); returns `path`.

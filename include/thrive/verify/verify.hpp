@@ -28,6 +28,11 @@ struct OutputCheck {
   std::string tensor;
   double max_rel_err = 0.0;   ///< max |got-ref| / max(|ref|, floor), dimensionless
   double nmse = 0.0;          ///< sum (got-ref)^2 / sum ref^2
+  /// Systematic error: max(|sum (got-ref)|, |sum (got-ref) sign(ref)|) / sum |ref| (additive
+  /// and multiplicative bias; round-to-nearest-even rounding has none, so an honest kernel sits
+  /// at noise level ~ rtol / sqrt(n)), over elements whose reference is finite.
+  double bias = 0.0;
+  double bias_limit = 0.0;    ///< max(rtol / 8, 3.5 rtol / sqrt(n)): catches a 0.4% scale at n >= 64
   int64_t bad_elements = 0;   ///< elements over tolerance (NaN included)
   int64_t nan_elements = 0;   ///< NaN/Inf where the reference is finite
   int64_t worst_index = -1;   ///< flat index of the worst element
