@@ -93,9 +93,9 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
     auto t = std::chrono::steady_clock::now();
     bench::BenchOptions opts{cfg.bench_max_s, cfg.bench_min_reps, cfg.bench_noise};
     if (request.verify)
-      opts.check_timed_call = [&](const std::vector<ops::HostTensor>& before,
+      opts.check_timed_call = [&](const ops::Shape& shape, const std::vector<ops::HostTensor>& before,
                                   const std::vector<ops::HostTensor>& after) {
-        return verify::check_call(op, request.bench_shape.shape, cfg.model, before, after);
+        return verify::check_call(op, shape, cfg.model, before, after);
       };
     r.bench = bench::benchmark_kernel(*backend, op, *compiled.module, request.bench_shape,
                                       cfg.model, opts, request.peak_bw_gbps, seed + 1);

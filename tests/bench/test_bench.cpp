@@ -8,6 +8,7 @@
 #include "thrive/backend/cpu_backend.hpp"
 #include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/verify/verify.hpp"
 
 namespace thrive::bench {
 namespace {
@@ -126,6 +127,32 @@ TEST_F(BenchTest, CorrectKernelGivesConsistentFigures) {
   EXPECT_EQ(s.peak_bw_gbps, 0.0);
   EXPECT_EQ(s.percent_of_peak, 0.0);
   EXPECT_FALSE(s.below_floor);
+}
+
+// Shapes over check_max_bytes are checked on a few rows of T: the honest kernel passes on the
+// cut problem, and a kernel that keeps the last result once its output looks written (fast and
+// stale) is caught there, the swapped input elements lying in the sampled rows.
+TEST_F(BenchTest, BigShapesAreCheckedOnSampledRows) {
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape{"T=64", {{"T", 64}, {"H", 256}}};
+  auto opts = options();
+  opts.check_max_bytes = 1024;  // everything counts as big here
+  opts.check_sample_rows = 3;
+  std::vector<int64_t> checked_rows;
+  opts.check_timed_call = [&](const ops::Shape& s, const std::vector<ops::HostTensor>& before,
+                              const std::vector<ops::HostTensor>& after) {
+    checked_rows.push_back(s.at("T"));
+    EXPECT_EQ(after[0].dims[0], 3);  // x cut to the rows
+    EXPECT_EQ(after[2].dims[0], 256);  // the weight travels whole
+    return verify::check_call(op, s, test::small_model(), before, after);
+  };
+  auto honest = compile(test::rmsnorm_body());
+  const auto h = benchmark_kernel(*backend_, op, *honest, shape, test::small_model(), opts, 0.0, 7);
+  EXPECT_EQ(h.timed_call_check, "passed on 3 of 64 rows of T");
+  ASSERT_EQ(checked_rows, std::vector<int64_t>{3});
+  auto stale = compile("static int calls = 0; if (calls++ >= 1) return 0;" + test::rmsnorm_body());
+  const auto s = benchmark_kernel(*backend_, op, *stale, shape, test::small_model(), opts, 0.0, 7);
+  EXPECT_NE(s.timed_call_check.find("max_rel_err"), std::string::npos) << s.timed_call_check;
 }
 
 TEST_F(BenchTest, PeakGivesPercentAndFlagsImpossibleSpeed) {

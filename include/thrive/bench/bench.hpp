@@ -28,15 +28,18 @@ struct BenchOptions {
   int min_reps = 15;         ///< minimum samples
   double noise = 0.02;       ///< target relative CI half-width of the median
   int64_t max_rotation_bytes = 2ll << 30;  ///< cap on all argument sets together
-  /// After timing, one more call is made on a random argument set exactly like a timed
-  /// call (no poisoning, same buffers) and this checks it: it gets the tensors as they
-  /// were before that call and after it, and returns "" or one line saying what is wrong.
-  /// Empty: no check. Catches kernels that behave only while outputs look poisoned.
-  std::function<std::string(const std::vector<ops::HostTensor>& before,
+  /// One timed call, at a random iteration, is checked: a few input elements are swapped
+  /// before it (outside the timed region) and this gets the tensors as they were before the
+  /// call and after it, at `shape`, and returns "" or one line saying what is wrong. Empty:
+  /// no check. Catches stale outputs (work skipped, results cached by pointer or value).
+  std::function<std::string(const ops::Shape& shape, const std::vector<ops::HostTensor>& before,
                             const std::vector<ops::HostTensor>& after)> check_timed_call;
-  /// Shapes whose minimum traffic exceeds this skip the timed-call check (host copies and
-  /// a float64 reference of them would cost more than the benchmark), bytes.
+  /// Shapes whose minimum traffic exceeds this, bytes, are checked on check_sample_rows random
+  /// rows of the op's leading symbol (T or B; the swapped elements lie in those rows): the
+  /// tensors led by that symbol are cut to the rows, the others (weights, tables) kept whole,
+  /// and the reference runs on that smaller problem.
   int64_t check_max_bytes = 256ll << 20;
+  int check_sample_rows = 4;
 };
 
 /// One benchmark's figures. Times in microseconds, bandwidth in GB/s (1e9 bytes/s).
