@@ -249,7 +249,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       return passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
     };
     bool improved = beats_best();
-    std::string remeasured;
+    std::string remeasured, paired_verdict;
     if (improved) {
       // A win is measured once more, in a fresh worker on fresh inputs, and timed paired
       // and interleaved with the current best, before it is kept: the slower of the two
@@ -273,8 +273,12 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
         r = again;
       }
       improved = beats_best();
-      if (improved && p.pairs > 0)
+      if (improved && p.pairs > 0) {
         improved = p.ratio < 1.0 - cfg.min_gain && 1.0 - p.ratio > p.ratio_ci;
+        if (!improved)
+          paired_verdict = fmt::format("; paired with the parent: time ratio {:.3f} +- {:.3f}, not a gain "
+                                       "beyond its spread", p.ratio, p.ratio_ci);
+      }
     }
     const double gain = passed ? best->result.bench.time_us() / r.bench.time_us() : 0.0;
     store.record_card_outcome(pick.card.id, task.op, task.shape.label, backend_name, improved, gain);
@@ -289,8 +293,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     else if (improved)
       verdict = fmt::format("kept: {:.2f}x faster than parent (confirmed by a second measurement)", gain);
     else
-      verdict = fmt::format("reverted: {:.2f}x of parent (needs > {:.2f}x)", gain,
-                            1.0 / (1.0 - cfg.min_gain));
+      verdict = fmt::format("reverted: {:.2f}x of parent (needs > {:.2f}x){}", gain,
+                            1.0 / (1.0 - cfg.min_gain), paired_verdict);
     if (improved) {
       best = cand;
       result.rounds_to_best = round;

@@ -1,5 +1,8 @@
 #include "src/cli/context.hpp"
 
+#include <cstdio>
+
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -47,6 +50,26 @@ tools::Toolbox& Context::toolbox() {
     toolbox_ = std::make_unique<tools::Toolbox>(c, store(), backend);
   }
   return *toolbox_;
+}
+
+void print_progress(const std::string& tag, const agents::Progress& p) {
+  std::string where = p.round > 0 ? fmt::format("round {}/{}", p.round, p.rounds) : "";
+  std::string line = fmt::format("[{}] {:<21} {:<10} {:<11} {:<9}", tag, p.op, p.shape, where, p.phase);
+  if (p.phase == "eager") {
+    line += fmt::format(" eager baseline {}", format_us(p.time_us));
+  } else if (p.phase == "done") {
+    line += p.status == "passed"
+                ? fmt::format(" best {} = {:.2f}x eager  [{}]", format_us(p.best_us), p.speedup, p.note)
+                : " " + p.note;
+  } else {
+    if (!p.change.empty()) line += " " + p.change;
+    if (!p.status.empty())
+      line += fmt::format(" -> {}{}", p.status, p.time_us > 0 ? " " + format_us(p.time_us) : "");
+    if (p.best_us > 0) line += fmt::format(" | best {} ({:.2f}x)", format_us(p.best_us), p.speedup);
+    if (!p.note.empty()) line += "  " + p.note;
+  }
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
 }
 
 std::string format_us(double us) {

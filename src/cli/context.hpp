@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "thrive/agents/agent.hpp"
 #include "thrive/config/config.hpp"
 #include "thrive/memory/store.hpp"
 #include "thrive/tools/toolbox.hpp"
@@ -53,6 +54,10 @@ void register_memory(CLI::App& app, Context& ctx);
 void register_env(CLI::App& app, Context& ctx);
 void register_tune(CLI::App& app, Context& ctx);
 void register_mcp(CLI::App& app, Context& ctx);
+void register_demo(CLI::App& app, Context& ctx);
+
+/// One line of live progress of an agent's task, prefixed "[tag]" (e.g. "pass 1", "cold 2").
+void print_progress(const std::string& tag, const agents::Progress& p);
 
 /// Formats microseconds for people: "12.3 µs", "4.56 ms".
 std::string format_us(double us);

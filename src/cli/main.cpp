@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   thrive::cli::register_bench(app, ctx);
   thrive::cli::register_tune(app, ctx);
   thrive::cli::register_mcp(app, ctx);
+  thrive::cli::register_demo(app, ctx);
   thrive::cli::register_memory(app, ctx);
   thrive::cli::register_env(app, ctx);
   try {

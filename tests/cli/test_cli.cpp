@@ -124,6 +124,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "3 points"},
         BadInvocation{"tune_unknown_shape", {"tune", "--op", "softmax", "--grid", "VEC=1", "--shape", "T=7"},
                       {}, 2, "T=7"},
+        BadInvocation{"demo_zero_phases", {"demo", "--op", "softmax", "--phases", "0"}, {"THRIVE_CXX=false"}, 2,
+                      "--phases=0"},
+        BadInvocation{"demo_unknown_op", {"demo", "--op", "nope"}, {"THRIVE_CXX=false"}, 2, "nope"},
         BadInvocation{"missing_kernel_file",
                       {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,
                       "/nonexistent/k.cpp"}),
@@ -253,6 +256,37 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
   EXPECT_EQ(rows[0]["op"], "swiglu_act");
   EXPECT_EQ(rows[0]["shape"], doc["shape"]);
   EXPECT_TRUE(rows[0]["verified"].get<bool>());
+}
+
+// thrive demo: a cold run on an empty memory, then a warm run on what it left. The warm run's
+// first phase starts from the library (recalled and re-verified), the JSON holds both curves,
+// and a demo home that already holds a memory is refused before anything runs.
+TEST_F(Cli, DemoRunsColdThenWarmFromTheMemoryTheColdRunLeft) {
+  const std::string out = files.path() + "/demo.json", demo_home = files.path() + "/demo-home";
+  const auto r = test::run_thrive({"demo", "--op", "swiglu_act", "--shape", "T=16", "--rounds", "1", "--phases",
+                                   "2", "--target-speedup", "1000", "--demo-home", demo_home, "--json-out", out},
+                                  small_env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[cold 1]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[warm 1]"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(read_file(out));
+  EXPECT_EQ(doc["shape"], "T=16");
+  for (const char* run : {"cold", "warm"}) {
+    const auto& j = doc[run];
+    ASSERT_EQ(j["curve"].size(), 2u) << run << ": target 1000x is never reached, so both phases run";
+    EXPECT_EQ(j["phases_to_target"], -1);
+    EXPECT_GT(j["best_speedup"].get<double>(), 0.0);
+    EXPECT_LE(j["curve"][0]["elapsed_s"].get<double>(), j["curve"][1]["elapsed_s"].get<double>());
+    EXPECT_GT(j["evaluations"].get<int>(), 0);
+  }
+  EXPECT_FALSE(doc["cold"]["curve"][0]["started_from_memory"].get<bool>());
+  EXPECT_TRUE(doc["warm"]["curve"][0]["started_from_memory"].get<bool>());
+  // the same home again: refused, the stored memory untouched
+  const auto before = read_file(demo_home + "/memory.db");
+  const auto again = test::run_thrive({"demo", "--op", "swiglu_act", "--demo-home", demo_home}, small_env());
+  EXPECT_EQ(again.exit_code, 2) << again.out << again.err;
+  EXPECT_NE(again.err.find("already holds a memory"), std::string::npos) << again.err;
+  EXPECT_EQ(read_file(demo_home + "/memory.db"), before);
 }
 
 TEST_F(Cli, NoSubcommandIsUsage) {

@@ -22,26 +22,6 @@ struct OptimizeFlags {
   bool json = false;
 };
 
-void print_progress(int pass, const agents::Progress& p) {
-  std::string where = p.round > 0 ? fmt::format("round {}/{}", p.round, p.rounds) : "";
-  std::string line = fmt::format("[pass {}] {:<21} {:<10} {:<11} {:<9}", pass, p.op, p.shape, where, p.phase);
-  if (p.phase == "eager") {
-    line += fmt::format(" eager baseline {}", format_us(p.time_us));
-  } else if (p.phase == "done") {
-    line += p.status == "passed"
-                ? fmt::format(" best {} = {:.2f}x eager  [{}]", format_us(p.best_us), p.speedup, p.note)
-                : " " + p.note;
-  } else {
-    if (!p.change.empty()) line += " " + p.change;
-    if (!p.status.empty())
-      line += fmt::format(" -> {}{}", p.status, p.time_us > 0 ? " " + format_us(p.time_us) : "");
-    if (p.best_us > 0) line += fmt::format(" | best {} ({:.2f}x)", format_us(p.best_us), p.speedup);
-    if (!p.note.empty()) line += "  " + p.note;
-  }
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
-}
-
 }  // namespace
 
 void register_optimize(CLI::App& app, Context& ctx) {
@@ -101,7 +81,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
           agents::Task task{op->name(), shape, cfg.rounds, pass, run_id, ctx.command_line,
                             cfg.target_speedup};
           per_pass.back().push_back(
-              agent.run(task, [pass](const agents::Progress& p) { print_progress(pass, p); }));
+              agent.run(task, [pass](const agents::Progress& p) { print_progress(fmt::format("pass {}", pass), p); }));
         }
       }
     }
