@@ -4,13 +4,9 @@
 // the honest kernels pass. GPU only: skips, visibly, where no GPU is present.
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include "tests/support/test_support.hpp"
 #include "thrive/backend/cuda_backend.hpp"
 #include "thrive/core/error.hpp"
-#include "thrive/memory/store.hpp"
-#include "thrive/tools/toolbox.hpp"
 
 namespace thrive {
 namespace {
@@ -59,14 +55,7 @@ std::string softmax_body(const std::string& round) {
 )";
 }
 
-struct Trick {
-  const char* name;
-  const char* op;
-  std::string prelude, body;
-  std::set<Status> expect;
-  double peak_gbps = 0;
-  double timeout_s = 60;
-};
+using Trick = test::AdversarialCase;
 
 std::vector<Trick> tricks() {
   const std::string H = honest_rmsnorm();
@@ -117,28 +106,7 @@ TEST_P(CudaAdversarial, EndsWithTheRightStatusAndIsArchived) {
   if (!backend::cuda_compiled_in() || !backend::cuda_probably_available(&why))
     GTEST_SKIP() << "no GPU: " << (why.empty() ? "built without the CUDA toolkit" : why);
   const Trick& t = GetParam();
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  cfg.model = test::small_model();
-  cfg.peak_bw_gbps = t.peak_gbps;
-  cfg.candidate_timeout_s = t.timeout_s;
-  memory::Store store(home.path() + "/memory.db");
-  tools::Toolbox tools(cfg, store, "cuda");
-  const auto& op = ops::find_op(t.op);
-  const auto shape = op.bench_shapes(cfg.model).front();
-  const auto k = backend::KernelSource::parse(test::cuda_kernel(kRmsLaunch, t.body, t.prelude, t.op),
-                                              std::string(t.name) + ".cu");
-  const auto r = tools.benchmark(k, shape);
-  RecordProperty("verdict", std::string(sandbox::status_name(r.status)) + ": " + r.detail);
-  EXPECT_TRUE(t.expect.count(r.status)) << t.name << ": " << sandbox::status_name(r.status) << " (" << r.detail
-                                        << ")" << r.compile_log.substr(0, 1500);
-  if (t.peak_gbps > 0) EXPECT_TRUE(r.bench.below_floor) << t.name;
-  const auto meta = home.path() + "/kernels/" + t.op + "/" + tools.kernel_id(k) + ".json";
-  const auto doc = nlohmann::json::parse(test::slurp(meta), nullptr, false);
-  ASSERT_TRUE(doc.is_object()) << meta;
-  const auto& attempts = doc["attempts"][shape.label];
-  ASSERT_TRUE(attempts.is_array() && !attempts.empty()) << meta;
-  EXPECT_EQ(attempts.back().value("status", ""), sandbox::status_name(r.status));
+  test::expect_adversarial_verdict("cuda", t, test::cuda_kernel(kRmsLaunch, t.body, t.prelude, t.op));
 }
 
 // Without a GPU (CI), NVRTC still checks the suite: every candidate meant to run compiles for

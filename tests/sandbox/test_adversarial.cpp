@@ -8,12 +8,8 @@
 // tests/backend/test_cuda_adversarial.cpp is the same suite for the CUDA backend.
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include "tests/support/test_support.hpp"
-#include "thrive/core/files.hpp"
-#include "thrive/memory/store.hpp"
-#include "thrive/tools/toolbox.hpp"
+#include "thrive/ops/op.hpp"
 
 namespace thrive {
 namespace {
@@ -43,14 +39,7 @@ std::string softmax_body(const std::string& round) {
   return 0;)";
 }
 
-struct Trick {
-  const char* name;
-  const char* op;
-  std::string prelude, body;
-  std::set<Status> expect;  // accepted outcomes (one, except where two are equally right)
-  double peak_gbps = 0;     // ceiling override (0: measured)
-  double timeout_s = 60;
-};
+using Trick = test::AdversarialCase;
 
 std::vector<Trick> tricks() {
   const std::string H = honest_rmsnorm();
@@ -110,29 +99,7 @@ class Adversarial : public ::testing::TestWithParam<Trick> {};
 
 TEST_P(Adversarial, EndsWithTheRightStatusAndIsArchived) {
   const Trick& t = GetParam();
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  cfg.model = test::small_model();
-  cfg.peak_bw_gbps = t.peak_gbps;
-  cfg.candidate_timeout_s = t.timeout_s;
-  memory::Store store(home.path() + "/memory.db");
-  tools::Toolbox tools(cfg, store, "cpu");
-  const auto& op = ops::find_op(t.op);
-  const auto shape = op.bench_shapes(cfg.model).front();
-  const auto k = backend::KernelSource::parse(test::kernel_text(t.op, t.body, t.prelude), std::string(t.name) + ".cpp");
-  const auto r = tools.benchmark(k, shape);
-  RecordProperty("verdict", std::string(sandbox::status_name(r.status)) + ": " + r.detail);
-  EXPECT_TRUE(t.expect.count(r.status)) << t.name << ": " << sandbox::status_name(r.status) << " (" << r.detail
-                                        << ")" << r.compile_log.substr(0, 1500);
-  if (t.peak_gbps > 0) EXPECT_TRUE(r.bench.below_floor) << t.name;
-  // the verdict, with its figures, is in the archive
-  const auto meta = home.path() + "/kernels/" + t.op + "/" + tools.kernel_id(k) + ".json";
-  const auto doc = nlohmann::json::parse(test::slurp(meta), nullptr, false);
-  ASSERT_TRUE(doc.is_object()) << meta;
-  const auto& attempts = doc["attempts"][shape.label];
-  ASSERT_TRUE(attempts.is_array() && !attempts.empty()) << meta;
-  EXPECT_EQ(attempts.back().value("status", ""), sandbox::status_name(r.status));
-  EXPECT_TRUE(attempts.back().contains("verify")) << "figures kept with the verdict";
+  test::expect_adversarial_verdict("cpu", t, test::kernel_text(t.op, t.body, t.prelude));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Adversarial, ::testing::ValuesIn(tricks()),

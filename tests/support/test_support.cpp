@@ -1,5 +1,6 @@
 #include "tests/support/test_support.hpp"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <sstream>
 
 #include "thrive/backend/embedded.hpp"
+#include "thrive/memory/store.hpp"
+#include "thrive/tools/toolbox.hpp"
 
 extern char** environ;
 
@@ -165,6 +168,30 @@ std::string cuda_rmsnorm_body() {
   for (long long i = threadIdx.x; i < H; i += blockDim.x)
     if (WRITE_OUT(i)) out[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(res[i]) * inv * thrive_bf16_to_f32(w[i]));
 )";
+}
+
+void expect_adversarial_verdict(const std::string& backend, const AdversarialCase& c, const std::string& text) {
+  TempDir home;
+  auto cfg = fast_config(home.path());
+  cfg.model = small_model();
+  cfg.peak_bw_gbps = c.peak_gbps;
+  cfg.candidate_timeout_s = c.timeout_s;
+  memory::Store store(home.path() + "/memory.db");
+  tools::Toolbox tools(cfg, store, backend);
+  const auto shape = ops::find_op(c.op).bench_shapes(cfg.model).front();
+  const auto k = backend::KernelSource::parse(text, c.name);
+  const auto r = tools.benchmark(k, shape);
+  ::testing::Test::RecordProperty("verdict", std::string(sandbox::status_name(r.status)) + ": " + r.detail);
+  EXPECT_TRUE(c.expect.count(r.status)) << c.name << ": " << sandbox::status_name(r.status) << " (" << r.detail
+                                        << ")" << r.compile_log.substr(0, 1500);
+  if (c.peak_gbps > 0) EXPECT_TRUE(r.bench.below_floor) << c.name;
+  // the verdict, with its figures, is in the kernel archive
+  const auto doc = nlohmann::json::parse(slurp(home.path() + "/kernels/" + c.op + "/" + tools.kernel_id(k) + ".json"),
+                                         nullptr, false);
+  const auto& attempts = doc.is_object() ? doc["attempts"][shape.label] : nlohmann::json();
+  ASSERT_TRUE(attempts.is_array() && !attempts.empty()) << c.name << ": no archived attempt";
+  EXPECT_EQ(attempts.back().value("status", ""), sandbox::status_name(r.status));
+  EXPECT_TRUE(attempts.back().contains("verify")) << c.name << ": figures kept with the verdict";
 }
 
 std::string slurp(const std::string& path) {

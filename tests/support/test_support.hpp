@@ -2,10 +2,14 @@
 // thrive binary, and small kernel sources.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "thrive/config/config.hpp"
+#include "thrive/sandbox/sandbox.hpp"
 
 namespace thrive::test {
 
@@ -64,6 +68,25 @@ std::string cuda_kernel(const std::string& launch, const std::string& body, cons
 /// `a` is the ThriveCudaArgs; out is written last, in the loop `for (i = threadIdx.x; i < H;
 /// i += blockDim.x)` when WRITE_OUT(i) (a macro the caller may define) is true.
 std::string cuda_rmsnorm_body();
+
+/// One candidate of the adversarial suites (tests/sandbox/test_adversarial.cpp for the CPU,
+/// tests/backend/test_cuda_adversarial.cpp for CUDA): the trick's code and the statuses that
+/// count as rejecting it for the right reason.
+struct AdversarialCase {
+  const char* name;
+  const char* op;
+  std::string prelude, body;          ///< before the entry / the entry's body
+  std::set<sandbox::Status> expect;   ///< accepted outcomes (one, except where two are equally right)
+  double peak_gbps = 0;               ///< copy-ceiling override (0: measured)
+  double timeout_s = 60;              ///< candidate timeout, seconds
+};
+
+/// Runs kernel file text `text` (the case's code, wrapped by the caller for its backend)
+/// through Toolbox::benchmark on `backend` ("cpu" or "cuda") at the op's first bench shape
+/// of small_model() dims, in a fresh THRIVE_HOME, and checks with gtest that the status is one
+/// of `c.expect`, that a ceiling override flagged the time below the floor, and that the
+/// kernel archive holds the attempt with that status and its verification figures.
+void expect_adversarial_verdict(const std::string& backend, const AdversarialCase& c, const std::string& text);
 
 /// Whole contents of a file ("" when it cannot be read).
 std::string slurp(const std::string& path);
