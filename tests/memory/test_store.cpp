@@ -477,6 +477,32 @@ TEST_F(StoreTest, AnotherApplicationsDatabaseIsRefusedAndLeftUntouched) {
   EXPECT_EQ(query(path, "SELECT name FROM recipes"), std::vector<std::string>{"bread"});
 }
 
+// A memory written by a newer THRIVE (higher schema version) is refused with a clear error
+// naming both versions, and neither its rows nor its version are touched.
+TEST_F(StoreTest, ANewerSchemaVersionIsRefusedAndLeftUntouched) {
+  {
+    Store s(path);
+    s.add_card(card("newer_card"));
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  try {
+    Store s(path);
+    FAIL() << "opened a store of schema version 99";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kStorage);
+    EXPECT_NE(std::string(e.what()).find("99"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+    EXPECT_TRUE(test::is_one_line(e.what())) << e.what();
+  }
+  EXPECT_EQ(query(path, "PRAGMA user_version"), std::vector<std::string>{"99"});
+  EXPECT_EQ(query(path, "SELECT id FROM cards WHERE id='newer_card'"), std::vector<std::string>{"newer_card"});
+}
+
 TEST_F(StoreTest, UnwritableLocationIsAStorageError) {
   const std::string file = test::write_text(dir.path() + "/plain", "x");
   try {
