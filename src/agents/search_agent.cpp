@@ -175,6 +175,13 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
                                  ? "recalled best from memory (" + rec.kernel_id + ")"
                                  : "recalled nearest-shape best (" + rec.shape_class + ")";
     record_attempt("recall", 0, k, rec.kernel_id, "", r, note);
+    // The library's own best for this task failed its re-verification for a reason that is
+    // the kernel's (wrong, no longer compiles, crashes), not the machine's (a timeout): it
+    // stops being the best, so neither the leaderboard nor a later run trusts it.
+    if (rec.shape_class == task.shape.label &&
+        (r.status == sandbox::Status::kIncorrect || r.status == sandbox::Status::kCompileFailed ||
+         r.status == sandbox::Status::kCrashed))
+      store.demote_kernel(rec.kernel_id, rec.shape_class, device);
     emit({.phase = "recall", .change = note, .status = sandbox::status_name(r.status),
           .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,

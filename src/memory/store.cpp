@@ -397,6 +397,43 @@ bool Store::record_kernel(const KernelRecord& k) {
   return became_best;
 }
 
+bool Store::demote_kernel(const std::string& kernel_id, const std::string& shape_class,
+                          const std::string& device_key) {
+  Transaction tx(db_);
+  std::string op;
+  {
+    Stmt s(db_, "SELECT op FROM kernels WHERE kernel_id=? AND shape_class=? AND device_key=?", path_);
+    s.bind(1, kernel_id).bind(2, shape_class).bind(3, device_key);
+    if (!s.step()) return false;  // nothing stored under that key
+    op = s.text(0);
+  }
+  {
+    Stmt s(db_, "UPDATE kernels SET verified=0 WHERE kernel_id=? AND shape_class=? AND device_key=?", path_);
+    s.bind(1, kernel_id).bind(2, shape_class).bind(3, device_key);
+    s.step();
+  }
+  bool changed = false;
+  {
+    Stmt s(db_, "SELECT 1 FROM best WHERE op=? AND shape_class=? AND device_key=? AND kernel_id=?", path_);
+    s.bind(1, op).bind(2, shape_class).bind(3, device_key).bind(4, kernel_id);
+    changed = s.step();
+  }
+  if (changed) {
+    Stmt del(db_, "DELETE FROM best WHERE op=? AND shape_class=? AND device_key=?", path_);
+    del.bind(1, op).bind(2, shape_class).bind(3, device_key);
+    del.step();
+    Stmt next(db_,
+              "INSERT INTO best(op, shape_class, device_key, kernel_id) SELECT op, shape_class, device_key, "
+              "kernel_id FROM kernels WHERE op=? AND shape_class=? AND device_key=? AND verified=1 AND "
+              "time_us > 0 ORDER BY time_us LIMIT 1",
+              path_);
+    next.bind(1, op).bind(2, shape_class).bind(3, device_key);
+    next.step();
+  }
+  tx.commit();
+  return changed;
+}
+
 std::optional<KernelRecord> Store::best(const std::string& op, const std::string& shape_class,
                                         const std::string& device_key) {
   Stmt s(db_, std::string("SELECT ") + kKernelColumns +

@@ -86,6 +86,45 @@ bool have_cpu_kernels() {
          !backend::embedded_paths("cpu/cards.json").empty();
 }
 
+// A library kernel is re-verified before it is trusted: a stored best whose code is wrong
+// (here: an import of a kernel that never writes its output, with flattering figures) is
+// rejected at recall, the rejection is in the trajectory, and the task goes on from the
+// template to a verified kernel that replaces it as the best.
+TEST(SearchAgent, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
+  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  cfg.model = test::small_model();
+  memory::Store store(home.path() + "/memory.db");
+  tools::Toolbox tools(cfg, store, "cpu");
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
+  memory::KernelRecord bad;
+  bad.kernel_id = "rmsnorm_residual.cpu.imported~0000000000000001";
+  bad.op = op.name();
+  bad.shape_class = shape.label;
+  bad.device_key = tools.device_key();
+  bad.backend = "cpu";
+  bad.source = test::kernel_text(op.name(), "return 0;");
+  bad.time_us = 0.01;
+  bad.eager_us = 10.0;
+  bad.speedup = 1000.0;
+  bad.verified = true;
+  ASSERT_TRUE(store.record_kernel(bad));
+  ASSERT_EQ(store.best(op.name(), shape.label, tools.device_key())->kernel_id, bad.kernel_id);
+
+  agents::SearchAgent agent(tools);
+  agents::Task task{op.name(), shape, 1, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
+  const auto r = agent.run(task, [](const agents::Progress&) {});
+  ASSERT_TRUE(r.verified);
+  EXPECT_FALSE(r.recalled);
+  bool rejected = false;
+  for (const auto& a : store.trajectory(task.run_id, op.name(), shape.label, tools.device_key()))
+    rejected = rejected || (a.phase == "recall" && a.kernel_id == bad.kernel_id && a.status == "incorrect");
+  EXPECT_TRUE(rejected) << "the failed re-verification is recorded";
+  EXPECT_NE(store.best(op.name(), shape.label, tools.device_key())->kernel_id, bad.kernel_id);
+}
+
 TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
   test::TempDir home;

@@ -187,6 +187,24 @@ TEST_F(StoreTest, BestKernelRules) {
   EXPECT_FALSE(s.best("softmax", "T=1", "cpu:other").has_value());
 }
 
+// A best that fails re-verification is demoted: the next fastest verified kernel takes its
+// place (or none is left), its row stays for the record, marked unverified.
+TEST_F(StoreTest, DemotingTheBestPromotesTheNextVerifiedKernel) {
+  Store s(path);
+  const std::string dev = "cpu:test:x86_64";
+  ASSERT_TRUE(s.record_kernel(kernel("slow", 12.0)));
+  ASSERT_TRUE(s.record_kernel(kernel("fast", 8.0)));
+  ASSERT_FALSE(s.record_kernel(kernel("wrong", 1.0, false)));
+  EXPECT_FALSE(s.demote_kernel("slow", "T=1", dev)) << "not the best: no best entry changes";
+  ASSERT_FALSE(s.record_kernel(kernel("slow2", 13.0))) << "slower than the best";
+  EXPECT_TRUE(s.demote_kernel("fast", "T=1", dev));
+  EXPECT_EQ(s.best("softmax", "T=1", dev)->kernel_id, "slow2") << "'slow' was demoted too";
+  EXPECT_TRUE(s.demote_kernel("slow2", "T=1", dev));
+  EXPECT_FALSE(s.best("softmax", "T=1", dev).has_value()) << "no verified kernel is left";
+  EXPECT_FALSE(s.demote_kernel("no-such-kernel", "T=1", dev));
+  EXPECT_EQ(s.kernels("softmax").size(), 4u) << "rows are kept";
+}
+
 TEST_F(StoreTest, LeaderboardHasOneRowPerOpShapeDevice) {
   Store s(path);
   s.record_kernel(kernel("a", 10.0));

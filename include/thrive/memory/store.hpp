@@ -118,6 +118,12 @@ class Store {
   bool record_kernel(const KernelRecord& k);
   std::optional<KernelRecord> best(const std::string& op, const std::string& shape_class,
                                    const std::string& device_key);
+  /// Marks kernel `kernel_id` at (`shape_class`, `device_key`) unverified (a re-verification
+  /// found it wrong, or it no longer compiles or crashed) and, if it was the best there, makes
+  /// the fastest other verified kernel of that op, shape and device the best (or none). The
+  /// row itself is kept, for the record. Returns whether a best entry changed.
+  bool demote_kernel(const std::string& kernel_id, const std::string& shape_class,
+                     const std::string& device_key);
   /// Best kernels, one per (op, shape class, device), ordered by op and shape.
   std::vector<KernelRecord> leaderboard(const std::string& device_key = "");
   /// Every recorded kernel measurement for `op` ("" = all), newest first.
