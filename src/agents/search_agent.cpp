@@ -189,6 +189,13 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     if (r.status == sandbox::Status::kPassed) {
       best = Current{k, r, tools_.kernel_id(k), rec.parent_id, rec.card_id};
       result.recalled = true;
+      // Today's measurement replaces the stored figures (an import may claim any time): the
+      // exact best keeps its id, a nearest-shape kernel is recorded at this shape.
+      auto kr = tools_.kernel_record(k, task.shape, r, result.eager_us, task.command);
+      if (rec.shape_class == task.shape.label) kr.kernel_id = rec.kernel_id;
+      kr.parent_id = rec.parent_id;
+      kr.card_id = rec.card_id;
+      store.record_kernel(kr);
       break;
     }
   }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive::memory {
 namespace {
@@ -566,6 +567,15 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       if (r.source.find("@thrive op:") == std::string::npos || r.source.size() > (16u << 20))
         fail(ErrorCategory::kInput, "import: kernel {}: expected a kernel source with a "
              "'// @thrive op:' line (at most 16 MiB)", r.kernel_id);
+      // THRIVE's ids end in "~<hash>" or "src-<hash>", 16 hex digits of FNV-1a of the source:
+      // an id whose source was edited afterwards names another program.
+      const auto tail = r.kernel_id.size() >= 17 ? r.kernel_id.substr(r.kernel_id.size() - 17) : std::string();
+      const bool hashed = (tail.size() == 17 && tail[0] == '~') ||
+                          (r.kernel_id.size() >= 20 && r.kernel_id.compare(r.kernel_id.size() - 20, 4, "src-") == 0);
+      if (hashed && r.kernel_id.substr(r.kernel_id.size() - 16) != fnv1a_hex(r.source))
+        fail(ErrorCategory::kInput, "import: kernel {}: its source hashes to {}, not to the id's {}; "
+             "expected the source the id was made from", r.kernel_id, fnv1a_hex(r.source),
+             r.kernel_id.substr(r.kernel_id.size() - 16));
     }
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorCategory::kInput, "import: malformed entry: {}", e.what());

@@ -101,9 +101,11 @@ nlohmann::json Toolbox::get_op_spec(const std::string& name) {
           {"shapes", shapes},
           {"verify_shapes", verify_shapes},
           {"tolerance", {{"bf16", {{"rtol", ops::tolerance_for(ops::DType::kBF16).rtol},
-                                   {"nmse", ops::tolerance_for(ops::DType::kBF16).nmse}}},
+                                   {"nmse", ops::tolerance_for(ops::DType::kBF16).nmse},
+                                   {"bias", ops::tolerance_for(ops::DType::kBF16).bias}}},
                          {"f32", {{"rtol", ops::tolerance_for(ops::DType::kF32).rtol},
-                                  {"nmse", ops::tolerance_for(ops::DType::kF32).nmse}}}}},
+                                  {"nmse", ops::tolerance_for(ops::DType::kF32).nmse},
+                                  {"bias", ops::tolerance_for(ops::DType::kF32).bias}}}}},
           {"template_params", params},
           {"abi", backend::embedded_paths(backend_name_ + "/thrive_" + backend_name_ + ".h").empty()
                       ? ""

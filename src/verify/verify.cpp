@@ -80,7 +80,7 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
   if (c.nan_elements > 0) c.nmse = INFINITY;
   c.tolerance = tol.rtol;
   c.bias = abs_sum > 0 ? std::max(std::abs(err_sum), std::abs(err_signed)) / abs_sum : 0.0;
-  c.bias_limit = std::max(tol.rtol / 8, 3.5 * tol.rtol / std::sqrt(double(std::max<int64_t>(finite_n, 1))));
+  c.bias_limit = std::max(tol.bias, 3.5 * tol.rtol / std::sqrt(double(std::max<int64_t>(finite_n, 1))));
   c.passed = c.bad_elements == 0 && c.nmse <= tol.nmse && c.nan_elements == 0 && c.bias <= c.bias_limit;
   return c;
 }

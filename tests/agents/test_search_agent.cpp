@@ -125,6 +125,43 @@ TEST(SearchAgent, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
   EXPECT_NE(store.best(op.name(), shape.label, tools.device_key())->kernel_id, bad.kernel_id);
 }
 
+// Stored figures are claims until re-measured: an honest kernel imported with an impossible
+// time keeps its place only with the time measured at recall.
+TEST(SearchAgent, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {
+  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  cfg.model = test::small_model();
+  memory::Store store(home.path() + "/memory.db");
+  tools::Toolbox tools(cfg, store, "cpu");
+  const auto& op = ops::find_op("swiglu_act");
+  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
+  const auto k = tools.op_template(op.name()).instantiate({});
+  memory::KernelRecord claim;
+  claim.kernel_id = tools.kernel_id(k);
+  claim.op = op.name();
+  claim.shape_class = shape.label;
+  claim.device_key = tools.device_key();
+  claim.backend = "cpu";
+  claim.params = backend::params_to_string(k.params);
+  claim.source = k.source;
+  claim.time_us = 1e-3;
+  claim.eager_us = 10.0;
+  claim.speedup = 1e4;
+  claim.verified = true;
+  ASSERT_TRUE(store.record_kernel(claim));
+  agents::SearchAgent agent(tools);
+  agents::Task task{op.name(), shape, 0, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
+  const auto r = agent.run(task, [](const agents::Progress&) {});
+  ASSERT_TRUE(r.verified);
+  EXPECT_TRUE(r.recalled);
+  const auto best = store.best(op.name(), shape.label, tools.device_key());
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->kernel_id, claim.kernel_id);
+  EXPECT_GT(best->time_us, 1e-3) << "the claimed time was replaced by the measured one";
+  EXPECT_NEAR(best->time_us, r.best_us, 1e-9);
+}
+
 TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
   test::TempDir home;

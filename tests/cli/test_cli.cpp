@@ -2,6 +2,8 @@
 // for bad flags, environment and files, storage refusals, verify verdicts, env docs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -127,6 +129,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"demo_zero_phases", {"demo", "--op", "softmax", "--phases", "0"}, {"THRIVE_CXX=false"}, 2,
                       "--phases=0"},
         BadInvocation{"demo_unknown_op", {"demo", "--op", "nope"}, {"THRIVE_CXX=false"}, 2, "nope"},
+        BadInvocation{"demo_unknown_shape", {"demo", "--op", "softmax", "--shape", "T=7"}, {"THRIVE_CXX=false"}, 2,
+                      "T=7"},
+        BadInvocation{"demo_infinite_target", {"demo", "--op", "softmax", "--target-speedup", "inf"},
+                      {"THRIVE_CXX=false"}, 2, "--target-speedup=inf"},
+        BadInvocation{"demo_json_out_is_a_folder", {"demo", "--op", "softmax", "--json-out", "/tmp"},
+                      {"THRIVE_CXX=false"}, 2, "/tmp"},
         BadInvocation{"missing_kernel_file",
                       {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,
                       "/nonexistent/k.cpp"}),
@@ -287,6 +295,11 @@ TEST_F(Cli, DemoRunsColdThenWarmFromTheMemoryTheColdRunLeft) {
   EXPECT_EQ(again.exit_code, 2) << again.out << again.err;
   EXPECT_NE(again.err.find("already holds a memory"), std::string::npos) << again.err;
   EXPECT_EQ(read_file(demo_home + "/memory.db"), before);
+  // a bad shape is refused before anything is created
+  const std::string fresh = files.path() + "/demo-bad-shape";
+  const auto bad = test::run_thrive({"demo", "--op", "swiglu_act", "--shape", "T=7", "--demo-home", fresh}, small_env());
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(fresh + "/memory.db"));
 }
 
 TEST_F(Cli, NoSubcommandIsUsage) {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "tests/support/test_support.hpp"
+#include "thrive/core/files.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/memory/store.hpp"
 
@@ -295,6 +296,33 @@ void fill(Store& s) {
   s.record_kernel(kernel("r1", 3.0, true, "rope", "T=16"));
   s.record_kernel(kernel("bad", 1.0, false, "rope", "T=16"));
   s.set_peak_bandwidth_gbps("cpu:test:x86_64", 40.0);
+}
+
+// An id made by THRIVE ends in 16 hex digits of its source's hash: an import whose source was
+// edited after the id was made is refused whole, and nothing is stored.
+TEST_F(StoreTest, ImportOfASourceThatNoLongerMatchesItsIdIsRefused) {
+  nlohmann::json doc;
+  {
+    Store a(path + ".a");
+    auto k = kernel("softmax.cpu.x.bf16.BLOCK=4~" + fnv1a_hex("// @thrive op: softmax\n// source of x"), 5.0);
+    k.source = "// @thrive op: softmax\n// source of x";
+    ASSERT_TRUE(a.record_kernel(k));
+    doc = a.export_json();
+  }
+  {
+    Store b(path);
+    EXPECT_NO_THROW(b.import_json(doc)) << "the untouched export imports";
+  }
+  doc["kernels"][0]["source"] = "// @thrive op: softmax\n// an edited body";
+  Store c(path + ".c");
+  try {
+    c.import_json(doc);
+    FAIL() << "imported a source that does not match its id";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(e.what()).find("hashes to"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c.kernels("softmax").size(), 0u);
 }
 
 TEST_F(StoreTest, ExportImportReproducesBestAndEvidence) {

@@ -8,6 +8,7 @@
 // with evidence, the best-kernel library), not from cached binaries.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -30,7 +31,9 @@ struct DemoFlags {
 // One phase's figures: cumulative since the start of its run.
 struct PhasePoint {
   int phase = 0;
-  double best_speedup = 0, elapsed_s = 0, compile_s = 0, bench_s = 0;
+  double best_speedup = 0;   // best so far in this run (what the curve plots)
+  double phase_speedup = 0;  // this phase's own result, as measured in the phase
+  double elapsed_s = 0, compile_s = 0, bench_s = 0;
   int evaluations = 0;
   bool recalled = false;
 };
@@ -46,7 +49,8 @@ struct RunSummary {
 nlohmann::json to_json(const RunSummary& r) {
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& p : r.phases)
-    pts.push_back({{"phase", p.phase}, {"best_speedup", p.best_speedup}, {"elapsed_s", p.elapsed_s},
+    pts.push_back({{"phase", p.phase}, {"best_speedup", p.best_speedup}, {"phase_speedup", p.phase_speedup},
+                   {"elapsed_s", p.elapsed_s},
                    {"compile_s", p.compile_s}, {"bench_s", p.bench_s}, {"evaluations", p.evaluations},
                    {"started_from_memory", p.recalled}});
   return {{"run", r.name},           {"phases_to_target", r.phases_to_target}, {"best_speedup", r.best_speedup},
@@ -74,14 +78,15 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
     });
     PhasePoint pt;
     pt.phase = phase;
-    pt.best_speedup = r.verified ? r.speedup : 0.0;
+    pt.phase_speedup = r.verified ? r.speedup : 0.0;
+    pt.best_speedup = std::max(out.best_speedup, pt.phase_speedup);
     pt.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     pt.compile_s = tb.compile_seconds();
     pt.bench_s = tb.bench_seconds();
     pt.evaluations = tb.evaluations();
     pt.recalled = r.recalled;
     out.phases.push_back(pt);
-    out.best_speedup = std::max(out.best_speedup, pt.best_speedup);
+    out.best_speedup = pt.best_speedup;
     if (out.best_speedup >= cfg.target_speedup) {
       out.phases_to_target = phase;
       break;
@@ -103,7 +108,7 @@ void print_summary(const RunSummary& cold, const RunSummary& warm, double target
     fmt::print("{:<5} {:>16} {:>12.2f}x {:>10.1f} {:>10.1f} {:>9.1f} {:>11}\n", r->name,
                r->phases_to_target > 0 ? std::to_string(r->phases_to_target) : "not reached",
                r->best_speedup, r->wall_s, r->compile_s, r->bench_s, r->evaluations);
-  const double ratio = cold.best_speedup > 0 ? warm.phases.front().best_speedup / cold.best_speedup : 0.0;
+  const double ratio = cold.best_speedup > 0 ? warm.phases.front().phase_speedup / cold.best_speedup : 0.0;
   const double time_ratio = cold.wall_s > 0 ? warm.phases.front().elapsed_s / cold.wall_s : 0.0;
   fmt::print("\nwarm phase 1: {:.1f}% of the cold run's best speedup, in {:.2f}x its time "
              "(the claim: >= 97% at <= 1/3 of the time: {}); target speedup {:.2f}x\n",
@@ -135,8 +140,25 @@ void register_demo(CLI::App& app, Context& ctx) {
       cfg.rounds = f.rounds;
     }
     if (cmd->count("--target-speedup") > 0) {
-      if (!(f.target > 0)) fail(ErrorCategory::kUsage, "--target-speedup={}: expected a number > 0", f.target);
+      if (!(f.target > 0) || !std::isfinite(f.target))
+        fail(ErrorCategory::kUsage, "--target-speedup={}: expected a finite number > 0", f.target);
       cfg.target_speedup = f.target;
+    }
+    // Everything that can be wrong with the request is refused before the memory is created.
+    if (!f.shape.empty()) {
+      std::string labels;
+      bool known = false;
+      for (const auto& s : op.bench_shapes(cfg.model)) {
+        known = known || s.label == f.shape;
+        labels += (labels.empty() ? "" : ", ") + s.label;
+      }
+      if (!known) fail(ErrorCategory::kUsage, "--shape {}: not a shape of {}; expected one of: {}", f.shape, op.name(), labels);
+    }
+    if (!f.json_out.empty()) {
+      if (std::filesystem::is_directory(f.json_out))
+        fail(ErrorCategory::kUsage, "--json-out {}: is a folder; expected a file path", f.json_out);
+      const auto parent = std::filesystem::path(f.json_out).parent_path();
+      if (!parent.empty()) ensure_writable_dir(parent.string(), "--json-out's folder");
     }
     std::string home = f.demo_home;
     if (home.empty()) {
@@ -144,7 +166,8 @@ void register_demo(CLI::App& app, Context& ctx) {
       home = cfg.home + "/demo-" + memory::now_iso8601();
       std::replace(home.begin() + long(cfg.home.size()), home.end(), ':', '-');
     }
-    if (std::filesystem::exists(memory::default_store_path(home)))
+    // symlink_status: a dangling link named memory.db counts as present (never written through)
+    if (std::filesystem::exists(std::filesystem::symlink_status(memory::default_store_path(home))))
       fail(ErrorCategory::kUsage, "--demo-home {}: already holds a memory (memory.db); the cold run needs an "
            "empty one", home);
     ensure_writable_dir(home, "--demo-home");

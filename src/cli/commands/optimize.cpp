@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "src/cli/context.hpp"
 #include "thrive/agents/search_agent.hpp"
@@ -47,7 +48,8 @@ void register_optimize(CLI::App& app, Context& ctx) {
     }
     if (!f.agent.empty()) cfg.agent = f.agent;
     if (cmd->count("--target-speedup") > 0) {
-      if (!(f.target > 0)) fail(ErrorCategory::kUsage, "--target-speedup={}: expected a number > 0", f.target);
+      if (!(f.target > 0) || !std::isfinite(f.target))
+        fail(ErrorCategory::kUsage, "--target-speedup={}: expected a finite number > 0", f.target);
       cfg.target_speedup = f.target;
     }
     cfg.validate();
