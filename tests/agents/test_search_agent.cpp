@@ -86,30 +86,47 @@ bool have_cpu_kernels() {
          !backend::embedded_paths("cpu/cards.json").empty();
 }
 
+// A fresh memory and a CPU toolbox at small dims, for tests that plant records before a run.
+class LibraryRecall : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  }
+  test::TempDir home;
+  config::Config cfg = [this] {
+    auto c = test::fast_config(home.path());
+    c.model = test::small_model();
+    return c;
+  }();
+  memory::Store store{home.path() + "/memory.db"};
+  tools::Toolbox tools{cfg, store, "cpu"};
+  // A stored, "verified" record of `source` for `op` at `shape` claiming `time_us`.
+  memory::KernelRecord planted(const ops::Op& op, const ops::ShapeCase& shape, const std::string& id,
+                               const std::string& source, double time_us) {
+    memory::KernelRecord k;
+    k.kernel_id = id;
+    k.op = op.name();
+    k.shape_class = shape.label;
+    k.device_key = tools.device_key();
+    k.backend = "cpu";
+    k.source = source;
+    k.time_us = time_us;
+    k.eager_us = 10.0;
+    k.speedup = 10.0 / time_us;
+    k.verified = true;
+    return k;
+  }
+};
+
 // A library kernel is re-verified before it is trusted: a stored best whose code is wrong
 // (here: an import of a kernel that never writes its output, with flattering figures) is
 // rejected at recall, the rejection is in the trajectory, and the task goes on from the
 // template to a verified kernel that replaces it as the best.
-TEST(SearchAgent, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
-  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  cfg.model = test::small_model();
-  memory::Store store(home.path() + "/memory.db");
-  tools::Toolbox tools(cfg, store, "cpu");
+TEST_F(LibraryRecall, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
   const auto& op = ops::find_op("rmsnorm_residual");
   const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
-  memory::KernelRecord bad;
-  bad.kernel_id = "rmsnorm_residual.cpu.imported~0000000000000001";
-  bad.op = op.name();
-  bad.shape_class = shape.label;
-  bad.device_key = tools.device_key();
-  bad.backend = "cpu";
-  bad.source = test::kernel_text(op.name(), "return 0;");
-  bad.time_us = 0.01;
-  bad.eager_us = 10.0;
-  bad.speedup = 1000.0;
-  bad.verified = true;
+  const auto bad = planted(op, shape, "rmsnorm_residual.cpu.imported~0000000000000001",
+                           test::kernel_text(op.name(), "return 0;"), 0.01);
   ASSERT_TRUE(store.record_kernel(bad));
   ASSERT_EQ(store.best(op.name(), shape.label, tools.device_key())->kernel_id, bad.kernel_id);
 
@@ -127,28 +144,11 @@ TEST(SearchAgent, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
 
 // Stored figures are claims until re-measured: an honest kernel imported with an impossible
 // time keeps its place only with the time measured at recall.
-TEST(SearchAgent, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {
-  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  cfg.model = test::small_model();
-  memory::Store store(home.path() + "/memory.db");
-  tools::Toolbox tools(cfg, store, "cpu");
+TEST_F(LibraryRecall, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {
   const auto& op = ops::find_op("swiglu_act");
   const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
   const auto k = tools.op_template(op.name()).instantiate({});
-  memory::KernelRecord claim;
-  claim.kernel_id = tools.kernel_id(k);
-  claim.op = op.name();
-  claim.shape_class = shape.label;
-  claim.device_key = tools.device_key();
-  claim.backend = "cpu";
-  claim.params = backend::params_to_string(k.params);
-  claim.source = k.source;
-  claim.time_us = 1e-3;
-  claim.eager_us = 10.0;
-  claim.speedup = 1e4;
-  claim.verified = true;
+  const auto claim = planted(op, shape, tools.kernel_id(k), k.source, 1e-3);
   ASSERT_TRUE(store.record_kernel(claim));
   agents::SearchAgent agent(tools);
   agents::Task task{op.name(), shape, 0, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
