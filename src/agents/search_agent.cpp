@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive::agents {
 namespace {
@@ -239,6 +240,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     return result;
   }
   record_kernel(*best);
+  const double first_verified_us = best->result.bench.time_us();
   auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.time_us(); };
   if (speedup_of(*best) >= task.target_speedup) result.round_reached_target = 0;
 
@@ -322,6 +324,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       result.round_reached_target = round;
   }
 
+  distill_card(store, op, task.shape.label, backend_name, tmpl.defaults(), best->kernel.params,
+               first_verified_us > 0 ? first_verified_us / best->result.bench.time_us() : 1.0);
   result.best_us = best->result.bench.time_us();
   result.speedup = speedup_of(*best);
   result.bandwidth_gbps = best->result.bench.bandwidth_gbps;
@@ -333,6 +337,37 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   emit({.phase = "done", .status = "passed", .best_us = result.best_us, .speedup = result.speedup,
         .note = result.best_params});
   return result;
+}
+
+std::string SearchAgent::distill_card(memory::Store& store, const ops::Op& op, const std::string& shape_class,
+                                      const std::string& backend, const backend::Params& defaults,
+                                      const backend::Params& best, double gain) {
+  nlohmann::json set = nlohmann::json::object();
+  std::string changes;
+  for (const auto& [name, value] : best) {
+    auto d = defaults.find(name);
+    if (d != defaults.end() && d->second == value) continue;
+    set[name] = value;
+    changes += (changes.empty() ? "" : ", ") + name + "=" + value;
+  }
+  if (set.size() < 2) return "";
+  const std::string trait = ops::trait_name(op.trait());
+  memory::StrategyCard card;
+  card.id = "learned_" + backend + "_" + trait + "_" + fnv1a_hex(set.dump()).substr(0, 12);
+  card.title = "Configuration learned on " + op.name() + " " + shape_class + ": " + changes;
+  card.description = fmt::format(
+      "Distilled from a task's trajectory: the verified best of {} at {} on the {} backend set these "
+      "{} parameters together ({:.2f}x faster than the task's first verified kernel). Tried as one jump "
+      "on ops with the {} trait.",
+      op.name(), shape_class, backend, set.size(), gain, trait);
+  card.backend = backend;
+  card.traits = {trait};
+  card.bottlenecks = {"memory", "compute", "traffic", "overhead", "parallelism"};
+  card.set = set;
+  card.origin = "learned";
+  store.add_card(card);
+  store.record_card_outcome(card.id, op.name(), shape_class, backend, true, std::max(gain, 1.0));
+  return card.id;
 }
 
 }  // namespace thrive::agents

@@ -86,6 +86,33 @@ bool have_cpu_kernels() {
          !backend::embedded_paths("cpu/cards.json").empty();
 }
 
+// The end of a task distils its best configuration into a learned card when it changed two
+// or more parameters; the card carries the evidence and applies to ops of the same trait.
+TEST_F(RankCards, ATaskIsDistilledIntoALearnedCardForItsTrait) {
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const backend::Params defaults = {{"VEC", "1"}, {"UNROLL", "1"}, {"THREADS", "1"}};
+  const backend::Params one_change = {{"VEC", "8"}, {"UNROLL", "1"}, {"THREADS", "1"}};
+  EXPECT_EQ(agents::SearchAgent::distill_card(store, op, "T=16", "cpu", defaults, one_change, 2.0), "")
+      << "one change is a builtin card already";
+  const std::string id = agents::SearchAgent::distill_card(
+      store, op, "T=16", "cpu", defaults, {{"VEC", "8"}, {"UNROLL", "2"}, {"THREADS", "1"}}, 3.0);
+  ASSERT_FALSE(id.empty());
+  const auto cards = store.cards("cpu");
+  const auto it = std::find_if(cards.begin(), cards.end(), [&](const auto& c) { return c.id == id; });
+  ASSERT_NE(it, cards.end());
+  EXPECT_EQ(it->origin, "learned");
+  EXPECT_EQ(it->set, (nlohmann::json{{"UNROLL", "2"}, {"VEC", "8"}}));
+  EXPECT_EQ(it->traits, std::vector<std::string>{ops::trait_name(op.trait())});
+  // the same configuration again: the same card, more evidence
+  EXPECT_EQ(agents::SearchAgent::distill_card(store, ops::find_op("softmax"), "T=1", "cpu", defaults,
+                                      {{"VEC", "8"}, {"UNROLL", "2"}, {"THREADS", "1"}}, 1.5),
+            id);
+  int successes = 0;
+  for (const auto& e : store.evidence())
+    if (e.card_id == id) successes += e.successes;
+  EXPECT_EQ(successes, 2);
+}
+
 // A fresh memory and a CPU toolbox at small dims, for tests that plant records before a run.
 class LibraryRecall : public ::testing::Test {
  protected:

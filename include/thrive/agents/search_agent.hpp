@@ -50,6 +50,17 @@ class SearchAgent final : public Agent {
                                  const std::string& bottleneck,
                                  const std::set<std::string>& tried);
 
+  /// Distills a task into long-term memory: when `best` differs from `defaults` in two or
+  /// more parameters (single changes are cards already), a "learned" card that sets all of
+  /// them at once, for the op's trait and this backend, with one success of ln(gain) evidence
+  /// at (op, shape_class), where gain = the task's first verified time / its best time (>= 1).
+  /// The id is derived from backend, trait and the params, so a later task that ends at the
+  /// same configuration adds evidence to the same card. Returns the card id, or "" when
+  /// nothing is distilled.
+  static std::string distill_card(memory::Store& store, const ops::Op& op, const std::string& shape_class,
+                                  const std::string& backend, const backend::Params& defaults,
+                                  const backend::Params& best, double gain);
+
  private:
   tools::Toolbox& tools_;
   SearchWeights weights_;
