@@ -139,6 +139,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   };
   auto record_kernel = [&](const Current& c) {
     auto k = tools_.kernel_record(c.kernel, task.shape, c.result, result.eager_us, task.command);
+    k.kernel_id = c.id;
     k.parent_id = c.parent_id;
     k.card_id = c.card_id;
     store.record_kernel(k);
@@ -188,15 +189,12 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) {
-      best = Current{k, r, tools_.kernel_id(k), rec.parent_id, rec.card_id};
+      // The exact best keeps its stored id, so recording the best below replaces the stored
+      // figures with today's measurement (an import may claim any time); a nearest-shape
+      // kernel is recorded at this shape under its own id.
+      best = Current{k, r, rec.shape_class == task.shape.label ? rec.kernel_id : tools_.kernel_id(k),
+                     rec.parent_id, rec.card_id};
       result.recalled = true;
-      // Today's measurement replaces the stored figures (an import may claim any time): the
-      // exact best keeps its id, a nearest-shape kernel is recorded at this shape.
-      auto kr = tools_.kernel_record(k, task.shape, r, result.eager_us, task.command);
-      if (rec.shape_class == task.shape.label) kr.kernel_id = rec.kernel_id;
-      kr.parent_id = rec.parent_id;
-      kr.card_id = rec.card_id;
-      store.record_kernel(kr);
       break;
     }
   }

@@ -29,6 +29,13 @@ void summarize(std::vector<double>& s, BenchStats& stats) {
 
 namespace {
 
+// Relative 95% CI half-width of the median of `samples` (the stopping rule's figure).
+double rel_ci_of(std::vector<double> samples) {
+  BenchStats probe;
+  summarize(samples, probe);
+  return probe.rel_ci;
+}
+
 // Inputs replicated into argument sets until cycling through them touches 4x the
 // last-level cache; device memory released on destruction.
 struct ArgumentSets {
@@ -240,12 +247,7 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (int(samples.size()) >= options.min_reps) {
       if (elapsed > options.max_s) break;
-      if (samples.size() % 8 == 0) {
-        auto copy = samples;
-        BenchStats probe;
-        summarize(copy, probe);
-        if (probe.rel_ci < options.noise) break;
-      }
+      if (samples.size() % 8 == 0 && rel_ci_of(samples) < options.noise) break;
     }
   }
   summarize(samples, stats);
@@ -268,10 +270,7 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - graph_start).count();
       if (int(graph_samples.size()) >= options.min_reps) {
-        auto copy = graph_samples;
-        BenchStats probe;
-        summarize(copy, probe);
-        if (probe.rel_ci < options.noise || elapsed > options.max_s) break;
+        if (rel_ci_of(graph_samples) < options.noise || elapsed > options.max_s) break;
       }
     }
     if (!graph_samples.empty()) {
@@ -323,12 +322,7 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (int(ratio.size()) >= options.min_reps) {
       if (elapsed > 2 * options.max_s) break;
-      if (ratio.size() % 8 == 0) {
-        auto copy = ratio;
-        BenchStats probe;
-        summarize(copy, probe);
-        if (probe.rel_ci < options.noise / 2) break;
-      }
+      if (ratio.size() % 8 == 0 && rel_ci_of(ratio) < options.noise / 2) break;
     }
   }
   BenchStats sa, sb, sr;
