@@ -4,7 +4,8 @@
 # the winners next to the eager baselines, and run compute-sanitizer on the best kernel
 # of each op. Results land in $OUT (bench/results/ after copying back).
 #   device tool: run command="bash scripts/device-check.sh" carry=[".sysroot"]
-# Environment: ROUNDS (default 8), SKIP_TESTS=1, SKIP_OPTIMIZE=1, SKIP_SANITIZER=1, OPS (default
+# Environment: ROUNDS (default 8), SKIP_TESTS=1, SKIP_OPTIMIZE=1, SKIP_SANITIZER=1, PROFILE=1
+# (scripts/device-profile.sh after the benchmark), OPS (default
 # all), SEED_HOME=FILE.tgz (start from the memory an earlier call brought back, e.g.
 # scripts/device-tune.sh's home.tgz carried as .device-home/home.tgz). The device tool returns at
 # most 8 files: the sanitizer logs come back as $OUT/sanitize.tgz, the memory as $OUT/home.tgz.
@@ -22,7 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 bash scripts/device-build.sh "$OUT" || exit 1
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  (cd build-device && ctest --output-on-failure -j 8 --timeout 900) > "$OUT/ctest.log" 2>&1
+  # McpSdk needs the MCP SDK from PyPI, which the device (no network) cannot install; CI runs it.
+  (cd build-device && ctest --output-on-failure -j 8 --timeout 900 -E McpSdk) > "$OUT/ctest.log" 2>&1
   echo "ctest exit $?"; tail -15 "$OUT/ctest.log"
 fi
 
@@ -34,6 +36,8 @@ fi
 ./build-device/thrive bench --device cuda --op "${OPS:-all}" --json-out "$OUT/bench-cuda-$stamp.json" \
   > "$OUT/bench-cuda-$stamp.txt" 2>&1
 echo "bench exit $?"; cat "$OUT/bench-cuda-$stamp.txt"
+
+if [ "${PROFILE:-0}" = 1 ]; then OUT="$OUT" bash scripts/device-profile.sh; fi
 
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer > /dev/null; then
   san=$(mktemp -d)
@@ -48,7 +52,7 @@ PY
   while read -r op id shape; do
     f="$THRIVE_HOME/kernels/$op/$id.cu"
     for tool in memcheck racecheck; do
-      THRIVE_CANDIDATE_TIMEOUT_S=600 compute-sanitizer --tool $tool --error-exitcode 9 \
+      THRIVE_CANDIDATE_TIMEOUT_S=600 timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 \
         ./build-device/thrive verify --device cuda --op "$op" --kernel "$f" > "$san/sanitize-$op-$tool.log" 2>&1
       echo "compute-sanitizer $tool $op: exit $?"
     done

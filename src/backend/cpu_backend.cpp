@@ -1,6 +1,7 @@
 #include "thrive/backend/cpu_backend.hpp"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,14 +26,27 @@ using EntryFn = int (*)(const ThriveArgs*);
 class CpuModule final : public Module {
  public:
   CpuModule(void* handle, EntryFn entry) : handle_(handle), entry_(entry) {}
+  explicit CpuModule(std::unique_ptr<CpuExecutor> executor) : executor_(std::move(executor)) {}
   // dlclose is skipped on purpose: a candidate may leave OpenMP threads or atexit
   // handlers that reference its code; the worker process exits soon anyway.
   EntryFn entry() const { return entry_; }
+  CpuExecutor* executor() const { return executor_.get(); }
 
  private:
-  void* handle_;
-  EntryFn entry_;
+  void* handle_ = nullptr;
+  EntryFn entry_ = nullptr;
+  std::unique_ptr<CpuExecutor> executor_;  // isolated: the candidate lives in this process
 };
+
+// Half of the worker's address-space limit: THRIVE_WORKER_MEMORY_MB, else half of RAM, and
+// never more than half of an RLIMIT_AS already in force.
+int64_t arena_bytes(const config::Config& cfg) {
+  int64_t limit = cfg.worker_memory_mb > 0 ? cfg.worker_memory_mb << 20
+                                           : int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  rlimit cur{};
+  if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_cur != RLIM_INFINITY) limit = std::min(limit, int64_t(cur.rlim_cur));
+  return std::max<int64_t>(limit / 2, 64 << 20);
+}
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -103,6 +117,7 @@ CpuBackend::CpuBackend(const config::Config& cfg) : cfg_(cfg) {
   device_.driver = compiler_id_;
   device_.compute_units = threads_;
   device_.cache_bytes = llc_bytes();
+  arena_ = std::make_unique<SharedArena>(arena_bytes(cfg));
 }
 
 CompileResult CpuBackend::compile(const KernelSource& kernel) {
@@ -139,10 +154,16 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     write_file_atomic(log_path, p.output);
     std::filesystem::rename(tmp_so, so);
   }
-  if (before_load_) {  // candidate code (its static constructors too) runs from here on
-    auto hook = std::move(before_load_);
-    before_load_ = nullptr;
-    hook();
+  if (isolated_) {  // the candidate is loaded (and runs) only in its executor
+    std::string error;
+    auto executor = std::make_unique<CpuExecutor>(so, kernel.entries.at(0), confine_, error);
+    result.confinement = executor->confinement();
+    if (!error.empty()) {
+      result.log += "\n" + error;
+      return result;
+    }
+    result.module = std::make_shared<CpuModule>(std::move(executor));
+    return result;
   }
   void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -160,14 +181,9 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
   return result;
 }
 
-void* CpuBackend::allocate(int64_t bytes) {
-  const size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, rounded);
-  if (p == nullptr) fail(ErrorCategory::kBackend, "cannot allocate {} bytes of host memory", bytes);
-  return p;
-}
+void* CpuBackend::allocate(int64_t bytes) { return arena_->allocate(bytes); }
 
-void CpuBackend::release(void* ptr) { std::free(ptr); }
+void CpuBackend::release(void* ptr) { arena_->release(ptr); }
 
 void CpuBackend::upload(void* dst, const void* src, int64_t bytes) {
   std::memcpy(dst, src, size_t(bytes));
@@ -187,6 +203,12 @@ void CpuBackend::memset(void* dst, uint8_t value, int64_t bytes) {
 
 int CpuBackend::launch(const Module& module, const LaunchArgs& args) {
   const auto& m = static_cast<const CpuModule&>(module);
+  if (CpuExecutor* x = m.executor()) {
+    pending_overhead_us_ += x->overhead_us();
+    return x->call(args.tensors.data(), int32_t(args.tensors.size()), args.dims.data(), int32_t(args.dims.size()),
+                   args.scalars.data(), int32_t(args.scalars.size()), args.workspace, args.workspace_bytes,
+                   threads_);
+  }
   ThriveArgs a{args.tensors.data(),  int32_t(args.tensors.size()), args.dims.data(),
                int32_t(args.dims.size()), args.scalars.data(), int32_t(args.scalars.size()),
                args.workspace,           args.workspace_bytes,         threads_};
@@ -194,9 +216,11 @@ int CpuBackend::launch(const Module& module, const LaunchArgs& args) {
 }
 
 double CpuBackend::time_us(const std::function<void()>& body) {
+  pending_overhead_us_ = 0;
   auto start = std::chrono::steady_clock::now();
   body();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  return std::max(0.0, us - pending_overhead_us_);
 }
 
 std::string DeviceInfo::key() const {

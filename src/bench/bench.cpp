@@ -77,27 +77,42 @@ struct ArgumentSets {
     sets = std::min(sets, 1 << 16);
     working_set_bytes = set_bytes * sets;
     args.resize(size_t(sets));
-    std::vector<void*> shared(host.size(), nullptr);
+    // One allocation per tensor for all sets (set s at s * stride, 256-byte aligned), filled by
+    // a few large uploads: tiny shapes need up to 65536 sets, and one cuMemAlloc plus one
+    // upload per set and tensor took over a minute on the H200.
+    std::vector<std::pair<uint8_t*, int64_t>> base(host.size(), {nullptr, 0});
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto& t = host[i];
+      const int64_t bytes = int64_t(t.bytes.size());
+      const int64_t stride = (bytes + 255) / 256 * 256;
+      const int copies = t.spec.shared_across_sets ? 1 : sets;
+      auto* p = static_cast<uint8_t*>(alloc(std::max<int64_t>(stride * copies, 1)));
+      base[i] = {p, stride};
+      upload_replicated(p, t.bytes, stride, copies);
+    }
     void* workspace = alloc(ws_bytes);
     for (int s = 0; s < sets; ++s) {
       auto& a = args[size_t(s)];
-      for (size_t i = 0; i < host.size(); ++i) {
-        const auto& t = host[i];
-        void* p = nullptr;
-        if (t.spec.shared_across_sets && shared[i] != nullptr) {
-          p = shared[i];
-        } else {
-          p = alloc(int64_t(t.bytes.size()));
-          backend.upload(p, t.bytes.data(), int64_t(t.bytes.size()));
-          if (t.spec.shared_across_sets) shared[i] = p;
-        }
-        a.tensors.push_back(p);
-      }
+      for (size_t i = 0; i < host.size(); ++i)
+        a.tensors.push_back(base[i].first + (host[i].spec.shared_across_sets ? 0 : s * base[i].second));
       a.symbols = shape;
       a.dims = op.dims(shape);
       a.scalars = op.scalars(shape, model);
       a.workspace = workspace;
       a.workspace_bytes = ws_bytes;
+    }
+  }
+  // `copies` copies of `bytes`, `stride` apart from `device`, through a staging buffer of at
+  // most ~64 MiB (one upload per staging fill).
+  void upload_replicated(uint8_t* device, const std::vector<uint8_t>& bytes, int64_t stride, int copies) {
+    if (bytes.empty()) return;
+    const int per_fill = int(std::clamp<int64_t>((int64_t{64} << 20) / stride, 1, copies));
+    std::vector<uint8_t> staging(size_t(stride) * size_t(per_fill), 0);
+    for (int c = 0; c < per_fill; ++c) std::copy(bytes.begin(), bytes.end(), staging.begin() + c * stride);
+    for (int c = 0; c < copies; c += per_fill) {
+      const int n = std::min(per_fill, copies - c);
+      // the last copy ends at its own size (the slab may hold exactly copies * stride bytes)
+      backend.upload(device + c * stride, staging.data(), (n - 1) * stride + int64_t(bytes.size()));
     }
   }
   void* alloc(int64_t bytes) {

@@ -46,17 +46,22 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   auto backend = backend::make_backend(backend_name, cfg);
   r.device_key = backend->device().key();
   const auto& op = ops::find_op(request.kernel.op);
-  // A CPU candidate's code runs in this process from the moment it is loaded (static
-  // constructors included), so take away what it could reach beyond its buffers first
-  // (see confine.hpp); the host compiler has run by then.
-  // The host compiler (a hostile #include can make it grow without bound) and then the
-  // candidate live under the worker's address-space limit.
+  // A CPU candidate's code never runs in this process: each module gets an executor process
+  // that keeps only its socket, confines itself (confine.hpp) and then loads the candidate;
+  // verification, timing and the result pipe stay here, out of its reach (cpu_executor.hpp).
+  // The host compiler (a hostile #include can make it grow without bound) and the executor
+  // live under the worker's address-space limit.
   if (backend_name == "cpu" && cfg.confine) {
     limit_address_space(cfg.worker_memory_mb);
     limit_file_size(int64_t(512) << 20);
-    backend->set_before_load([&] { r.confinement = confine_candidate(cfg.worker_memory_mb).summary(); });
+    const int64_t memory_mb = cfg.worker_memory_mb;
+    backend->isolate_candidates([memory_mb](int keep_fd) {
+      close_inherited_fds(keep_fd);
+      return confine_candidate(memory_mb).summary() + ", own process";
+    });
   }
   auto compiled = backend->compile(request.kernel);
+  if (!compiled.confinement.empty()) r.confinement = compiled.confinement;
   r.compile_log = utf8_prefix(compiled.log, 16384);
   r.compile_cached = compiled.cached;
   r.compile_s = compiled.compile_s;
@@ -106,8 +111,7 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
       r.wall_s = seconds_since(start);
       return r;
     }
-    if (!r.bench.timed_call_check.empty() && r.bench.timed_call_check != "passed" &&
-        r.bench.timed_call_check.rfind("skipped", 0) != 0) {
+    if (r.bench.timed_call_check_failed()) {
       r.status = Status::kIncorrect;
       r.detail = "a timed call's outputs are wrong: " + r.bench.timed_call_check;
       r.wall_s = seconds_since(start);
@@ -131,8 +135,8 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
       }
     }
     if (request.paired_baseline && !r.bench.below_floor) {
-      // The baseline was benchmarked before, so its build is cached: loading it needs no
-      // compiler, which the confinement would no longer allow.
+      // The baseline was benchmarked before, so its build is usually cached; on the CPU it
+      // gets an executor of its own, like the candidate.
       auto base = backend->compile(*request.paired_baseline);
       if (base.module) {
         auto t3 = std::chrono::steady_clock::now();

@@ -92,7 +92,9 @@ std::vector<Trick> tricks() {
        out + "honest(a); __syncthreads(); " + first + "{ if (atomicAdd(&calls, 1u) > 60) o[0] ^= 0x4000; }",
        {Status::kIncorrect}},
       {"too_fast_to_be_true", "rmsnorm_residual", H, "honest(a);", {Status::kIncorrect}, 1e-6},
-      {"infinite_loop", "rmsnorm_residual", "", "volatile int spin = 1; while (spin) { }", {Status::kTimeout}, 0, 15},
+      // (a `volatile int` spin loop was compiled away by NVRTC and returned: the H200 run called
+      // it incorrect; __nanosleep is an instruction the compiler keeps)
+      {"infinite_loop", "rmsnorm_residual", "", "for (;;) __nanosleep(1000);", {Status::kTimeout}, 0, 15},
       {"illegal_address", "rmsnorm_residual", "", "((float*)a.tensors[3])[1ll << 40] = 1.f;", {Status::kCrashed}},
       {"null_pointer_write", "rmsnorm_residual", "", "*(volatile int*)0 = 1;", {Status::kCrashed}},
       {"trap", "rmsnorm_residual", "", "__trap();", {Status::kCrashed}},

@@ -206,6 +206,24 @@ TEST_F(Confine, GarbageWrittenToTheResultPipeEndsAsCrashedNeverPassed) {
   EXPECT_EQ(r.status, Status::kCrashed) << r.detail;
 }
 
+// A candidate that writes a complete passing verdict into every descriptor it has and leaves at
+// once. In the worker's own process this reached the result pipe; in its executor the only
+// descriptor is the command socket, and an executor that exits is a crash.
+TEST_F(Confine, AForgedVerdictNeverReachesTheResultPipe) {
+  const std::string prelude = "#include <string.h>\n#include <unistd.h>\n";
+  const auto r = run("const char* v = \"{\\\"status\\\":\\\"passed\\\",\\\"detail\\\":\\\"forged\\\"}\";"
+                     " for (int fd = 0; fd < 1024; ++fd) (void)!write(fd, v, strlen(v)); _exit(0);",
+                     prelude, /*bench=*/true);
+  EXPECT_EQ(r.status, Status::kCrashed) << r.detail;
+  EXPECT_EQ(r.detail.find("forged"), std::string::npos) << r.detail;
+}
+
+TEST_F(Confine, TheCandidateRunsInItsOwnConfinedProcess) {
+  const auto r = run(test::rmsnorm_body(), "");
+  ASSERT_EQ(r.status, Status::kPassed) << r.detail;
+  EXPECT_NE(r.confinement.find("own process"), std::string::npos) << r.confinement;
+}
+
 TEST_F(Confine, HugeAllocationFailsInsideTheCandidateNotTheMachine) {
   cfg.worker_memory_mb = 2048;
   const auto r = run("void* p = malloc((size_t)64 << 30); return p == 0 ? 9 : 0;", "#include <stdlib.h>\n");

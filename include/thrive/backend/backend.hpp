@@ -59,6 +59,8 @@ struct CompileResult {
   std::string log;
   bool cached = false;
   double compile_s = 0.0;     ///< seconds spent compiling (0 on a cache hit)
+  /// What confines the candidate's code ("" when nothing does): see isolate_candidates().
+  std::string confinement;
 };
 
 /// Arguments of one call of a kernel: device pointers in the op's ABI order,
@@ -112,11 +114,12 @@ class Backend {
     (void)symbols;
     (void)stats;
   }
-  /// Registers `hook` to run once, right before candidate code first enters this
-  /// process (cpu: before dlopen, which runs the shared object's constructors). The
-  /// sandbox confines its worker there. Backends whose candidates are device code (cuda)
-  /// never run host code of a candidate and ignore it.
-  virtual void set_before_load(std::function<void()> hook) { (void)hook; }
+  /// From now on, candidate host code runs in a process of its own, never in this one (cpu:
+  /// each compiled module gets an executor process, see cpu_executor.hpp), which calls
+  /// `confine(keep_fd)` before the candidate is loaded and returns a one-line summary of its
+  /// confinement (CompileResult::confinement). The sandbox's workers turn this on. Backends
+  /// whose candidates are device code (cuda) never run a candidate's host code and ignore it.
+  virtual void isolate_candidates(std::function<std::string(int keep_fd)> confine) { (void)confine; }
   /// Why the last launch returned non-zero (e.g. "block 2048 > 1024 threads"), "" if
   /// it did not.
   virtual std::string last_error() const { return ""; }

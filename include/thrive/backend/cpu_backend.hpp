@@ -1,10 +1,14 @@
 // The CPU backend: candidate C++ compiled by the host compiler (-O3 -march=native,
-// OpenMP) into a shared object, dlopen'ed, and called through the ABI in
-// kernels/cpu/thrive_cpu.h. Compiled objects are cached under $THRIVE_HOME/cache/cpu
-// by a hash of source, flags and compiler version.
+// OpenMP) into a shared object and called through the ABI in kernels/cpu/thrive_cpu.h:
+// in this process (dlopen), or, after isolate_candidates(), in an executor process of its
+// own (cpu_executor.hpp). Tensors live in a SharedArena either way. Compiled objects are
+// cached under $THRIVE_HOME/cache/cpu by a hash of source, flags and compiler version.
 #pragma once
 
+#include <memory>
+
 #include "thrive/backend/backend.hpp"
+#include "thrive/backend/cpu_executor.hpp"
 
 namespace thrive::backend {
 
@@ -23,8 +27,13 @@ class CpuBackend final : public Backend {
   void copy_device(void* dst, const void* src, int64_t bytes) override;
   int launch(const Module& module, const LaunchArgs& args) override;
   void synchronize() override {}
+  /// steady_clock around `body`, µs; with isolation, less the calibrated round-trip overhead
+  /// of the executor calls `body` made (CpuExecutor::overhead_us), never below 0.
   double time_us(const std::function<void()>& body) override;
-  void set_before_load(std::function<void()> hook) override { before_load_ = std::move(hook); }
+  void isolate_candidates(std::function<std::string(int keep_fd)> confine) override {
+    confine_ = std::move(confine);
+    isolated_ = true;
+  }
 
   /// Compiler flags every candidate is built with (part of the cache key).
   static std::vector<std::string> compile_flags();
@@ -35,7 +44,13 @@ class CpuBackend final : public Backend {
   std::string cache_dir_;
   std::string compiler_id_;
   int threads_ = 1;
-  std::function<void()> before_load_;
+  bool isolated_ = false;
+  std::function<std::string(int)> confine_;
+  // Tensor memory: half of the worker's address-space limit (THRIVE_WORKER_MEMORY_MB, default
+  // half of RAM), mapped shared so an executor forked later sees the same bytes at the same
+  // addresses.
+  std::unique_ptr<SharedArena> arena_;
+  double pending_overhead_us_ = 0;  // executor round trips made inside the current time_us
 };
 
 }  // namespace thrive::backend

@@ -54,8 +54,15 @@ struct BenchStats {
   double peak_bw_gbps = 0;      ///< the ceiling used
   double percent_of_peak = 0;   ///< 100 * bandwidth / peak
   bool below_floor = false;     ///< median under bytes / peak: suspect, never accepted
-  /// "passed", "skipped: <why>", or what was wrong with the outputs of a timed call.
+  /// "passed", "passed on <k> of <n> rows of <symbol>" (big shapes), "skipped: <why>", or
+  /// what was wrong with the outputs of a timed call.
   std::string timed_call_check;
+  /// True when the timed-call check ran and found wrong outputs (empty, passed and skipped
+  /// are not failures). The sandbox rejects such a candidate as incorrect.
+  bool timed_call_check_failed() const {
+    return !timed_call_check.empty() && timed_call_check.rfind("passed", 0) != 0 &&
+           timed_call_check.rfind("skipped", 0) != 0;
+  }
   int argument_sets = 0;        ///< rotation depth
   int64_t working_set_bytes = 0;
   /// The figure the search optimizes and GB/s is computed from: the graph time where

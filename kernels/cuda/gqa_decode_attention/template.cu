@@ -9,8 +9,9 @@
 // @thrive param SPLIT_KV values=0,1,2,4,8,16,32,64 default=0 doc=blocks per (sequence, head or group) along the context: each takes 1/S of the sequence's own length and writes (max, sum, unnormalized acc) to the workspace; a combine launch merges them in chunk order. 0 (auto): S chosen from batch x heads x context so the grid has about 16 blocks per SM (several waves, so the last one's tail is short): S = clamp(cdiv(16*SMS, B*units), 1, min(64, cdiv(L, 64))) (units = NKV packed, NQ not), e.g. 64 at B=1,L=4096 and 2 at B=256 on the H200. S=1 writes the output directly (the combine launch has grid 0). Effective S = min(S, L), lowered if the workspace is too small
 // @thrive param THREADS values=64,128,256,512 default=128 doc=threads per block; warps take interleaved key slots with independent online-softmax states merged at the end (tree through shared memory)
 // @thrive param VEC values=1,2,4,8 default=8 doc=bf16 elements of a K/V row per lane load (8 = 16-byte loads; a 128-wide row is then read by 16 lanes, 2 keys per warp step); used when D % VEC == 0 and the tensors are aligned, else 1 (always correct)
-// @thrive param MIN_BLOCKS values=1,2,4 default=2 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
-// @thrive param KEYS_PER_ITER values=1,2,4,8 default=4 doc=keys per lane group per loop step: their K and V loads are all issued before the math (memory-level parallelism) and share one softmax rescale. 8 with THREADS=512 or large groups may spill registers
+// @thrive param MIN_BLOCKS values=1,2,4 default=4 doc=second __launch_bounds__ argument: blocks per SM the compiler must fit, capping registers at 65536/(THREADS*MIN_BLOCKS) for more warps in flight (clamped to THREADS*MIN_BLOCKS <= 768, i.e. >= 85 registers; 1 with THREADS=512); may spill with KEYS_PER_ITER=8 or PACK_MAX>2
+// @thrive param PREFETCH values=0,1 default=1 doc=1: the next step's K/V rows are loaded into a second register buffer before the current step's math (software pipelining: loads stay in flight while the warp computes), at the cost of U*2*16 bytes more registers per lane
+// @thrive param KEYS_PER_ITER values=1,2,4,8 default=2 doc=keys per lane group per loop step: their K and V loads are all issued before the math (memory-level parallelism) and share one softmax rescale. 8 with THREADS=512 or large groups may spill registers
 //
 // out[b, h] = softmax(scale * q[b, h] . K[b, :n_b, g]) V[b, :n_b, g], g = h / (NQ / NKV),
 // n_b = context_lens[b] clamped to [0, L] (n_b = 0 gives zeros). fp32 math; scores in the log2
@@ -43,10 +44,13 @@
 #define VEC 8
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2
+#define MIN_BLOCKS 4
 #endif
 #ifndef KEYS_PER_ITER
-#define KEYS_PER_ITER 4
+#define KEYS_PER_ITER 2
+#endif
+#ifndef PREFETCH
+#define PREFETCH 1
 #endif
 
 #if VEC != 1 && VEC != 2 && VEC != 4 && VEC != 8
@@ -203,26 +207,41 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
     }
   }
 
-  // warp-uniform loop; the warp's keys this step: jw + kk + i * nslots, i < U
-  for (int jw = u.j0 + w * KPW; jw < u.j1; jw += U * nslots) {
-    Bf<V> kb[U][NC], vb[U][NC];
-    bool valid[U];
+  // K/V rows of the keys jw + kk + i * nslots, i < U (zeros where past u.j1 or d0 >= D)
+  auto load_keys = [&](int jw, Bf<V> (&kx)[U][NC], Bf<V> (&vx)[U][NC], bool (&ok)[U]) {
 #pragma unroll
     for (int i = 0; i < U; ++i) {
       const int j = jw + kk + i * nslots;
-      valid[i] = j < u.j1;
+      ok[i] = j < u.j1;
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
         const int d0 = (c * LPK + sub) * V;
-        if (valid[i] && d0 < D) {
-          kb[i][c] = bf_ldg<V>(kb0 + (size_t)j * rs + d0);
-          vb[i][c] = bf_ldg<V>(vb0 + (size_t)j * rs + d0);
+        if (ok[i] && d0 < D) {
+          kx[i][c] = bf_ldg<V>(kb0 + (size_t)j * rs + d0);
+          vx[i][c] = bf_ldg<V>(vb0 + (size_t)j * rs + d0);
         } else {
-          bf_zero(kb[i][c]);
-          bf_zero(vb[i][c]);
+          bf_zero(kx[i][c]);
+          bf_zero(vx[i][c]);
         }
       }
     }
+  };
+
+  // warp-uniform loop; the warp's keys this step: jw + kk + i * nslots, i < U
+  Bf<V> kb[U][NC], vb[U][NC];
+  bool valid[U];
+#if PREFETCH
+  if (u.j0 + w * KPW < u.j1) load_keys(u.j0 + w * KPW, kb, vb, valid);
+#endif
+  for (int jw = u.j0 + w * KPW; jw < u.j1; jw += U * nslots) {
+#if PREFETCH
+    // the next step's rows are requested before this step's math (register double buffer)
+    Bf<V> kn[U][NC], vn[U][NC];
+    bool valid_n[U];
+    load_keys(jw + U * nslots, kn, vn, valid_n);
+#else
+    load_keys(jw, kb, vb, valid);
+#endif
     float sc[U][HB];
 #pragma unroll
     for (int i = 0; i < U; ++i) {
@@ -263,6 +282,17 @@ __device__ __forceinline__ void attend(const ThriveCudaArgs& a, const Geo& g, co
           acc[h][c][e] = t;
         }
     }
+#if PREFETCH
+#pragma unroll
+    for (int i = 0; i < U; ++i) {
+      valid[i] = valid_n[i];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        kb[i][c] = kn[i][c];
+        vb[i][c] = vn[i][c];
+      }
+    }
+#endif
   }
 
   // merge the key slots of a warp (lanes differing in kk), fixed xor order
@@ -429,7 +459,7 @@ __device__ __forceinline__ void attend_heads(const ThriveCudaArgs& a, const Geo&
 #else
   (void)vec;
 #endif
-  attend<HB, 1, (KEYS_PER_ITER < 2 ? KEYS_PER_ITER : 2)>(a, g, u, h0, sm);
+  attend<HB, 1, 1>(a, g, u, h0, sm);  // one key per step: the kernel's register count is the largest path's
 }
 
 // The work unit of this block: (sequence, KV head, chunk) and its first query head / head count.

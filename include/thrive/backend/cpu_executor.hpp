@@ -1,0 +1,96 @@
+// Out-of-process execution of CPU candidates (issue 4: "the harness that verifies and times is
+// not something a candidate can reach or change").
+//
+// A CPU candidate is native code. Loaded into the worker that verifies and times it, it could
+// write a forged verdict into the worker's result pipe or patch the harness in memory. With
+// isolation on, the worker forks an *executor* that holds nothing but the tensor buffers: it
+// confines itself (seccomp, Landlock, rlimits: sandbox::confine_candidate), closes every other
+// descriptor, loads the candidate's shared object and runs one call per command it reads from a
+// socket. Tensors live in a SharedArena (one MAP_SHARED mapping made before the fork, so a
+// pointer means the same bytes in both processes); verification, timing and the result pipe stay
+// in the worker, whose memory the executor cannot reach.
+//
+// Protocol (a socketpair, native byte order): every command carries a fresh 64-bit nonce from
+// getrandom(2) that the reply must echo, so replies sent ahead of time (to make calls look
+// instant) never match. A reply that is short, late-bound to another nonce, or missing because
+// the executor died is a protocol violation: the worker re-raises the executor's fatal signal
+// (or exits with status 3 when it exited or lied), so the sandbox reports the candidate crashed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace thrive::backend {
+
+/// First-fit allocator over one shared anonymous mapping (MAP_SHARED | MAP_NORESERVE: pages are
+/// committed on first touch). Blocks are 256-byte aligned; freed blocks are coalesced and their
+/// pages returned to the kernel (MADV_REMOVE). Thread-safe.
+class SharedArena {
+ public:
+  /// Maps `bytes` (rounded up to 2 MiB). Throws Error(kBackend) when mmap fails.
+  explicit SharedArena(int64_t bytes);
+  ~SharedArena();
+  SharedArena(const SharedArena&) = delete;
+  SharedArena& operator=(const SharedArena&) = delete;
+
+  /// A block of at least `bytes` (>= 1) bytes, 256-byte aligned. Throws Error(kBackend) naming
+  /// the request and the arena's free space when no free block is large enough.
+  void* allocate(int64_t bytes);
+  /// Returns a block from allocate(); nullptr is ignored; a pointer the arena did not hand out
+  /// throws Error(kInternal).
+  void release(void* p);
+  int64_t capacity() const { return capacity_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  int64_t capacity_ = 0;
+  std::mutex mu_;
+  std::map<int64_t, int64_t> free_;  // offset -> size
+  std::map<int64_t, int64_t> used_;  // offset -> size
+};
+
+/// The candidate's executor process, seen from the worker. Created by CpuBackend::compile when
+/// isolation is on; destroyed (socket closed, process killed and reaped) with its module.
+class CpuExecutor {
+ public:
+  /// Confinement run in the executor before the candidate is loaded; gets the descriptor to keep
+  /// (the socket) and returns a one-line summary of what confines the process.
+  using Confine = std::function<std::string(int keep_fd)>;
+
+  /// Forks the executor, runs `confine` there, then loads `so` and resolves `entry`. Calibrates
+  /// the round-trip overhead of one command (median of 64 no-op commands, answered by THRIVE's
+  /// code before the candidate is loaded). On success `error` is empty; otherwise it holds the
+  /// loader's message (the executor is gone). Throws Error(kBackend) when the socket or fork fails.
+  CpuExecutor(const std::string& so, const std::string& entry, const Confine& confine, std::string& error);
+  ~CpuExecutor();
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+
+  /// Runs the entry point once on the given arguments (pointers into the SharedArena) and returns
+  /// its status. A protocol violation or a dead executor does not return: see the file comment.
+  int call(void* const* tensors, int32_t num_tensors, const int64_t* dims, int32_t num_dims,
+           const double* scalars, int32_t num_scalars, void* workspace, int64_t workspace_bytes,
+           int32_t num_threads);
+
+  /// What the executor reported about its confinement ("" when `confine` was empty).
+  const std::string& confinement() const { return confinement_; }
+  /// Median round trip of one no-op command, µs, measured before the candidate was loaded.
+  double overhead_us() const { return overhead_us_; }
+
+ private:
+  [[noreturn]] void violation(const std::string& what);
+  void send_command(uint32_t kind, uint64_t nonce, const std::string& payload);
+  int32_t read_reply(uint64_t nonce, std::string* text);
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string confinement_;
+  double overhead_us_ = 0;
+};
+
+}  // namespace thrive::backend

@@ -1,0 +1,330 @@
+#include "thrive/backend/cpu_executor.hpp"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/thrive_cpu.h"
+#include "thrive/core/error.hpp"
+
+namespace thrive::backend {
+namespace {
+
+constexpr int64_t kAlign = 256;
+constexpr uint32_t kPing = 1, kLoad = 2, kCall = 3;
+constexpr uint32_t kMaxPayload = 1u << 20;  // a call's arguments are a few hundred bytes
+
+struct CommandHeader {
+  uint32_t kind;
+  uint32_t payload_bytes;
+  uint64_t nonce;
+};
+struct ReplyHeader {
+  uint64_t nonce;
+  int32_t status;
+  uint32_t text_bytes;
+};
+struct CallHeader {
+  uint32_t num_tensors, num_dims, num_scalars;
+  int32_t num_threads;
+  uint64_t workspace;
+  int64_t workspace_bytes;
+};
+
+bool write_all(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+bool read_exact(int fd, void* data, size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+bool send_reply(int fd, uint64_t nonce, int32_t status, const std::string& text) {
+  const ReplyHeader h{nonce, status, uint32_t(std::min<size_t>(text.size(), 65536))};
+  return write_all(fd, &h, sizeof h) && write_all(fd, text.data(), h.text_bytes);
+}
+
+uint64_t fresh_nonce() {
+  uint64_t n = 0;
+  while (getrandom(&n, sizeof n, 0) != ssize_t(sizeof n))
+    if (errno != EINTR) fail(ErrorCategory::kBackend, "getrandom: {}", std::strerror(errno));
+  return n;
+}
+
+// The executor: THRIVE's code up to the load, the candidate's from then on. Never returns.
+[[noreturn]] void executor_main(int fd, pid_t worker, const std::string& so, const std::string& entry,
+                                const CpuExecutor::Confine& confine) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != worker) _exit(0);  // the worker died before the line above
+  std::string summary;
+  try {
+    if (confine) summary = confine(fd);
+  } catch (const std::exception& e) {
+    send_reply(fd, 0, 1, std::string("confinement failed: ") + e.what());
+    _exit(1);
+  }
+  if (!send_reply(fd, 0, 0, summary)) _exit(1);
+  using EntryFn = int (*)(const ThriveArgs*);
+  EntryFn fn = nullptr;
+  std::vector<uint8_t> payload;
+  for (;;) {
+    CommandHeader h{};
+    if (!read_exact(fd, &h, sizeof h) || h.payload_bytes > kMaxPayload) _exit(0);
+    payload.resize(h.payload_bytes);
+    if (!read_exact(fd, payload.data(), payload.size())) _exit(0);
+    if (h.kind == kPing) {
+      if (!send_reply(fd, h.nonce, 0, "")) _exit(0);
+    } else if (h.kind == kLoad) {
+      // candidate code (static constructors) runs from here on
+      void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+      std::string why;
+      if (handle == nullptr) why = std::string("dlopen failed: ") + dlerror();
+      else if ((fn = reinterpret_cast<EntryFn>(dlsym(handle, entry.c_str()))) == nullptr)
+        why = "entry '" + entry + "' is not exported (declare it THRIVE_EXPORT int " + entry +
+              "(const ThriveArgs*))";
+      if (!send_reply(fd, h.nonce, why.empty() ? 0 : 1, why)) _exit(0);
+    } else if (h.kind == kCall && fn != nullptr && payload.size() >= sizeof(CallHeader)) {
+      CallHeader c;
+      std::memcpy(&c, payload.data(), sizeof c);
+      const size_t need = sizeof c + 8 * (size_t(c.num_tensors) + c.num_dims + c.num_scalars);
+      if (payload.size() != need) _exit(0);
+      std::vector<void*> tensors(c.num_tensors);
+      std::vector<int64_t> dims(c.num_dims);
+      std::vector<double> scalars(c.num_scalars);
+      const uint8_t* p = payload.data() + sizeof c;
+      std::memcpy(tensors.data(), p, 8 * tensors.size());
+      p += 8 * tensors.size();
+      std::memcpy(dims.data(), p, 8 * dims.size());
+      p += 8 * dims.size();
+      std::memcpy(scalars.data(), p, 8 * scalars.size());
+      const ThriveArgs a{tensors.data(), int32_t(c.num_tensors), dims.data(), int32_t(c.num_dims),
+                         scalars.data(), int32_t(c.num_scalars), reinterpret_cast<void*>(c.workspace),
+                         c.workspace_bytes, c.num_threads};
+      const int status = fn(&a);
+      if (!send_reply(fd, h.nonce, status, "")) _exit(0);
+    } else {
+      _exit(0);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- SharedArena ----------------------------------------------------------------------------
+
+SharedArena::SharedArena(int64_t bytes) {
+  capacity_ = (std::max<int64_t>(bytes, 1) + (2 << 20) - 1) / (2 << 20) * (2 << 20);
+  void* p = mmap(nullptr, size_t(capacity_), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    fail(ErrorCategory::kBackend, "cannot map {} MiB of shared memory for CPU tensors: {}", capacity_ >> 20,
+         std::strerror(errno));
+  base_ = static_cast<uint8_t*>(p);
+  free_[0] = capacity_;
+}
+
+SharedArena::~SharedArena() {
+  if (base_ != nullptr) munmap(base_, size_t(capacity_));
+}
+
+void* SharedArena::allocate(int64_t bytes) {
+  const int64_t size = (std::max<int64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < size) continue;
+    const int64_t off = it->first, left = it->second - size;
+    free_.erase(it);
+    if (left > 0) free_[off + size] = left;
+    used_[off] = size;
+    return base_ + off;
+  }
+  int64_t largest = 0;
+  for (const auto& [off, len] : free_) largest = std::max(largest, len);
+  fail(ErrorCategory::kBackend,
+       "cannot allocate {} bytes of CPU tensor memory: the shared arena ({} MiB, half of the "
+       "worker's THRIVE_WORKER_MEMORY_MB, default half of RAM) has no free block that large "
+       "(largest {} bytes)",
+       bytes, capacity_ >> 20, largest);
+}
+
+void SharedArena::release(void* p) {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t off = static_cast<uint8_t*>(p) - base_;
+  auto it = used_.find(off);
+  if (off < 0 || off >= capacity_ || it == used_.end())
+    fail(ErrorCategory::kInternal, "SharedArena::release: {} was not allocated here", p);
+  int64_t start = off, size = it->second;
+  used_.erase(it);
+  // give big blocks' pages back (page-aligned interior only)
+  const int64_t page = 4096, lo = (start + page - 1) / page * page, hi = (start + size) / page * page;
+  if (hi - lo >= (int64_t(1) << 20)) madvise(base_ + lo, size_t(hi - lo), MADV_REMOVE);
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && next->first == start + size) {
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = size;
+}
+
+// ---- CpuExecutor ----------------------------------------------------------------------------
+
+CpuExecutor::CpuExecutor(const std::string& so, const std::string& entry, const Confine& confine,
+                         std::string& error) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    fail(ErrorCategory::kBackend, "socketpair: {}", std::strerror(errno));
+  std::fflush(nullptr);
+  const pid_t worker = getpid();
+  pid_ = fork();
+  if (pid_ < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    fail(ErrorCategory::kBackend, "fork: {}", std::strerror(errno));
+  }
+  if (pid_ == 0) {
+    close(sv[0]);
+    executor_main(sv[1], worker, so, entry, confine);
+  }
+  close(sv[1]);
+  fd_ = sv[0];
+  std::string text;
+  if (read_reply(0, &text) != 0) {
+    error = text.empty() ? "the candidate executor did not start" : text;
+    return;
+  }
+  confinement_ = text;
+  // the executor runs only THRIVE's code until kLoad: its round trips are the overhead
+  std::vector<double> rt;
+  for (int i = 0; i < 64; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();  // as call(): nonce, send, reply
+    const uint64_t nonce = fresh_nonce();
+    send_command(kPing, nonce, "");
+    read_reply(nonce, nullptr);
+    rt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(rt.begin(), rt.begin() + rt.size() / 2, rt.end());
+  overhead_us_ = rt[rt.size() / 2];
+  const uint64_t nonce = fresh_nonce();
+  send_command(kLoad, nonce, "");
+  if (read_reply(nonce, &text) != 0) error = text.empty() ? "the candidate could not be loaded" : text;
+}
+
+CpuExecutor::~CpuExecutor() {
+  if (fd_ >= 0) close(fd_);
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int st = 0;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void CpuExecutor::send_command(uint32_t kind, uint64_t nonce, const std::string& payload) {
+  const CommandHeader h{kind, uint32_t(payload.size()), nonce};
+  if (!write_all(fd_, &h, sizeof h) || !write_all(fd_, payload.data(), payload.size()))
+    violation("the executor stopped reading commands");
+}
+
+int32_t CpuExecutor::read_reply(uint64_t nonce, std::string* text) {
+  ReplyHeader h{};
+  if (!read_exact(fd_, &h, sizeof h)) violation("no reply (the executor exited or died)");
+  if (h.nonce != nonce) violation("a reply for a command it was never sent (forged or out of order)");
+  if (h.text_bytes > 65536) violation("an oversized reply");
+  std::string t(h.text_bytes, '\0');
+  if (!read_exact(fd_, t.data(), t.size())) violation("a truncated reply");
+  if (text != nullptr) *text = std::move(t);
+  return h.status;
+}
+
+void CpuExecutor::violation(const std::string& what) {
+  // The executor's own fatal signal when it died of one (a segfault in the candidate stays a
+  // segfault), raised in the worker; otherwise (it exited, or broke the protocol) the worker
+  // exits with status 3 and no result. The sandbox reports either as `crashed`.
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  // A dying executor closes its socket a moment before it can be reaped: wait up to 2 s for
+  // it to end by itself; one still alive then lied, or closed its socket and lives on.
+  int st = 0, sig = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 200 && got == 0; ++i) {
+    got = waitpid(pid_, &st, WNOHANG);
+    if (got == 0) usleep(10000);
+  }
+  if (got == 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &st, 0);
+  } else if (got == pid_ && WIFSIGNALED(st)) {
+    sig = WTERMSIG(st);
+  }
+  pid_ = -1;
+  std::fprintf(stderr, "thrive: candidate executor: %s (%s)\n", what.c_str(),
+               sig != 0 ? strsignal(sig) : "the worker exits with status 3");
+  std::fflush(stderr);
+  if (sig != 0) {
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    raise(sig);
+  }
+  _exit(3);
+}
+
+int CpuExecutor::call(void* const* tensors, int32_t num_tensors, const int64_t* dims, int32_t num_dims,
+                      const double* scalars, int32_t num_scalars, void* workspace, int64_t workspace_bytes,
+                      int32_t num_threads) {
+  const CallHeader c{uint32_t(num_tensors), uint32_t(num_dims), uint32_t(num_scalars), num_threads,
+                     reinterpret_cast<uint64_t>(workspace), workspace_bytes};
+  std::string payload(sizeof c + 8 * (size_t(num_tensors) + num_dims + num_scalars), '\0');
+  char* p = payload.data();
+  std::memcpy(p, &c, sizeof c);
+  p += sizeof c;
+  std::memcpy(p, tensors, 8 * size_t(num_tensors));
+  p += 8 * size_t(num_tensors);
+  std::memcpy(p, dims, 8 * size_t(num_dims));
+  p += 8 * size_t(num_dims);
+  std::memcpy(p, scalars, 8 * size_t(num_scalars));
+  const uint64_t nonce = fresh_nonce();
+  send_command(kCall, nonce, payload);
+  return read_reply(nonce, nullptr);
+}
+
+}  // namespace thrive::backend

@@ -1,0 +1,134 @@
+// The CPU executor (cpu_executor.hpp): tensors in a shared arena, the candidate in a process of
+// its own that the worker drives through a socket, and the arena's allocator.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <set>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/backend/cpu_backend.hpp"
+#include "thrive/backend/cpu_executor.hpp"
+#include "thrive/core/error.hpp"
+
+namespace thrive::backend {
+namespace {
+
+KernelSource softmax_kernel(const std::string& body, const std::string& prelude = "") {
+  return KernelSource::parse(test::kernel_text("softmax", body, prelude), "x.cpp");
+}
+
+TEST(SharedArena, BlocksAreAlignedDistinctAndReusedAfterRelease) {
+  SharedArena arena(8 << 20);
+  std::set<uintptr_t> seen;
+  std::vector<void*> blocks;
+  for (int64_t n : {1, 255, 256, 257, 100000, 0}) {
+    void* p = arena.allocate(n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u) << n;
+    EXPECT_TRUE(seen.insert(reinterpret_cast<uintptr_t>(p)).second) << n;
+    std::memset(p, 0x5A, size_t(std::max<int64_t>(n, 1)));
+    blocks.push_back(p);
+  }
+  for (void* p : blocks) arena.release(p);
+  // everything coalesced back: the whole arena is one free block again
+  void* all = arena.allocate(arena.capacity());
+  EXPECT_NE(all, nullptr);
+  arena.release(all);
+}
+
+TEST(SharedArena, ExhaustionAndForeignPointersAreClearErrors) {
+  SharedArena arena(4 << 20);
+  try {
+    (void)arena.allocate(int64_t(64) << 20);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kBackend);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(int64_t(64) << 20)), std::string::npos) << e.what();
+  }
+  int local = 0;
+  EXPECT_THROW(arena.release(&local), Error);
+  arena.release(nullptr);  // ignored
+}
+
+// Writes the pid of the process that ran it into tensor 0 (as a double): with isolation that
+// is not ours, and we still read what it wrote (the arena is shared).
+const char* kPid = R"(
+  double* o = (double*)a->tensors[0];
+  o[0] = (double)getpid();
+  return 0;
+)";
+
+TEST(CpuExecutor, IsolatedCandidatesRunInAnotherProcessOnSharedTensors) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  CpuBackend backend(cfg);
+  int confined_with_fd = -1;
+  backend.isolate_candidates([&](int keep_fd) {
+    confined_with_fd = keep_fd;  // runs in the executor: this copy of the variable is its own
+    return std::string("test confinement");
+  });
+  auto c = backend.compile(softmax_kernel(kPid, "#include <unistd.h>\n"));
+  ASSERT_TRUE(c.module) << c.log;
+  EXPECT_EQ(c.confinement, "test confinement");
+  EXPECT_EQ(confined_with_fd, -1);  // the hook ran in the executor, not here
+  void* out = backend.allocate(sizeof(double));
+  LaunchArgs args;
+  args.tensors = {out};
+  EXPECT_EQ(backend.launch(*c.module, args), 0);
+  double pid = 0;
+  backend.download(&pid, out, sizeof pid);
+  EXPECT_GT(pid, 0.0);
+  EXPECT_NE(pid, double(getpid()));
+  backend.release(out);
+}
+
+TEST(CpuExecutor, StatusesLoadFailuresAndTimingComeBack) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  CpuBackend backend(cfg);
+  backend.isolate_candidates([](int) { return std::string(); });
+  auto c = backend.compile(softmax_kernel("return 7;"));
+  ASSERT_TRUE(c.module) << c.log;
+  EXPECT_EQ(backend.launch(*c.module, LaunchArgs{}), 7);
+  // the round trip is measured and taken off: a no-op kernel times near zero, a sleeping one
+  // at least its sleep
+  const double noop = backend.time_us([&] { backend.launch(*c.module, LaunchArgs{}); });
+  EXPECT_GE(noop, 0.0);
+  auto s = backend.compile(softmax_kernel("usleep(3000); return 0;", "#include <unistd.h>\n"));
+  ASSERT_TRUE(s.module) << s.log;
+  const double slept = backend.time_us([&] { backend.launch(*s.module, LaunchArgs{}); });
+  EXPECT_GE(slept, 2500.0);
+  // a missing entry point is reported by the executor's loader
+  const std::string text =
+      "// @thrive op: softmax\n// @thrive entry: the_entry\n#include \"thrive_cpu.h\"\n"
+      "THRIVE_EXPORT int another(const ThriveArgs*) { return 0; }\n";
+  auto m = backend.compile(KernelSource::parse(text, "m.cpp"));
+  EXPECT_FALSE(m.module);
+  EXPECT_NE(m.log.find("the_entry"), std::string::npos) << m.log;
+}
+
+// A dying executor takes the worker down the same way (its signal), so the sandbox's verdict
+// is `crashed`; this runs in a child standing in for the worker.
+TEST(CpuExecutor, AnExecutorsFatalSignalEndsTheWorkerWithIt) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  const pid_t worker = fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    CpuBackend backend(cfg);
+    backend.isolate_candidates([](int) { return std::string(); });
+    auto c = backend.compile(softmax_kernel("*(volatile int*)0 = 1; return 0;"));
+    if (!c.module) _exit(50);
+    backend.launch(*c.module, LaunchArgs{});
+    _exit(51);  // never reached
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(worker, &st, 0), worker);
+  ASSERT_TRUE(WIFSIGNALED(st)) << "exit status " << (WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  EXPECT_EQ(WTERMSIG(st), SIGSEGV);
+}
+
+}  // namespace
+}  // namespace thrive::backend
