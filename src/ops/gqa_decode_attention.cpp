@@ -62,13 +62,14 @@ class GqaDecodeAttention final : public Op {
     auto t = Op::make_tensors(s, m, d, rng, full);
     const int64_t B = s.at("B"), L = s.at("L");
     if (d == Distribution::kLargeMagnitude) {
-      // q and v stay large (|x| ~ 300), keys go back to unit scale: scores are then ~300 in
-      // standard deviation (up to ~1e3, far past exp's fp32 range of ~88, so a kernel without
-      // max-subtraction still fails). With keys large too, scores ~1e5 are so ill-conditioned
-      // that fp32 rounding of the dot product (~6e-8 * sum |q_i k_i|, about 0.5 at D=128)
-      // flips near-tied keys, and no fp32 kernel, the eager baseline included, matches the
-      // float64 reference (seen on the H200 at B=256, L=33: 9 of 0.5M outputs off by 22%).
-      for (int64_t i = 0; i < t[1].elements(); ++i) t[1].set(i, t[1].get(i) / 300.0);
+      // q and v stay large (|x| ~ 300), keys shrink to ~0.3: scores are then ~90 in standard
+      // deviation (above 180 at the top of 33 keys, past exp's fp32 range of ~88, so a kernel
+      // without max-subtraction still fails). Larger scores are ill-conditioned for any fp32
+      // kernel: the dot product's rounding (~6e-8 * sum |q_i k_i|) moves near-tied weights, and
+      // with v ~ 300 cancelling to small outputs that exceeds the tolerance. Seen on the H200:
+      // keys at unit scale (scores ~300) put the eager baseline at max_rel_err 0.0084 (tol 0.008)
+      // at B=256, L=33; keys at full scale (scores ~1e5) put 9 of 0.5M outputs off by 22%.
+      for (int64_t i = 0; i < t[1].elements(); ++i) t[1].set(i, t[1].get(i) / 1000.0);
     }
     std::uniform_int_distribution<int64_t> len(1, L);
     for (int64_t b = 0; b < B; ++b) t[3].set(b, double(full || b == 0 ? L : len(rng)));
