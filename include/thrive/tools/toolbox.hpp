@@ -77,7 +77,11 @@ class Toolbox {
   /// (EvalResult::paired: ratio = candidate / baseline time per pair, with its spread).
   sandbox::EvalResult compare(const backend::KernelSource& candidate,
                               const backend::KernelSource& baseline, const ops::ShapeCase& shape);
-  /// Eager baseline at `shape`, measured once per Toolbox and cached.
+  /// The eager baseline's evaluation at `shape` as it came out (any status; a passing one is
+  /// measured once per Toolbox and cached).
+  sandbox::EvalResult eager_result(const std::string& op, const ops::ShapeCase& shape);
+  /// eager_result() that must pass: throws Error(kBackend) naming the op, shape, status and
+  /// why otherwise (the search and tune have no speedup to report without it).
   sandbox::EvalResult eager(const std::string& op, const ops::ShapeCase& shape);
 
   /// The analyst's diagnosis of a benchmarked result.

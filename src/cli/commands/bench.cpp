@@ -63,10 +63,21 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
   for (const auto* op : targets) {
     geo.emplace_back(op->name(), 0.0, 0);
     for (const auto& shape : tb.shapes_for(*op, which == "all" ? "" : only_shape)) {
-      auto eager = tb.eager(op->name(), shape);
-      auto rec = tb.store().best(op->name(), shape.label, tb.device_key());
+      auto eager = tb.eager_result(op->name(), shape);
       nlohmann::json row = {{"op", op->name()}, {"shape", shape.label}, {"device", tb.device_key()},
                             {"eager", eager.bench}, {"peak_bw_gbps", peak}};
+      if (eager.status != sandbox::Status::kPassed) {
+        // No speedup without a baseline; the row says why and the other rows still run.
+        row["eager_status"] = sandbox::status_name(eager.status);
+        row["eager_detail"] = eager.detail;
+        fmt::print("{:<21} {:<11} eager baseline {}: {}\n", op->name(), shape.label,
+                   sandbox::status_name(eager.status), eager.detail.substr(0, 300));
+        std::fflush(stdout);
+        ctx.exit_code = 1;
+        rows.push_back(row);
+        continue;
+      }
+      auto rec = tb.store().best(op->name(), shape.label, tb.device_key());
       std::string best_s = "-", best_g = "-", speed = "-", gbps = "-", pct = "-";
       if (rec) {
         auto kernel = backend::KernelSource::parse(rec->source, "memory:" + rec->kernel_id);
