@@ -55,6 +55,8 @@ void register_env(CLI::App& app, Context& ctx);
 void register_tune(CLI::App& app, Context& ctx);
 void register_mcp(CLI::App& app, Context& ctx);
 void register_demo(CLI::App& app, Context& ctx);
+void register_model(CLI::App& app, Context& ctx);
+void register_e2e(CLI::App& app, Context& ctx);
 
 /// One line of live progress of an agent's task, prefixed "[tag]" (e.g. "pass 1", "cold 2").
 void print_progress(const std::string& tag, const agents::Progress& p);

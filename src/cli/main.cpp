@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   thrive::cli::register_demo(app, ctx);
   thrive::cli::register_memory(app, ctx);
   thrive::cli::register_env(app, ctx);
+  thrive::cli::register_model(app, ctx);
+  thrive::cli::register_e2e(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,126 @@
+// Qwen3 decoder: configuration (Hugging Face config.json), checkpoint layout, random-weight
+// checkpoints, and the float32 CPU engine (the reference path of issue 6).
+//
+// Architecture (transformers' Qwen3ForCausalLM): token embedding; per layer
+//   h = x + O( attn( RoPE(q_norm(Q(n1))), RoPE(k_norm(K(n1))), V(n1) ) ),  n1 = RMSNorm(x)
+//   y = h + down( silu(gate(n2)) * up(n2) ),                               n2 = RMSNorm(h)
+// final RMSNorm, lm_head (tied to the embedding when tie_word_embeddings). RMSNorm(x) =
+// x / sqrt(mean(x^2) + eps) * w, in float32; q_norm/k_norm normalize each head (head_dim);
+// RoPE is the neox form: the two halves of a head rotate together, angle = pos * theta^(-2i/D);
+// attention is causal GQA with scale 1/sqrt(head_dim); query head h reads KV head h / (NQ/NKV).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "thrive/model/safetensors.hpp"
+
+namespace thrive::model {
+
+/// Model dimensions and constants, with Hugging Face's config.json field names in comments.
+struct Qwen3Config {
+  int64_t hidden = 0;        ///< hidden_size
+  int64_t intermediate = 0;  ///< intermediate_size
+  int64_t layers = 0;        ///< num_hidden_layers
+  int64_t heads = 0;         ///< num_attention_heads
+  int64_t kv_heads = 0;      ///< num_key_value_heads
+  int64_t head_dim = 0;      ///< head_dim
+  int64_t vocab = 0;         ///< vocab_size
+  int64_t max_position = 0;  ///< max_position_embeddings
+  double rope_theta = 1e6;   ///< rope_theta
+  double rms_eps = 1e-6;     ///< rms_norm_eps
+  bool tie_embeddings = true;  ///< tie_word_embeddings
+
+  /// "qwen3-1.7b" (Qwen/Qwen3-1.7B's config.json: hidden 2048, intermediate 6144, 28 layers,
+  /// 16/8 heads of 128, vocab 151936, theta 1e6, eps 1e-6, tied) or "tiny" (hidden 64,
+  /// intermediate 128, 2 layers, 4/2 heads of 16, vocab 256). Error(kUsage) otherwise.
+  static Qwen3Config preset(const std::string& name);
+  /// Reads DIR/config.json. Error(kInput) naming the file and field when it is missing,
+  /// malformed, of another architecture (architectures must hold "Qwen3ForCausalLM" or
+  /// model_type be "qwen3"), or inconsistent (heads not a multiple of kv_heads, odd head_dim).
+  static Qwen3Config load(const std::string& dir);
+  /// config.json content (HF field names; architectures, model_type, torch_dtype "bfloat16").
+  nlohmann::json to_json() const;
+  /// Checks ranges and divisibility; Error(kInput) prefixed with `where`.
+  void validate(const std::string& where) const;
+
+  /// Every tensor of a checkpoint in HF names and shapes ([out, in] for projections), in
+  /// file order, with dtype `dtype`.
+  std::vector<StTensorInfo> tensor_layout(StDtype dtype) const;
+  /// Parameter count (tied lm_head counted once).
+  int64_t parameters() const;
+};
+
+/// Writes DIR/config.json and DIR/model.safetensors with random weights: projections and the
+/// embedding N(0, 0.02^2) (HF's initializer_range), norm weights 1 + N(0, 0.1^2) so a wrong norm
+/// is visible, all rounded to `dtype`. Deterministic in `seed`. Streams tensor by tensor.
+/// Error(kStorage) when the directory cannot be written.
+void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t seed,
+                     StDtype dtype = StDtype::kBF16);
+
+/// float32 weights of one layer, HF layout ([out, in] row-major for projections).
+struct Qwen3LayerWeights {
+  std::vector<float> input_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
+};
+struct Qwen3Weights {
+  std::vector<float> embed, final_norm, lm_head;  ///< lm_head empty when tied
+  std::vector<Qwen3LayerWeights> layers;
+};
+/// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
+/// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)
+/// naming the tensor, the file, the shape found and the shape expected.
+Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir);
+
+/// Accumulated time per stage, µs, and how many times each ran.
+struct StageTimes {
+  std::map<std::string, double> us;
+  std::map<std::string, int64_t> calls;
+  void add(const std::string& stage, double t_us) {
+    us[stage] += t_us;
+    calls[stage] += 1;
+  }
+  double total_us() const;
+};
+
+/// The float32 CPU engine: batched prefill and decode over a contiguous per-sequence KV cache
+/// ([layer][position][kv_head][head_dim], float32), OpenMP across output features.
+class CpuQwen3Engine {
+ public:
+  /// Throws Error(kUsage) when batch < 1 or max_context < 1 or the KV cache (bytes named) does
+  /// not fit in `max_cache_bytes`.
+  CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,
+                 int64_t max_cache_bytes = int64_t(16) << 30);
+  /// Runs every prompt (one per sequence, lengths may differ, each >= 1 token, ids in
+  /// [0, vocab)) from position 0 and returns the logits of each sequence's last prompt token,
+  /// [batch][vocab]. Resets the cache. Error(kUsage) on a bad id, length or batch mismatch.
+  std::vector<std::vector<float>> prefill(const std::vector<std::vector<int32_t>>& prompts);
+  /// One decode step: `tokens[b]` at each sequence's next position; returns [batch][vocab].
+  /// Error(kUsage) when a sequence would pass max_context.
+  std::vector<std::vector<float>> decode(const std::vector<int32_t>& tokens);
+  /// Greedy choice per row (lowest index on ties), timed as the "sampling" stage.
+  std::vector<int32_t> greedy(const std::vector<std::vector<float>>& logits);
+
+  const StageTimes& stages() const { return stages_; }
+  void reset_stages() { stages_ = StageTimes{}; }
+  int64_t cache_bytes() const { return int64_t(k_cache_.size() + v_cache_.size()) * 4; }
+  const Qwen3Config& config() const { return cfg_; }
+
+ private:
+  // Runs `n` new tokens of sequence `b` starting at position pos_[b]; returns the final
+  // hidden state's logits of the last one.
+  std::vector<float> forward(int b, const int32_t* tokens, int64_t n);
+
+  Qwen3Config cfg_;
+  Qwen3Weights w_;
+  int batch_;
+  int64_t max_context_;
+  std::vector<int64_t> pos_;
+  std::vector<float> k_cache_, v_cache_;  // [batch][layer][max_context][kv_heads][head_dim]
+  std::vector<float> inv_freq_;
+  StageTimes stages_;
+};
+
+}  // namespace thrive::model

@@ -1,0 +1,119 @@
+// Reading and writing Hugging Face safetensors files.
+//
+// Format (https://huggingface.co/docs/safetensors): an unsigned 64-bit little-endian N, then N
+// bytes of UTF-8 JSON mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}
+// (byte offsets relative to the first byte after the header; an optional "__metadata__" maps
+// strings to strings), then the data, little-endian, row-major. Sharded checkpoints add
+// model.safetensors.index.json whose "weight_map" names the file holding each tensor.
+//
+// Every structural fact is checked before any tensor is used: header length within the file,
+// JSON an object, each entry with a known dtype, non-negative shape, offsets ordered, inside the
+// data section and matching shape x element size, no two tensors overlapping. Violations throw
+// Error(kInput) naming the file and tensor.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace thrive::model {
+
+/// Element types THRIVE reads: "BF16", "F16", "F32" (safetensors' spelling).
+enum class StDtype { kBF16, kF16, kF32 };
+/// Bytes per element of `d`.
+int st_dtype_bytes(StDtype d);
+/// "BF16" / "F16" / "F32".
+const char* st_dtype_name(StDtype d);
+
+/// One tensor's entry in a header.
+struct StTensorInfo {
+  std::string name;
+  StDtype dtype = StDtype::kF32;
+  std::vector<int64_t> shape;
+  int64_t begin = 0, end = 0;  ///< byte offsets in the data section
+  int64_t elements() const;
+};
+
+/// A memory-mapped safetensors file, validated at open.
+class SafetensorsFile {
+ public:
+  /// Maps and validates `path`. Throws Error(kInput) naming the file (missing, unreadable,
+  /// truncated header, malformed JSON, bad entry) and the tensor where one is at fault.
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, StTensorInfo>& tensors() const { return tensors_; }
+  /// The entry of `name`; Error(kInput) naming the file when absent.
+  const StTensorInfo& info(const std::string& name) const;
+  /// Raw bytes of `name` (inside the mapping, valid while this object lives).
+  const uint8_t* data(const std::string& name) const;
+  /// `name` converted to float32, row-major.
+  std::vector<float> to_f32(const std::string& name) const;
+
+ private:
+  std::string path_;
+  const uint8_t* map_ = nullptr;
+  size_t size_ = 0;
+  int64_t data_start_ = 0;
+  std::map<std::string, StTensorInfo> tensors_;
+};
+
+/// A tensor to write: bytes already in `dtype`'s little-endian encoding.
+struct StTensorOut {
+  std::string name;
+  StDtype dtype = StDtype::kBF16;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+/// Streams a safetensors file: the layout (names, dtypes, shapes, in data order) is fixed up
+/// front, the data follows tensor by tensor (a multi-GB checkpoint never sits in memory). Written
+/// to `path`.tmp and renamed by finish(). Throws Error(kStorage) naming the path when writing
+/// fails, Error(kInternal) when more or fewer bytes arrive than the layout declares.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::string& path, const std::vector<StTensorInfo>& layout,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  /// Appends the next `n` data bytes (any split across calls).
+  void append(const void* bytes, size_t n);
+  /// Checks every declared byte arrived, flushes and renames into place.
+  void finish();
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* f_ = nullptr;
+  int64_t expected_ = 0, written_ = 0;
+};
+
+/// Writes `tensors` to `path` in one go (SafetensorsWriter). The header is padded with spaces
+/// to a multiple of 8 bytes. Errors as SafetensorsWriter.
+void write_safetensors(const std::string& path, const std::vector<StTensorOut>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// All tensors of a checkpoint directory: model.safetensors, or the files named by
+/// model.safetensors.index.json's weight_map, or (neither present) every *.safetensors file in
+/// the directory. Throws Error(kInput) naming the directory or file at fault, including a tensor
+/// present in two files.
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::string& dir);
+  /// The entry of `name` and the file holding it; Error(kInput) naming the tensor when absent.
+  const StTensorInfo& info(const std::string& name) const;
+  bool has(const std::string& name) const { return where_.count(name) != 0; }
+  std::vector<float> to_f32(const std::string& name) const;
+  const std::string& file_of(const std::string& name) const;
+
+ private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile*> where_;
+  std::string dir_;
+};
+
+}  // namespace thrive::model

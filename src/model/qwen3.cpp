@@ -1,0 +1,439 @@
+#include "thrive/model/qwen3.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/ops/dtype.hpp"
+
+namespace thrive::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs body(begin, end) over [0, n) in chunks on up to hardware_concurrency threads.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& body) {
+  const int64_t chunks = (n + grain - 1) / std::max<int64_t>(grain, 1);
+  const int threads = int(std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency())));
+  if (threads <= 1) {
+    body(int64_t(0), n);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (int64_t c; (c = next.fetch_add(1)) < chunks;) body(c * grain, std::min(n, (c + 1) * grain));
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+// splitmix64: a seedable, splittable generator (Steele et al. 2014), so chunks of a tensor are
+// filled in parallel and the file does not depend on the thread count.
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// Standard normal by Box-Muller from two uniforms in (0, 1].
+double normal(uint64_t& s) {
+  const double u1 = (double(splitmix(s) >> 11) + 1.0) / 9007199254740992.0;
+  const double u2 = double(splitmix(s) >> 11) / 9007199254740992.0;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+int64_t get_int(const nlohmann::json& j, const std::string& file, const char* key, bool required = true,
+                int64_t fallback = 0) {
+  if (!j.contains(key)) {
+    if (required) fail(ErrorCategory::kInput, "{}: missing \"{}\"", file, key);
+    return fallback;
+  }
+  if (!j[key].is_number_integer()) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected an integer", file, key, j[key].dump());
+  return j[key].get<int64_t>();
+}
+
+double get_double(const nlohmann::json& j, const std::string& file, const char* key, double fallback) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_number()) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected a number", file, key, j[key].dump());
+  return j[key].get<double>();
+}
+
+// out[r][o] = sum_i x[r][i] * w[o][i]: x [rows][in], w [out][in] (HF's Linear layout).
+void linear(const float* x, int64_t rows, int64_t in, const std::vector<float>& w, int64_t out, float* y) {
+  parallel_for(out, std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1)), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const float* wr = w.data() + o * in;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * in;
+        float s = 0.f;
+        for (int64_t i = 0; i < in; ++i) s += xr[i] * wr[i];
+        y[r * out + o] = s;
+      }
+    }
+  });
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w over each row of `width`.
+void rmsnorm(const float* x, int64_t rows, int64_t width, const std::vector<float>& w, double eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < width; ++i) ss += double(x[r * width + i]) * x[r * width + i];
+    const float inv = float(1.0 / std::sqrt(ss / double(width) + eps));
+    for (int64_t i = 0; i < width; ++i) y[r * width + i] = x[r * width + i] * inv * w[size_t(i)];
+  }
+}
+
+}  // namespace
+
+// ---- configuration ---------------------------------------------------------------------------
+
+Qwen3Config Qwen3Config::preset(const std::string& name) {
+  Qwen3Config c;
+  if (name == "qwen3-1.7b") {
+    c.hidden = 2048, c.intermediate = 6144, c.layers = 28, c.heads = 16, c.kv_heads = 8, c.head_dim = 128;
+    c.vocab = 151936, c.max_position = 40960, c.rope_theta = 1e6, c.rms_eps = 1e-6, c.tie_embeddings = true;
+  } else if (name == "tiny") {
+    c.hidden = 64, c.intermediate = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
+    c.vocab = 256, c.max_position = 4096, c.rope_theta = 1e6, c.rms_eps = 1e-6, c.tie_embeddings = true;
+  } else {
+    fail(ErrorCategory::kUsage, "preset '{}': expected qwen3-1.7b or tiny", name);
+  }
+  return c;
+}
+
+void Qwen3Config::validate(const std::string& where) const {
+  const std::pair<const char*, int64_t> positive[] = {
+      {"hidden_size", hidden}, {"intermediate_size", intermediate}, {"num_hidden_layers", layers},
+      {"num_attention_heads", heads}, {"num_key_value_heads", kv_heads}, {"head_dim", head_dim},
+      {"vocab_size", vocab}, {"max_position_embeddings", max_position}};
+  for (const auto& [name, v] : positive)
+    if (v < 1 || v > (int64_t(1) << 31)) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected 1 to 2^31", where, name, v);
+  if (heads % kv_heads != 0)
+    fail(ErrorCategory::kInput, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {} (GQA groups)",
+         where, heads, kv_heads);
+  if (head_dim % 2 != 0) fail(ErrorCategory::kInput, "{}: head_dim {} is odd: RoPE rotates halves", where, head_dim);
+  if (!(rope_theta > 1.0)) fail(ErrorCategory::kInput, "{}: rope_theta {} must be > 1", where, rope_theta);
+  if (!(rms_eps > 0.0 && rms_eps < 1.0)) fail(ErrorCategory::kInput, "{}: rms_norm_eps {} must be in (0, 1)", where, rms_eps);
+}
+
+Qwen3Config Qwen3Config::load(const std::string& dir) {
+  const std::string file = dir + "/config.json";
+  if (!std::filesystem::exists(file)) fail(ErrorCategory::kInput, "{}: missing (a checkpoint directory holds config.json)", file);
+  auto j = nlohmann::json::parse(read_file(file), nullptr, false);
+  if (!j.is_object()) fail(ErrorCategory::kInput, "{}: not a JSON object", file);
+  bool qwen3 = j.value("model_type", "") == "qwen3";
+  if (j.contains("architectures") && j["architectures"].is_array())
+    for (const auto& a : j["architectures"]) qwen3 = qwen3 || (a.is_string() && a.get<std::string>() == "Qwen3ForCausalLM");
+  if (!qwen3)
+    fail(ErrorCategory::kInput, "{}: architectures {} / model_type {}: expected Qwen3ForCausalLM / qwen3", file,
+         j.value("architectures", nlohmann::json()).dump(), j.value("model_type", nlohmann::json()).dump());
+  Qwen3Config c;
+  c.hidden = get_int(j, file, "hidden_size");
+  c.intermediate = get_int(j, file, "intermediate_size");
+  c.layers = get_int(j, file, "num_hidden_layers");
+  c.heads = get_int(j, file, "num_attention_heads");
+  c.kv_heads = get_int(j, file, "num_key_value_heads", false, c.heads);
+  c.head_dim = get_int(j, file, "head_dim", false, c.heads > 0 ? c.hidden / c.heads : 0);
+  c.vocab = get_int(j, file, "vocab_size");
+  c.max_position = get_int(j, file, "max_position_embeddings", false, 40960);
+  c.rope_theta = get_double(j, file, "rope_theta", 1e6);
+  c.rms_eps = get_double(j, file, "rms_norm_eps", 1e-6);
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      fail(ErrorCategory::kInput, "{}: \"tie_word_embeddings\" is {}: expected true or false", file, j["tie_word_embeddings"].dump());
+    c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  c.validate(file);
+  return c;
+}
+
+nlohmann::json Qwen3Config::to_json() const {
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"model_type", "qwen3"},
+          {"hidden_size", hidden},
+          {"intermediate_size", intermediate},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", heads},
+          {"num_key_value_heads", kv_heads},
+          {"head_dim", head_dim},
+          {"vocab_size", vocab},
+          {"max_position_embeddings", max_position},
+          {"rope_theta", rope_theta},
+          {"rms_norm_eps", rms_eps},
+          {"tie_word_embeddings", tie_embeddings},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"torch_dtype", "bfloat16"},
+          {"bos_token_id", 0},
+          {"eos_token_id", 1}};
+}
+
+std::vector<StTensorInfo> Qwen3Config::tensor_layout(StDtype dtype) const {
+  std::vector<StTensorInfo> t;
+  auto add = [&](std::string name, std::vector<int64_t> shape) {
+    StTensorInfo i;
+    i.name = std::move(name);
+    i.dtype = dtype;
+    i.shape = std::move(shape);
+    t.push_back(std::move(i));
+  };
+  add("model.embed_tokens.weight", {vocab, hidden});
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {hidden});
+    add(p + "self_attn.q_proj.weight", {heads * head_dim, hidden});
+    add(p + "self_attn.k_proj.weight", {kv_heads * head_dim, hidden});
+    add(p + "self_attn.v_proj.weight", {kv_heads * head_dim, hidden});
+    add(p + "self_attn.o_proj.weight", {hidden, heads * head_dim});
+    add(p + "self_attn.q_norm.weight", {head_dim});
+    add(p + "self_attn.k_norm.weight", {head_dim});
+    add(p + "post_attention_layernorm.weight", {hidden});
+    add(p + "mlp.gate_proj.weight", {intermediate, hidden});
+    add(p + "mlp.up_proj.weight", {intermediate, hidden});
+    add(p + "mlp.down_proj.weight", {hidden, intermediate});
+  }
+  add("model.norm.weight", {hidden});
+  if (!tie_embeddings) add("lm_head.weight", {vocab, hidden});
+  return t;
+}
+
+int64_t Qwen3Config::parameters() const {
+  int64_t n = 0;
+  for (const auto& t : tensor_layout(StDtype::kBF16)) n += t.elements();
+  return n;
+}
+
+// ---- checkpoints -----------------------------------------------------------------------------
+
+void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t seed, StDtype dtype) {
+  cfg.validate("model init");
+  if (dtype == StDtype::kF16) fail(ErrorCategory::kUsage, "model init: F16 checkpoints are read, not written; use bf16 or f32");
+  ensure_writable_dir(dir, "--out");
+  const auto layout = cfg.tensor_layout(dtype);
+  SafetensorsWriter w(dir + "/model.safetensors", layout, {{"format", "pt"}, {"producer", "thrive model init"}});
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  std::vector<uint8_t> bytes;
+  for (size_t ti = 0; ti < layout.size(); ++ti) {
+    const auto& t = layout[ti];
+    const bool norm = t.shape.size() == 1;
+    const int64_t n = t.elements(), esize = st_dtype_bytes(dtype);
+    bytes.assign(size_t(n * esize), 0);
+    parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        uint64_t s = seed * 0x2545f4914f6cdd1dull ^ (uint64_t(ti) << 40) ^ uint64_t(c);
+        for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+          const float v = float(norm ? 1.0 + 0.1 * normal(s) : 0.02 * normal(s));
+          if (dtype == StDtype::kF32) {
+            std::memcpy(&bytes[size_t(i * 4)], &v, 4);
+          } else {
+            const uint16_t h = ops::float_to_bf16(v);
+            std::memcpy(&bytes[size_t(i * 2)], &h, 2);
+          }
+        }
+      }
+    });
+    w.append(bytes.data(), bytes.size());
+  }
+  w.finish();
+  write_file_atomic(dir + "/config.json", cfg.to_json().dump(2) + "\n");
+}
+
+Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
+  Checkpoint ck(dir);
+  auto get = [&](const StTensorInfo& want) {
+    const auto& have = ck.info(want.name);
+    if (have.shape != want.shape)
+      fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
+           want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
+    return ck.to_f32(want.name);
+  };
+  const auto layout = cfg.tensor_layout(StDtype::kBF16);
+  std::map<std::string, const StTensorInfo*> by_name;
+  for (const auto& t : layout) by_name[t.name] = &t;
+  Qwen3Weights w;
+  w.embed = get(*by_name.at("model.embed_tokens.weight"));
+  w.final_norm = get(*by_name.at("model.norm.weight"));
+  if (!cfg.tie_embeddings) w.lm_head = get(*by_name.at("lm_head.weight"));
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    auto g = [&](const std::string& n) { return get(*by_name.at(p + n)); };
+    Qwen3LayerWeights L;
+    L.input_norm = g("input_layernorm.weight");
+    L.q = g("self_attn.q_proj.weight");
+    L.k = g("self_attn.k_proj.weight");
+    L.v = g("self_attn.v_proj.weight");
+    L.o = g("self_attn.o_proj.weight");
+    L.q_norm = g("self_attn.q_norm.weight");
+    L.k_norm = g("self_attn.k_norm.weight");
+    L.post_norm = g("post_attention_layernorm.weight");
+    L.gate = g("mlp.gate_proj.weight");
+    L.up = g("mlp.up_proj.weight");
+    L.down = g("mlp.down_proj.weight");
+    w.layers.push_back(std::move(L));
+  }
+  return w;
+}
+
+// ---- the CPU engine --------------------------------------------------------------------------
+
+double StageTimes::total_us() const {
+  double t = 0;
+  for (const auto& [k, v] : us) t += v;
+  return t;
+}
+
+CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,
+                               int64_t max_cache_bytes)
+    : cfg_(std::move(cfg)), w_(std::move(weights)), batch_(batch), max_context_(max_context) {
+  if (batch < 1) fail(ErrorCategory::kUsage, "batch {}: expected >= 1", batch);
+  if (max_context < 1 || max_context > cfg_.max_position)
+    fail(ErrorCategory::kUsage, "context {}: expected 1 to max_position_embeddings {}", max_context, cfg_.max_position);
+  const __int128 per_side = __int128(batch) * cfg_.layers * max_context * cfg_.kv_heads * cfg_.head_dim;
+  if (per_side * 2 * 4 > max_cache_bytes)
+    fail(ErrorCategory::kUsage, "batch {} x context {}: the float32 KV cache needs {} bytes, more than the {} allowed",
+         batch, max_context, int64_t(per_side * 8), max_cache_bytes);
+  k_cache_.assign(size_t(per_side), 0.f);
+  v_cache_.assign(size_t(per_side), 0.f);
+  pos_.assign(size_t(batch), 0);
+  for (int64_t i = 0; i < cfg_.head_dim / 2; ++i)
+    inv_freq_.push_back(float(std::pow(cfg_.rope_theta, -2.0 * double(i) / double(cfg_.head_dim))));
+}
+
+std::vector<float> CpuQwen3Engine::forward(int b, const int32_t* tokens, int64_t n) {
+  const int64_t H = cfg_.hidden, I = cfg_.intermediate, NQ = cfg_.heads, NKV = cfg_.kv_heads, D = cfg_.head_dim;
+  const int64_t G = NQ / NKV, p0 = pos_[size_t(b)];
+  if (p0 + n > max_context_)
+    fail(ErrorCategory::kUsage, "sequence {}: position {} would pass the context of {}", b, p0 + n, max_context_);
+  auto t0 = Clock::now();
+  auto lap = [&](const char* stage) {
+    const auto t1 = Clock::now();
+    stages_.add(stage, std::chrono::duration<double, std::micro>(t1 - t0).count());
+    t0 = t1;
+  };
+  std::vector<float> x(size_t(n * H)), nx(size_t(n * H)), q(size_t(n * NQ * D)), k(size_t(n * NKV * D)),
+      v(size_t(n * NKV * D)), att(size_t(n * NQ * D)), o(size_t(n * H)), gate(size_t(n * I)), up(size_t(n * I)),
+      scores(size_t(p0 + n));
+  for (int64_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= cfg_.vocab)
+      fail(ErrorCategory::kUsage, "token id {}: expected 0 to {}", tokens[t], cfg_.vocab - 1);
+    std::copy_n(w_.embed.data() + int64_t(tokens[t]) * H, H, x.data() + t * H);
+  }
+  lap("embedding");
+  const size_t layer_stride = size_t(max_context_ * NKV * D);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    const auto& L = w_.layers[size_t(l)];
+    rmsnorm(x.data(), n, H, L.input_norm, cfg_.rms_eps, nx.data());
+    lap("input_norm");
+    linear(nx.data(), n, H, L.q, NQ * D, q.data());
+    linear(nx.data(), n, H, L.k, NKV * D, k.data());
+    linear(nx.data(), n, H, L.v, NKV * D, v.data());
+    lap("qkv_gemm");
+    rmsnorm(q.data(), n * NQ, D, L.q_norm, cfg_.rms_eps, q.data());
+    rmsnorm(k.data(), n * NKV, D, L.k_norm, cfg_.rms_eps, k.data());
+    lap("qk_norm");
+    for (int64_t t = 0; t < n; ++t) {  // neox RoPE: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)
+      const double p = double(p0 + t);
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const double a = p * double(inv_freq_[size_t(i)]);
+        const float c = float(std::cos(a)), s = float(std::sin(a));
+        for (int64_t h = 0; h < NQ + NKV; ++h) {
+          float* r = h < NQ ? q.data() + (t * NQ + h) * D : k.data() + (t * NKV + h - NQ) * D;
+          const float x1 = r[i], x2 = r[i + D / 2];
+          r[i] = x1 * c - x2 * s;
+          r[i + D / 2] = x2 * c + x1 * s;
+        }
+      }
+    }
+    lap("rope");
+    float* kc = k_cache_.data() + (size_t(b) * size_t(cfg_.layers) + size_t(l)) * layer_stride;
+    float* vc = v_cache_.data() + (size_t(b) * size_t(cfg_.layers) + size_t(l)) * layer_stride;
+    std::copy(k.begin(), k.end(), kc + p0 * NKV * D);
+    std::copy(v.begin(), v.end(), vc + p0 * NKV * D);
+    lap("kv_cache_write");
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t last = p0 + t;  // causal: keys 0 .. last
+      for (int64_t h = 0; h < NQ; ++h) {
+        const float* qh = q.data() + (t * NQ + h) * D;
+        const int64_t g = h / G;
+        float m = -INFINITY;
+        for (int64_t j = 0; j <= last; ++j) {
+          const float* kj = kc + (j * NKV + g) * D;
+          float s = 0.f;
+          for (int64_t d = 0; d < D; ++d) s += qh[d] * kj[d];
+          scores[size_t(j)] = s * scale;
+          m = std::max(m, scores[size_t(j)]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= last; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - m));
+        float* out = att.data() + (t * NQ + h) * D;
+        std::fill(out, out + D, 0.f);
+        for (int64_t j = 0; j <= last; ++j) {
+          const float pj = float(scores[size_t(j)] / sum);
+          const float* vj = vc + (j * NKV + g) * D;
+          for (int64_t d = 0; d < D; ++d) out[d] += pj * vj[d];
+        }
+      }
+    }
+    lap("attention");
+    linear(att.data(), n, NQ * D, L.o, H, o.data());
+    lap("o_gemm");
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    rmsnorm(x.data(), n, H, L.post_norm, cfg_.rms_eps, nx.data());
+    lap("residual_norm");
+    linear(nx.data(), n, H, L.gate, I, gate.data());
+    linear(nx.data(), n, H, L.up, I, up.data());
+    lap("mlp_gate_up_gemm");
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+    lap("swiglu");
+    linear(gate.data(), n, I, L.down, H, o.data());
+    lap("mlp_down_gemm");
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    lap("residual");
+  }
+  pos_[size_t(b)] = p0 + n;
+  rmsnorm(x.data() + (n - 1) * H, 1, H, w_.final_norm, cfg_.rms_eps, nx.data());
+  lap("final_norm");
+  std::vector<float> logits(size_t(cfg_.vocab));
+  linear(nx.data(), 1, H, cfg_.tie_embeddings ? w_.embed : w_.lm_head, cfg_.vocab, logits.data());
+  lap("lm_head");
+  return logits;
+}
+
+std::vector<std::vector<float>> CpuQwen3Engine::prefill(const std::vector<std::vector<int32_t>>& prompts) {
+  if (int(prompts.size()) != batch_)
+    fail(ErrorCategory::kUsage, "prefill: {} prompts for a batch of {}", prompts.size(), batch_);
+  std::fill(pos_.begin(), pos_.end(), 0);
+  std::vector<std::vector<float>> out;
+  for (int b = 0; b < batch_; ++b) {
+    if (prompts[size_t(b)].empty()) fail(ErrorCategory::kUsage, "prefill: prompt {} is empty", b);
+    out.push_back(forward(b, prompts[size_t(b)].data(), int64_t(prompts[size_t(b)].size())));
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> CpuQwen3Engine::decode(const std::vector<int32_t>& tokens) {
+  if (int(tokens.size()) != batch_) fail(ErrorCategory::kUsage, "decode: {} tokens for a batch of {}", tokens.size(), batch_);
+  std::vector<std::vector<float>> out;
+  for (int b = 0; b < batch_; ++b) out.push_back(forward(b, &tokens[size_t(b)], 1));
+  return out;
+}
+
+std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>>& logits) {
+  const auto t0 = Clock::now();
+  std::vector<int32_t> ids;
+  for (const auto& row : logits) ids.push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
+  stages_.add("sampling", std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  return ids;
+}
+
+}  // namespace thrive::model

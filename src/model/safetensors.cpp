@@ -1,0 +1,290 @@
+#include "thrive/model/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/ops/dtype.hpp"
+
+namespace thrive::model {
+namespace {
+
+StDtype dtype_from(const std::string& file, const std::string& tensor, const std::string& name) {
+  if (name == "BF16") return StDtype::kBF16;
+  if (name == "F16") return StDtype::kF16;
+  if (name == "F32") return StDtype::kF32;
+  fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype '{}': expected BF16, F16 or F32", file, tensor, name);
+}
+
+// IEEE binary16 to binary32 (subnormals, inf and NaN included).
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      uint32_t m = man;
+      do {
+        ++e;
+        m <<= 1;
+      } while ((m & 0x400u) == 0);
+      u = sign | uint32_t(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | man << 13;
+  } else {
+    u = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+int st_dtype_bytes(StDtype d) { return d == StDtype::kF32 ? 4 : 2; }
+const char* st_dtype_name(StDtype d) { return d == StDtype::kBF16 ? "BF16" : d == StDtype::kF16 ? "F16" : "F32"; }
+
+int64_t StTensorInfo::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorCategory::kInput, "{}: cannot open ({})", path, std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    fail(ErrorCategory::kInput, "{}: not a regular file", path);
+  }
+  size_ = size_t(st.st_size);
+  if (size_ < 8) {
+    close(fd);
+    fail(ErrorCategory::kInput, "{}: {} bytes, too short for a safetensors header (8-byte length first)", path, size_);
+  }
+  void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) fail(ErrorCategory::kInput, "{}: cannot map ({})", path, std::strerror(errno));
+  map_ = static_cast<const uint8_t*>(m);
+  try {
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | map_[i];  // little-endian
+    if (n > size_ - 8 || n > (uint64_t(100) << 20))
+      fail(ErrorCategory::kInput, "{}: header length {} exceeds the file ({} bytes) or 100 MiB: truncated or not safetensors",
+           path, n, size_);
+    data_start_ = int64_t(8 + n);
+    const int64_t data_bytes = int64_t(size_) - data_start_;
+    auto j = nlohmann::json::parse(map_ + 8, map_ + 8 + n, nullptr, false);
+    if (!j.is_object()) fail(ErrorCategory::kInput, "{}: the header is not a JSON object", path);
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      const auto& e = it.value();
+      const std::string& name = it.key();
+      if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+          !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+          e["data_offsets"].size() != 2)
+        fail(ErrorCategory::kInput, "{}: tensor '{}': expected {{dtype, shape, data_offsets: [begin, end]}}", path, name);
+      StTensorInfo t;
+      t.name = name;
+      t.dtype = dtype_from(path, name, e["dtype"].get<std::string>());
+      for (const auto& d : e["shape"]) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          fail(ErrorCategory::kInput, "{}: tensor '{}': shape {} has a dimension that is not a non-negative integer",
+               path, name, e["shape"].dump());
+        t.shape.push_back(d.get<int64_t>());
+      }
+      for (const auto& o : e["data_offsets"])
+        if (!o.is_number_unsigned() && !(o.is_number_integer() && o.get<int64_t>() >= 0))
+          fail(ErrorCategory::kInput, "{}: tensor '{}': data_offsets {} are not non-negative integers", path, name,
+               e["data_offsets"].dump());
+      t.begin = e["data_offsets"][0].get<int64_t>();
+      t.end = e["data_offsets"][1].get<int64_t>();
+      __int128 need = st_dtype_bytes(t.dtype);
+      for (int64_t d : t.shape) need *= d;
+      if (t.begin > t.end || t.end > data_bytes)
+        fail(ErrorCategory::kInput, "{}: tensor '{}': data_offsets [{}, {}] lie outside the data section ({} bytes)",
+             path, name, t.begin, t.end, data_bytes);
+      if (need != __int128(t.end - t.begin))
+        fail(ErrorCategory::kInput, "{}: tensor '{}': {} bytes for shape {} of {} ({} bytes per element): "
+             "the offsets lie about its size", path, name, t.end - t.begin, e["shape"].dump(), st_dtype_name(t.dtype),
+             st_dtype_bytes(t.dtype));
+      spans.emplace_back(t.begin, t.end);
+      tensors_[name] = std::move(t);
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i)
+      if (spans[i].first < spans[i - 1].second)
+        fail(ErrorCategory::kInput, "{}: two tensors overlap in the data section (bytes {} to {})", path,
+             spans[i].first, spans[i - 1].second);
+  } catch (...) {
+    munmap(const_cast<uint8_t*>(map_), size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) munmap(const_cast<uint8_t*>(map_), size_);
+}
+
+const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail(ErrorCategory::kInput, "{}: no tensor named '{}'", path_, name);
+  return it->second;
+}
+
+const uint8_t* SafetensorsFile::data(const std::string& name) const {
+  return map_ + data_start_ + info(name).begin;
+}
+
+std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
+  const auto& t = info(name);
+  const uint8_t* p = data(name);
+  std::vector<float> out(size_t(t.elements()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t.dtype == StDtype::kF32) {
+      std::memcpy(&out[i], p + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = t.dtype == StDtype::kBF16 ? ops::bf16_to_float(h) : f16_to_f32(h);
+    }
+  }
+  return out;
+}
+
+SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<StTensorInfo>& layout,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path), tmp_(path + ".tmp") {
+  nlohmann::json h = nlohmann::json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  int64_t off = 0;
+  for (const auto& t : layout) {
+    const int64_t n = t.elements() * st_dtype_bytes(t.dtype);
+    h[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    off += n;
+  }
+  expected_ = off;
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::error_code ec;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (f_ == nullptr) fail(ErrorCategory::kStorage, "{}: cannot write ({})", tmp_, std::strerror(errno));
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  if (std::fwrite(len, 1, 8, f_) != 8 || std::fwrite(header.data(), 1, header.size(), f_) != header.size())
+    fail(ErrorCategory::kStorage, "{}: write failed ({})", tmp_, std::strerror(errno));
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (f_ != nullptr) {  // never finished: leave nothing behind
+    std::fclose(f_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void SafetensorsWriter::append(const void* bytes, size_t n) {
+  if (written_ + int64_t(n) > expected_)
+    fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", path_, written_ + n, expected_);
+  if (std::fwrite(bytes, 1, n, f_) != n) fail(ErrorCategory::kStorage, "{}: write failed ({})", tmp_, std::strerror(errno));
+  written_ += int64_t(n);
+}
+
+void SafetensorsWriter::finish() {
+  if (written_ != expected_)
+    fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", path_, written_, expected_);
+  const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
+  std::fclose(f_);
+  f_ = nullptr;
+  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_.c_str());
+    fail(ErrorCategory::kStorage, "{}: cannot finish writing ({})", path_, std::strerror(errno));
+  }
+}
+
+void write_safetensors(const std::string& path, const std::vector<StTensorOut>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<StTensorInfo> layout;
+  for (const auto& t : tensors) {
+    StTensorInfo i;
+    i.name = t.name;
+    i.dtype = t.dtype;
+    i.shape = t.shape;
+    if (i.elements() * st_dtype_bytes(t.dtype) != int64_t(t.bytes.size()))
+      fail(ErrorCategory::kInternal, "write_safetensors: tensor '{}' has {} bytes, its shape needs {}", t.name,
+           t.bytes.size(), i.elements() * st_dtype_bytes(t.dtype));
+    layout.push_back(std::move(i));
+  }
+  SafetensorsWriter w(path, layout, metadata);
+  for (const auto& t : tensors) w.append(t.bytes.data(), t.bytes.size());
+  w.finish();
+}
+
+Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (fs::exists(index)) {
+    auto j = nlohmann::json::parse(read_file(index), nullptr, false);
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      fail(ErrorCategory::kInput, "{}: expected a JSON object with a \"weight_map\" object", index);
+    for (const auto& [tensor, file] : j["weight_map"].items()) {
+      if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
+        fail(ErrorCategory::kInput, "{}: weight_map['{}'] must be a file name in the directory", index, tensor);
+      if (std::find(files.begin(), files.end(), file.get<std::string>()) == files.end())
+        files.push_back(file.get<std::string>());
+    }
+  } else if (fs::exists(dir + "/model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".safetensors") files.push_back(e.path().filename());
+    std::sort(files.begin(), files.end());
+    if (ec) fail(ErrorCategory::kInput, "{}: cannot list the checkpoint directory ({})", dir, ec.message());
+  }
+  if (files.empty()) fail(ErrorCategory::kInput, "{}: no *.safetensors file (and no model.safetensors.index.json)", dir);
+  for (const auto& f : files) {
+    files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + f));
+    for (const auto& [name, info] : files_.back()->tensors()) {
+      if (where_.count(name))
+        fail(ErrorCategory::kInput, "{}: tensor '{}' is in both {} and {}", dir, name, where_[name]->path(),
+             files_.back()->path());
+      where_[name] = files_.back().get();
+    }
+  }
+}
+
+const StTensorInfo& Checkpoint::info(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(ErrorCategory::kInput, "{}: the checkpoint has no tensor '{}'", dir_, name);
+  return it->second->info(name);
+}
+
+const std::string& Checkpoint::file_of(const std::string& name) const {
+  info(name);
+  return where_.at(name)->path();
+}
+
+std::vector<float> Checkpoint::to_f32(const std::string& name) const {
+  info(name);
+  return where_.at(name)->to_f32(name);
+}
+
+}  // namespace thrive::model

@@ -1,0 +1,239 @@
+// The Qwen3 configuration, random checkpoints and the float32 CPU engine, checked against an
+// independent float64 implementation of the architecture written here from HF's modeling_qwen3
+// description (not the engine's code), plus KV-cache consistency and batch independence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/model/qwen3.hpp"
+
+namespace thrive::model {
+namespace {
+
+using Vec = std::vector<double>;
+
+// Whole-sequence float64 forward of `tokens`; logits of the last position.
+Vec reference_logits(const Qwen3Config& c, const Qwen3Weights& w, const std::vector<int32_t>& tokens) {
+  const int64_t n = int64_t(tokens.size()), H = c.hidden, D = c.head_dim, NQ = c.heads, NKV = c.kv_heads;
+  auto norm = [&](const double* x, int64_t width, const std::vector<float>& g) {
+    double ss = 0;
+    for (int64_t i = 0; i < width; ++i) ss += x[i] * x[i];
+    const double inv = 1.0 / std::sqrt(ss / double(width) + c.rms_eps);
+    Vec y(static_cast<size_t>(width));
+    for (int64_t i = 0; i < width; ++i) y[size_t(i)] = x[i] * inv * g[size_t(i)];
+    return y;
+  };
+  auto matvec = [&](const Vec& x, const std::vector<float>& m, int64_t out) {
+    const int64_t in = int64_t(x.size());
+    Vec y(static_cast<size_t>(out), 0.0);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) y[size_t(o)] += double(m[size_t(o * in + i)]) * x[size_t(i)];
+    return y;
+  };
+  auto rope = [&](double* v, int64_t pos) {  // rotate_half form: x * cos + rotate_half(x) * sin
+    Vec r(static_cast<size_t>(D));
+    for (int64_t i = 0; i < D; ++i) {
+      const int64_t f = i % (D / 2);
+      const double a = double(pos) / std::pow(c.rope_theta, 2.0 * double(f) / double(D));
+      const double rot = i < D / 2 ? -v[i + D / 2] : v[i - D / 2];
+      r[size_t(i)] = v[i] * std::cos(a) + rot * std::sin(a);
+    }
+    std::copy(r.begin(), r.end(), v);
+  };
+  std::vector<Vec> x(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) x[size_t(t)].assign(w.embed.begin() + tokens[size_t(t)] * H, w.embed.begin() + (tokens[size_t(t)] + 1) * H);
+  for (const auto& L : w.layers) {
+    std::vector<Vec> q(static_cast<size_t>(n)), k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      const Vec h = norm(x[size_t(t)].data(), H, L.input_norm);
+      q[size_t(t)] = matvec(h, L.q, NQ * D);
+      k[size_t(t)] = matvec(h, L.k, NKV * D);
+      v[size_t(t)] = matvec(h, L.v, NKV * D);
+      for (int64_t hd = 0; hd < NQ; ++hd) {
+        Vec y = norm(q[size_t(t)].data() + hd * D, D, L.q_norm);
+        std::copy(y.begin(), y.end(), q[size_t(t)].begin() + hd * D);
+        rope(q[size_t(t)].data() + hd * D, t);
+      }
+      for (int64_t hd = 0; hd < NKV; ++hd) {
+        Vec y = norm(k[size_t(t)].data() + hd * D, D, L.k_norm);
+        std::copy(y.begin(), y.end(), k[size_t(t)].begin() + hd * D);
+        rope(k[size_t(t)].data() + hd * D, t);
+      }
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      Vec att(static_cast<size_t>(NQ * D), 0.0);
+      for (int64_t hd = 0; hd < NQ; ++hd) {
+        const int64_t g = hd / (NQ / NKV);
+        Vec s(static_cast<size_t>(t + 1));
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += q[size_t(t)][size_t(hd * D + d)] * k[size_t(j)][size_t(g * D + d)];
+          s[size_t(j)] = dot / std::sqrt(double(D));
+          m = std::max(m, s[size_t(j)]);
+        }
+        for (auto& e : s) sum += (e = std::exp(e - m));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t d = 0; d < D; ++d) att[size_t(hd * D + d)] += s[size_t(j)] / sum * v[size_t(j)][size_t(g * D + d)];
+      }
+      const Vec o = matvec(att, L.o, H);
+      for (int64_t i = 0; i < H; ++i) x[size_t(t)][size_t(i)] += o[size_t(i)];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const Vec h = norm(x[size_t(t)].data(), H, L.post_norm);
+      Vec gate = matvec(h, L.gate, c.intermediate);
+      const Vec up = matvec(h, L.up, c.intermediate);
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+      const Vec down = matvec(gate, L.down, H);
+      for (int64_t i = 0; i < H; ++i) x[size_t(t)][size_t(i)] += down[size_t(i)];
+    }
+  }
+  const Vec last = norm(x.back().data(), H, w.final_norm);
+  return matvec(last, c.tie_embeddings ? w.embed : w.lm_head, c.vocab);
+}
+
+double max_abs_diff(const std::vector<float>& a, const Vec& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
+}
+double max_abs(const Vec& b) {
+  double m = 0;
+  for (double v : b) m = std::max(m, std::abs(v));
+  return m;
+}
+
+class Qwen3Tiny : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir;
+    cfg_ = Qwen3Config::preset("tiny");
+    cfg_.tie_embeddings = false;  // exercise lm_head too
+    init_checkpoint(cfg_, dir_->path(), 7);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static test::TempDir* dir_;
+  static Qwen3Config cfg_;
+};
+test::TempDir* Qwen3Tiny::dir_ = nullptr;
+Qwen3Config Qwen3Tiny::cfg_;
+
+TEST_F(Qwen3Tiny, ConfigRoundTripsThroughConfigJson) {
+  const auto c = Qwen3Config::load(dir_->path());
+  EXPECT_EQ(c.hidden, cfg_.hidden);
+  EXPECT_EQ(c.layers, cfg_.layers);
+  EXPECT_EQ(c.kv_heads, cfg_.kv_heads);
+  EXPECT_EQ(c.head_dim, cfg_.head_dim);
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_EQ(Qwen3Config::preset("qwen3-1.7b").parameters(), 1720574976);  // 1.72B with the tied head
+}
+
+TEST_F(Qwen3Tiny, PrefillMatchesAnIndependentFloat64Forward) {
+  const auto c = Qwen3Config::load(dir_->path());
+  auto w = load_weights(c, dir_->path());
+  const std::vector<int32_t> prompt = {5, 17, 200, 3, 99, 42, 7};
+  const Vec ref = reference_logits(c, w, prompt);
+  CpuQwen3Engine e(c, w, 1, 32);
+  const auto got = e.prefill({prompt});
+  EXPECT_LT(max_abs_diff(got[0], ref), 1e-4 * std::max(1.0, max_abs(ref)));
+}
+
+TEST_F(Qwen3Tiny, DecodeThroughTheKvCacheEqualsARecomputedPrefill) {
+  const auto c = Qwen3Config::load(dir_->path());
+  auto w = load_weights(c, dir_->path());
+  CpuQwen3Engine e(c, w, 2, 32);
+  // ragged batch: two prompts of different lengths
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4}, {9, 8}};
+  auto logits = e.prefill(prompts);
+  std::vector<std::vector<int32_t>> seq = prompts;
+  for (int step = 0; step < 3; ++step) {
+    const auto next = e.greedy(logits);
+    for (int b = 0; b < 2; ++b) seq[size_t(b)].push_back(next[size_t(b)]);
+    logits = e.decode(next);
+  }
+  for (int b = 0; b < 2; ++b) {
+    CpuQwen3Engine one(c, w, 1, 32);
+    const auto full = one.prefill({seq[size_t(b)]});
+    double diff = 0, scale = 1;
+    for (size_t i = 0; i < full[0].size(); ++i) {
+      diff = std::max(diff, double(std::abs(full[0][i] - logits[size_t(b)][i])));
+      scale = std::max(scale, double(std::abs(full[0][i])));
+    }
+    EXPECT_LT(diff, 1e-4 * scale) << "sequence " << b;
+  }
+  // every stage that ran was timed
+  for (const char* s : {"embedding", "qkv_gemm", "qk_norm", "rope", "attention", "o_gemm", "residual_norm",
+                        "mlp_gate_up_gemm", "swiglu", "mlp_down_gemm", "lm_head", "sampling"})
+    EXPECT_GT(e.stages().calls.count(s), 0u) << s;
+}
+
+TEST_F(Qwen3Tiny, BadTokensBatchesAndContextsAreUsageErrors) {
+  const auto c = Qwen3Config::load(dir_->path());
+  auto w = load_weights(c, dir_->path());
+  CpuQwen3Engine e(c, w, 1, 4);
+  EXPECT_THROW(e.prefill({{int32_t(c.vocab)}}), Error);
+  EXPECT_THROW(e.prefill({{1}, {2}}), Error);
+  EXPECT_THROW(e.prefill({{}}), Error);
+  e.prefill({{1, 2, 3, 4}});
+  EXPECT_THROW(e.decode({1}), Error);  // position 4 is past the context of 4
+  EXPECT_THROW(CpuQwen3Engine(c, w, 1 << 20, 4096, int64_t(1) << 30), Error);  // the cache does not fit
+}
+
+// A checkpoint that disagrees with its config.json, and config.json files that are wrong.
+TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
+  test::TempDir dir;
+  auto cfg = Qwen3Config::preset("tiny");
+  init_checkpoint(cfg, dir.path(), 1);
+  // config.json now claims a wider model than the tensors hold
+  auto j = nlohmann::json::parse(read_file(dir.path() + "/config.json"));
+  j["intermediate_size"] = 256;
+  test::write_text(dir.path() + "/config.json", j.dump());
+  try {
+    (void)load_weights(Qwen3Config::load(dir.path()), dir.path());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(e.what()).find("mlp.gate_proj.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[256,64]"), std::string::npos) << e.what();
+  }
+  const auto bad_config = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& mention) {
+    auto c = Qwen3Config::preset("tiny").to_json();
+    edit(c);
+    test::write_text(dir.path() + "/config.json", c.dump());
+    try {
+      (void)Qwen3Config::load(dir.path());
+      FAIL() << mention;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+    }
+  };
+  bad_config([](auto& c) { c["architectures"] = {"LlamaForCausalLM"}; c["model_type"] = "llama"; }, "Qwen3ForCausalLM");
+  bad_config([](auto& c) { c.erase("hidden_size"); }, "hidden_size");
+  bad_config([](auto& c) { c["num_key_value_heads"] = 3; }, "multiple");
+  bad_config([](auto& c) { c["head_dim"] = "sixteen"; }, "head_dim");
+  test::write_text(dir.path() + "/config.json", "{not json");
+  EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
+  std::filesystem::remove(dir.path() + "/config.json");
+  EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
+  EXPECT_THROW(Qwen3Config::preset("qwen9"), Error);
+}
+
+TEST(Qwen3Checkpoint, SameSeedSameFileOtherSeedOtherWeights) {
+  test::TempDir a, b, c;
+  const auto cfg = Qwen3Config::preset("tiny");
+  init_checkpoint(cfg, a.path(), 3);
+  init_checkpoint(cfg, b.path(), 3);
+  init_checkpoint(cfg, c.path(), 4);
+  EXPECT_EQ(read_file(a.path() + "/model.safetensors"), read_file(b.path() + "/model.safetensors"));
+  EXPECT_NE(read_file(a.path() + "/model.safetensors"), read_file(c.path() + "/model.safetensors"));
+}
+
+}  // namespace
+}  // namespace thrive::model

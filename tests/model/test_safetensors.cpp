@@ -1,0 +1,116 @@
+// Safetensors reading and writing, and every malformed-file case named by issue 6: each is an
+// Error(kInput) naming the file (and tensor) before anything is used.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/model/safetensors.hpp"
+#include "thrive/ops/dtype.hpp"
+
+namespace thrive::model {
+namespace {
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// A file from a raw header string and data bytes (to forge bad headers).
+std::string raw_file(const std::string& path, const std::string& header, size_t data_bytes, uint64_t claimed_len = 0) {
+  std::string s(8, '\0');
+  const uint64_t n = claimed_len ? claimed_len : header.size();
+  for (int i = 0; i < 8; ++i) s[size_t(i)] = char(n >> (8 * i));
+  s += header;
+  s.append(data_bytes, '\0');
+  return test::write_text(path, s);
+}
+
+void expect_input_error(const std::string& path, const std::string& mention) {
+  try {
+    SafetensorsFile f(path);
+    FAIL() << "accepted " << path;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+  }
+}
+
+TEST(Safetensors, RoundTripsEveryDtypeAndShape) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/m.safetensors";
+  std::vector<uint8_t> bf;
+  for (float v : {1.0f, -2.5f, 0.125f, 3.0f, 7.0f, -0.5f}) {
+    const uint16_t h = ops::float_to_bf16(v);
+    bf.push_back(uint8_t(h));
+    bf.push_back(uint8_t(h >> 8));
+  }
+  const std::vector<uint8_t> f16 = {0x00, 0x3c, 0x00, 0xc0, 0x01, 0x00};  // 1, -2, smallest subnormal
+  write_safetensors(path, {{"a.bf16", StDtype::kBF16, {2, 3}, bf},
+                           {"b.f32", StDtype::kF32, {4}, f32_bytes({1.5f, -1.f, 0.f, 1e30f})},
+                           {"c.f16", StDtype::kF16, {3}, f16},
+                           {"d.empty", StDtype::kF32, {0, 5}, {}}},
+                    {{"format", "pt"}});
+  SafetensorsFile f(path);
+  ASSERT_EQ(f.tensors().size(), 4u);
+  EXPECT_EQ(f.info("a.bf16").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(f.to_f32("a.bf16"), (std::vector<float>{1.0f, -2.5f, 0.125f, 3.0f, 7.0f, -0.5f}));
+  EXPECT_EQ(f.to_f32("b.f32"), (std::vector<float>{1.5f, -1.f, 0.f, 1e30f}));
+  const auto h = f.to_f32("c.f16");
+  EXPECT_EQ(h[0], 1.0f);
+  EXPECT_EQ(h[1], -2.0f);
+  EXPECT_FLOAT_EQ(h[2], 5.960464477539063e-08f);
+  EXPECT_TRUE(f.to_f32("d.empty").empty());
+  // the header is padded to 8 bytes, so the data is aligned
+  EXPECT_THROW(f.info("missing"), Error);
+}
+
+TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
+  test::TempDir dir;
+  const std::string d = dir.path();
+  expect_input_error(test::write_text(d + "/short", "abc"), "too short");
+  expect_input_error(raw_file(d + "/trunc", "{}", 0, 1000), "exceeds the file");
+  expect_input_error(raw_file(d + "/notjson", "[1, 2]", 0), "not a JSON object");
+  expect_input_error(raw_file(d + "/dtype", R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", 2), "'I8'");
+  expect_input_error(raw_file(d + "/beyond", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "outside the data");
+  expect_input_error(raw_file(d + "/lies", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16), "lie about its size");
+  expect_input_error(raw_file(d + "/overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 16), "overlap");
+  expect_input_error(raw_file(d + "/negshape", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0), "shape");
+  expect_input_error(raw_file(d + "/noentry", R"({"w":{"dtype":"F32"}})", 0), "'w'");
+  expect_input_error(d + "/does-not-exist", "cannot open");
+}
+
+TEST(Safetensors, ShardedCheckpointsFollowTheIndexAndRefuseDuplicates) {
+  test::TempDir dir;
+  const std::string d = dir.path();
+  write_safetensors(d + "/part-1.safetensors", {{"x", StDtype::kF32, {1}, f32_bytes({1.f})}});
+  write_safetensors(d + "/part-2.safetensors", {{"y", StDtype::kF32, {1}, f32_bytes({2.f})}});
+  test::write_text(d + "/model.safetensors.index.json",
+                   R"({"weight_map": {"x": "part-1.safetensors", "y": "part-2.safetensors"}})");
+  Checkpoint ck(d);
+  EXPECT_EQ(ck.to_f32("y"), std::vector<float>{2.f});
+  EXPECT_NE(ck.file_of("x").find("part-1"), std::string::npos);
+  try {
+    (void)ck.info("z");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'z'"), std::string::npos) << e.what();
+  }
+  write_safetensors(d + "/part-2.safetensors", {{"x", StDtype::kF32, {1}, f32_bytes({3.f})}});
+  try {
+    Checkpoint dup(d);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("in both"), std::string::npos) << e.what();
+  }
+  test::TempDir empty;
+  EXPECT_THROW(Checkpoint{empty.path()}, Error);
+}
+
+}  // namespace
+}  // namespace thrive::model
