@@ -240,7 +240,11 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   record_kernel(*best);
   const double first_verified_us = best->result.bench.time_us();
   auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.time_us(); };
-  if (speedup_of(*best) >= task.target_speedup) result.round_reached_target = 0;
+  auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  if (speedup_of(*best) >= task.target_speedup) {
+    result.round_reached_target = 0;
+    result.seconds_to_target = since_start();
+  }
 
   // 4. Optimizer: one change per round, chosen from memory and the latest profile.
   for (int round = 1; round <= task.rounds; ++round) {
@@ -318,8 +322,10 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
           .time_us = passed ? r.bench.time_us() : 0, .best_us = best->result.bench.time_us(),
           .speedup = speedup_of(*best),
           .note = passed ? verdict : verdict + ": " + r.detail.substr(0, 160)});
-    if (result.round_reached_target < 0 && speedup_of(*best) >= task.target_speedup)
+    if (result.round_reached_target < 0 && speedup_of(*best) >= task.target_speedup) {
       result.round_reached_target = round;
+      result.seconds_to_target = since_start();
+    }
   }
 
   distill_card(store, op, task.shape.label, backend_name, tmpl.defaults(), best->kernel.params,

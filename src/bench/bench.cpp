@@ -185,6 +185,41 @@ RowSample sample_rows(const ops::Op& op, const ops::Shape& shape, const BenchOpt
   return r;
 }
 
+// One checked call of `module` on `args`: before it, outside any timed region, a few elements of
+// that argument set's inputs are swapped (values stay in distribution); after it, the outputs are
+// compared with the reference for the changed inputs. Stale outputs (work skipped because the
+// output already holds a result, results cached by pointer, call order or sampled input values,
+// work done only on some argument sets) are wrong at the changed elements. `time` wraps the call
+// (the timed loop passes its timer). Returns "" when the outputs are right, else what was wrong.
+std::string checked_call(backend::Backend& backend, const backend::Module& module, const backend::LaunchArgs& args,
+                         const std::vector<ops::HostTensor>& host, const RowSample& rows,
+                         const BenchOptions& options, std::mt19937_64& rng, int& status,
+                         const std::function<void(const std::function<void()>&)>& time) {
+  auto download_all = [&] {
+    auto t = rows.cut(host);
+    for (size_t i = 0; i < t.size(); ++i) rows.transfer(backend, t[i], args.tensors[i], false);
+    return t;
+  };
+  auto before = download_all();
+  for (size_t t = 0; t < before.size(); ++t) {
+    auto& ht = before[t];
+    if (ht.spec.role == ops::Role::kOut || ht.spec.shared_across_sets) continue;
+    const size_t esize = ops::dtype_bytes(ht.spec.dtype);
+    const size_t n = ht.bytes.size() / esize;
+    if (n < 2) continue;
+    for (int k = 0; k < 4; ++k) {
+      const size_t x = size_t(rng() % n), y = size_t(rng() % n);
+      for (size_t b = 0; b < esize; ++b) std::swap(ht.bytes[x * esize + b], ht.bytes[y * esize + b]);
+    }
+    rows.transfer(backend, ht, args.tensors[t], true);
+  }
+  backend.synchronize();
+  time([&] { status |= backend.launch(module, args); });
+  if (status != 0) return "";
+  backend.synchronize();
+  return options.check_timed_call(rows.shape, before, download_all());
+}
+
 }  // namespace
 
 BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
@@ -213,22 +248,14 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
       break;
   }
 
-  // The outputs of one timed call are checked too. At a random iteration, before the call
-  // and outside the timed region, a few elements of that argument set's inputs are swapped
-  // (values stay in distribution); the call itself is an ordinary timed call, and its
-  // outputs are then compared with the reference for the changed inputs. Stale outputs
-  // (work skipped because the output already holds a result, results cached by pointer,
-  // call order or sampled input values) are wrong at the changed elements.
+  // The outputs of timed calls are checked too (checked_call): one at a random iteration of the
+  // timed loop, and one after it on a random argument set, so a kernel that computes only on the
+  // first sets or the first calls is caught wherever the loop happens to stop.
   // Big shapes are checked on a few rows of the leading symbol (see BenchOptions).
   const bool check = bool(options.check_timed_call);
   const int check_at = check ? int(rng() % uint64_t(std::max(1, options.min_reps))) : -1;
   const RowSample rows = check ? sample_rows(op, shape, options, rng) : RowSample{};
-  std::vector<ops::HostTensor> before;
-  auto download_all = [&](const backend::LaunchArgs& args) {
-    auto t = rows.cut(host);
-    for (size_t i = 0; i < t.size(); ++i) rows.transfer(backend, t[i], args.tensors[i], false);
-    return t;
-  };
+  std::string check_failure;
 
   std::vector<double> samples;
   const auto start = std::chrono::steady_clock::now();
@@ -236,34 +263,27 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
   for (int i = 0;; ++i) {
     const auto& args = arg_sets[size_t(i % sets)];
     if (i == check_at) {
-      before = download_all(args);
-      for (size_t t = 0; t < before.size(); ++t) {
-        auto& ht = before[t];
-        if (ht.spec.role == ops::Role::kOut || ht.spec.shared_across_sets) continue;
-        const size_t esize = ops::dtype_bytes(ht.spec.dtype);
-        const size_t n = ht.bytes.size() / esize;
-        if (n < 2) continue;
-        for (int k = 0; k < 4; ++k) {
-          const size_t x = size_t(rng() % n), y = size_t(rng() % n);
-          for (size_t b = 0; b < esize; ++b) std::swap(ht.bytes[x * esize + b], ht.bytes[y * esize + b]);
-        }
-        rows.transfer(backend, ht, args.tensors[t], true);
-      }
-      backend.synchronize();
+      check_failure = checked_call(backend, module, args, host, rows, options, rng, status,
+                                   [&](const std::function<void()>& call) { samples.push_back(backend.time_us(call)); });
+    } else {
+      samples.push_back(backend.time_us([&] { status |= backend.launch(module, args); }));
     }
-    samples.push_back(backend.time_us([&] { status |= backend.launch(module, args); }));
     if (status != 0) return BenchStats{};
-    if (i == check_at) {
-      backend.synchronize();
-      const std::string why = options.check_timed_call(rows.shape, before, download_all(args));
-      stats.timed_call_check = why.empty() ? (rows.all ? "passed" : "passed on " + rows.label) : why;
-    }
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (int(samples.size()) >= options.min_reps) {
       if (elapsed > options.max_s) break;
       if (samples.size() % 8 == 0 && rel_ci_of(samples) < options.noise) break;
     }
+  }
+  if (check) {
+    const int late = int(rng() % uint64_t(sets));
+    std::string why = checked_call(backend, module, arg_sets[size_t(late)], host, rows, options, rng, status,
+                                   [](const std::function<void()>& call) { call(); });
+    if (status != 0) return BenchStats{};
+    if (check_failure.empty() && !why.empty())
+      check_failure = fmt::format("after the timing loop, on argument set {} of {}: {}", late, sets, why);
+    stats.timed_call_check = !check_failure.empty() ? check_failure : rows.all ? "passed" : "passed on " + rows.label;
   }
   summarize(samples, stats);
   // Graph mode: kGraphCalls launches over rotating argument sets captured once and
@@ -340,6 +360,14 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
       if (ratio.size() % 8 == 0 && rel_ci_of(ratio) < options.noise / 2) break;
     }
   }
+  if (options.check_timed_call) {  // the candidate's outputs, as in benchmark_kernel
+    const RowSample rows = sample_rows(op, shape.shape, options, rng);
+    const int late = int(rng() % uint64_t(n));
+    const std::string why = checked_call(backend, b, sets.args[size_t(late)], sets.host, rows, options, rng, status,
+                                         [](const std::function<void()>& call) { call(); });
+    if (status != 0) return PairedStats{};
+    out.timed_call_check = why.empty() ? "passed" : fmt::format("after the paired loop, on argument set {}: {}", late, why);
+  }
   BenchStats sa, sb, sr;
   summarize(ta, sa);
   summarize(tb, sb);
@@ -354,7 +382,7 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
 
 void to_json(nlohmann::json& j, const PairedStats& s) {
   j = {{"a_median_us", s.a_median_us}, {"b_median_us", s.b_median_us}, {"ratio", s.ratio},
-       {"ratio_ci", s.ratio_ci}, {"pairs", s.pairs}};
+       {"ratio_ci", s.ratio_ci}, {"pairs", s.pairs}, {"timed_call_check", s.timed_call_check}};
 }
 
 double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& options) {

@@ -1,5 +1,7 @@
 #include "src/cli/context.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -50,6 +52,16 @@ tools::Toolbox& Context::toolbox() {
     toolbox_ = std::make_unique<tools::Toolbox>(c, store(), backend);
   }
   return *toolbox_;
+}
+
+std::FILE* take_stdout(const char* what) {
+  std::fflush(stdout);
+  const int fd = dup(STDOUT_FILENO);
+  if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+    fail(ErrorCategory::kInternal, "{}: cannot separate its output stream from stdout", what);
+  std::FILE* out = fdopen(fd, "w");
+  if (out == nullptr) fail(ErrorCategory::kInternal, "{}: cannot open its output stream", what);
+  return out;
 }
 
 void print_progress(const std::string& tag, const agents::Progress& p) {

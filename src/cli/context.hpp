@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,12 @@ class Context {
   std::unique_ptr<memory::Store> store_;
   std::unique_ptr<tools::Toolbox> toolbox_;
 };
+
+/// Points fd 1 at stderr and returns a stream on the original stdout, so everything printed
+/// from now on (progress, tables, candidate output) goes to stderr and only what the caller
+/// writes to the returned stream reaches stdout (MCP's protocol, `--json` documents).
+/// Throws Error(kInternal) when the descriptors cannot be duplicated.
+std::FILE* take_stdout(const char* what);
 
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);

@@ -95,11 +95,46 @@ void apply_seccomp() {
       // io_uring performs socket/open/... operations without those system calls.
       __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
       __NR_bpf, __NR_perf_event_open, __NR_userfaultfd, __NR_keyctl, __NR_add_key,
-      __NR_request_key, __NR_open_by_handle_at, __NR_name_to_handle_at};
+      __NR_request_key, __NR_open_by_handle_at, __NR_name_to_handle_at,
+      // leaving the worker's session or process group (the timeout kills the group), memory
+      // outside RLIMIT_AS (memfd, SysV shm), and changing how other processes are scheduled
+      __NR_setsid, __NR_setpgid, __NR_memfd_create, __NR_shmget, __NR_setpriority,
+      __NR_sched_setscheduler, __NR_sched_setparam, __NR_sched_setattr, __NR_ioprio_set,
+      __NR_migrate_pages, __NR_move_pages, __NR_kcmp,
+#ifdef __NR_process_madvise
+      __NR_process_madvise,
+#endif
+#ifdef __NR_pidfd_getfd
+      __NR_pidfd_getfd,
+#endif
+#ifdef __NR_memfd_secret
+      __NR_memfd_secret,
+#endif
+  };
   for (long nr : denied) {
     jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 1);
     stmt(BPF_RET | BPF_K, eperm);
   }
+  // `nr` whose argument `arg` (low 32 bits) equals one of `values`: EPERM (deny = true), or
+  // allowed only then (deny = false). A matched call always returns here, so the accumulator
+  // still holds the syscall number for the rules after it.
+  auto arg_rule = [&](long nr, int arg, const std::vector<uint32_t>& values, bool deny) {
+    const auto n = uint8_t(values.size());
+    jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, uint8_t(n + 3));
+    stmt(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, args) + 8 * arg));
+    for (uint8_t i = 0; i < n; ++i) jump(BPF_JMP | BPF_JEQ | BPF_K, values[i], uint8_t(n - i), 0);
+    stmt(BPF_RET | BPF_K, deny ? SECCOMP_RET_ALLOW : eperm);  // no value matched
+    stmt(BPF_RET | BPF_K, deny ? eperm : SECCOMP_RET_ALLOW);  // a value matched
+  };
+  // Signals by file ownership (F_SETOWN + O_ASYNC delivers any signal, SIGKILL included, to
+  // any process of this user): no owner, no signal choice.
+  arg_rule(__NR_fcntl, 1, {F_SETOWN, F_SETSIG, F_SETOWN_EX}, true);
+  arg_rule(__NR_ioctl, 1, {0x8901u /* FIOSETOWN */, 0x8902u /* SIOCSPGRP */}, true);
+  // A parent-death signal stays (the worker's exit kills the executor).
+  arg_rule(__NR_prctl, 0, {PR_SET_PDEATHSIG}, true);
+  // Affinity and limits of this process only (0 = self), never of the worker or THRIVE.
+  arg_rule(__NR_sched_setaffinity, 0, {0u, self}, false);
+  arg_rule(__NR_prlimit64, 0, {0u, self}, false);
   jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(__NR_clone3), 0, 1);
   stmt(BPF_RET | BPF_K, enosys);
   // clone: threads only (flags are argument 0; CLONE_THREAD is in the low 32 bits).

@@ -113,7 +113,7 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
     }
     if (r.bench.timed_call_check_failed()) {
       r.status = Status::kIncorrect;
-      r.detail = "a timed call's outputs are wrong: " + r.bench.timed_call_check;
+      r.detail = "a checked call's outputs are wrong: " + r.bench.timed_call_check;
       r.wall_s = seconds_since(start);
       return r;
     }
@@ -141,9 +141,16 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
       if (base.module) {
         auto t3 = std::chrono::steady_clock::now();
         bench::BenchOptions popts{cfg.bench_max_s, cfg.bench_min_reps, cfg.bench_noise};
+        popts.check_timed_call = opts.check_timed_call;
         r.paired = bench::paired_benchmark(*backend, op, *base.module, *compiled.module,
                                            request.bench_shape, cfg.model, popts, seed + 3);
         r.bench_s += seconds_since(t3);
+        if (!r.paired.timed_call_check.empty() && r.paired.timed_call_check != "passed") {
+          r.status = Status::kIncorrect;
+          r.detail = "a checked call's outputs are wrong: " + r.paired.timed_call_check;
+          r.wall_s = seconds_since(start);
+          return r;
+        }
       }
     }
     if (r.bench.below_floor) {
@@ -182,8 +189,16 @@ void kill_session(pid_t sid) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (pid <= 0 || *end != '\0') continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    // read(2), not a stream: a process that exits between open and read fails the read with
+    // ESRCH, which libstdc++'s filebuf turns into an exception
+    std::string stat;
+    const int fd = open((std::string("/proc/") + e->d_name + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[1024];
+    const ssize_t got = read(fd, buf, sizeof buf);
+    close(fd);
+    if (got <= 0) continue;
+    stat.assign(buf, size_t(got));
     const auto paren = stat.rfind(')');  // the command name may hold spaces and ')'
     if (paren == std::string::npos) continue;
     char state = 0;
@@ -391,6 +406,7 @@ void from_json(const nlohmann::json& j, EvalResult& r) {
     r.paired.b_median_us = p.value("b_median_us", 0.0);
     r.paired.ratio = p.value("ratio", 0.0);
     r.paired.ratio_ci = p.value("ratio_ci", 0.0);
+    r.paired.timed_call_check = p.value("timed_call_check", "");
     r.paired.pairs = p.value("pairs", 0);
   }
 }

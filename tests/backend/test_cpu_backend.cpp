@@ -105,10 +105,7 @@ TEST_F(CpuBackendTest, SyntaxErrorGivesNullModuleAndTheCompilerLog) {
 }
 
 TEST_F(CpuBackendTest, MissingEntrySymbolGivesNullModuleNamingTheEntry) {
-  const std::string text =
-      "// @thrive op: softmax\n// @thrive entry: the_entry\n#include \"thrive_cpu.h\"\n"
-      "THRIVE_EXPORT int another_name(const ThriveArgs*) { return 0; }\n";
-  auto c = backend.compile(KernelSource::parse(text, "e.cpp"));
+  auto c = backend.compile(KernelSource::parse(test::kernel_with_missing_entry(), "e.cpp"));
   EXPECT_FALSE(c.module);
   EXPECT_NE(c.log.find("the_entry"), std::string::npos) << c.log;
   // Defined but not exported (hidden visibility) is missing too.

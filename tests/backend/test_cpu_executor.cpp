@@ -101,10 +101,7 @@ TEST(CpuExecutor, StatusesLoadFailuresAndTimingComeBack) {
   const double slept = backend.time_us([&] { backend.launch(*s.module, LaunchArgs{}); });
   EXPECT_GE(slept, 2500.0);
   // a missing entry point is reported by the executor's loader
-  const std::string text =
-      "// @thrive op: softmax\n// @thrive entry: the_entry\n#include \"thrive_cpu.h\"\n"
-      "THRIVE_EXPORT int another(const ThriveArgs*) { return 0; }\n";
-  auto m = backend.compile(KernelSource::parse(text, "m.cpp"));
+  auto m = backend.compile(KernelSource::parse(test::kernel_with_missing_entry(), "m.cpp"));
   EXPECT_FALSE(m.module);
   EXPECT_NE(m.log.find("the_entry"), std::string::npos) << m.log;
 }

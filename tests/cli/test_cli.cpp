@@ -72,6 +72,18 @@ TEST_F(Cli, OpsJsonParses) {
   EXPECT_EQ(js[0]["shapes"][0]["min_bytes"], 1 * 512 * 2 * 4 + 512 * 2) << "rmsnorm T=1 at H=512";
 }
 
+// --json leaves stdout to the JSON document: progress and tables go to stderr.
+TEST_F(Cli, OptimizeJsonIsTheOnlyThingOnStdout) {
+  const auto r = test::run_thrive({"optimize", "--op", "rmsnorm_residual", "--shape", "T=1", "--rounds", "0", "--json"},
+                                  env({"THRIVE_HIDDEN=256", "THRIVE_BENCH_MAX_S=0.02", "THRIVE_PEAK_BW_GBPS=100"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << r.out.substr(0, 300);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0].value("shape", ""), "T=1");
+  EXPECT_NE(r.err.find("Pass 1 results"), std::string::npos) << r.err.substr(0, 300);
+}
+
 TEST_F(Cli, UnknownOpIsUsageErrorListingValidOps) {
   const auto r = test::run_thrive({"optimize", "--op", "layernorm"}, env());
   EXPECT_EQ(r.exit_code, 2);

@@ -157,6 +157,10 @@ TEST(ConfineWorker, InheritedDescriptorsAreClosedInEveryWorker) {
 // so the verdict says whether the confinement held.
 TEST_F(Confine, EscapeAttemptsFailAndTheHonestWorkStillPasses) {
   const std::string prelude = R"(
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -173,6 +177,24 @@ static int escaped(void) {
   for (int fd = 3; fd < 256; ++fd)  // the parent's memory.db and its WAL, log files
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) e += write(fd, "garbage", 7) > 0;
   e += open("/tmp/thrive-escape-test", O_CREAT | O_WRONLY, 0644) >= 0;
+  // signals through file ownership (F_SETOWN + F_SETSIG + O_ASYNC), leaving the process group,
+  // dropping the parent-death signal, and steering the worker's scheduling or limits
+  int fds[2];
+  if (pipe(fds) == 0) {
+    e += fcntl(fds[0], F_SETOWN, getppid()) == 0;
+    e += fcntl(fds[0], F_SETSIG, SIGKILL) == 0;
+  }
+  e += setsid() >= 0;
+  e += setpgid(0, 0) == 0;
+  e += prctl(PR_SET_PDEATHSIG, 0) == 0;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  e += sched_setaffinity(getppid(), sizeof one, &one) == 0;
+  e += setpriority(PRIO_PROCESS, (id_t)getppid(), 19) == 0;
+  struct rlimit r = {1, 1};
+  e += prlimit(getppid(), RLIMIT_NOFILE, &r, NULL) == 0;
+  e += (int)syscall(SYS_memfd_create, "x", 0) >= 0;
   return e;
 }
 )";
@@ -239,7 +261,7 @@ TEST_F(Confine, AKernelThatGoesWrongAfterManyCallsIsCaughtAfterTheBenchmark) {
                      /*bench=*/true);
   EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
   // Caught by the check of a timed call or by verification after the benchmark.
-  EXPECT_TRUE(r.detail.find("timed call") != std::string::npos ||
+  EXPECT_TRUE(r.detail.find("checked call") != std::string::npos ||
               r.detail.find("after benchmarking") != std::string::npos)
       << r.detail;
 }
@@ -255,7 +277,7 @@ TEST_F(Confine, AKernelThatWorksOnlyWhileOutputsLookPoisonedIsCaughtOnATimedCall
                "  for (int64_t r = 0; r < rows; ++r) {");
   const auto r = run(body, "", /*bench=*/true);
   EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
-  EXPECT_NE(r.detail.find("timed call"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("checked call"), std::string::npos) << r.detail;
 }
 
 TEST_F(Confine, AKernelThatSkipsWorkWhenItsOutputAlreadyHoldsAResultIsCaught) {
@@ -278,7 +300,26 @@ TEST_F(Confine, AKernelThatSkipsWorkWhenItsOutputAlreadyHoldsAResultIsCaught) {
   req.bench_shape = {"T=16", {{"T", 16}, {"I", cfg.model.intermediate}, {"I2", 2 * cfg.model.intermediate}}};
   const auto r = evaluate(cfg, "cpu", req);
   EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
-  EXPECT_NE(r.detail.find("timed call"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("checked call"), std::string::npos) << r.detail;
+}
+
+// Honest during verification and on the first argument sets of the benchmark (it finds them
+// by their addresses), no work at all on the others: fast and wrong. The checked call after the
+// timing loop lands on a random argument set.
+TEST_F(Confine, AKernelThatComputesOnlyOnTheFirstArgumentSetsIsCaught) {
+  const std::string prelude = "static int honest(const ThriveArgs* a) {" + test::rmsnorm_body() + "}\n";
+  const std::string body = R"(
+  static long long calls = 0;
+  static uintptr_t lo = UINTPTR_MAX;
+  const uintptr_t p = (uintptr_t)a->tensors[0];
+  const uintptr_t stride = ((uintptr_t)(a->dims[0] * a->dims[1] * 2) + 255) / 256 * 256;
+  if (++calls < 60) return honest(a);
+  if (p < lo) lo = p;
+  if ((p - lo) / stride < 10) return honest(a);
+  return 0;)";
+  const auto r = run(body, prelude, /*bench=*/true);
+  EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
+  EXPECT_NE(r.detail.find("checked call"), std::string::npos) << r.detail;
 }
 
 TEST_F(Confine, AnHonestKernelPassesTheTimedCallCheck) {

@@ -194,6 +194,11 @@ void expect_adversarial_verdict(const std::string& backend, const AdversarialCas
   EXPECT_TRUE(attempts.back().contains("verify")) << c.name << ": figures kept with the verdict";
 }
 
+std::string kernel_with_missing_entry() {
+  return "// @thrive op: softmax\n// @thrive entry: the_entry\n#include \"thrive_cpu.h\"\n"
+         "THRIVE_EXPORT int another_name(const ThriveArgs*) { return 0; }\n";
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

@@ -49,6 +49,9 @@ struct CommandResult {
 CommandResult run_thrive(const std::vector<std::string>& args,
                          const std::vector<std::string>& env = {});
 
+/// A CPU softmax kernel file that declares entry `the_entry` but exports `another_name`.
+std::string kernel_with_missing_entry();
+
 /// A kernel file body for `op` with entry `k` whose function body is `body`
 /// (the ABI header and <math.h> are included; `prelude` goes before the function).
 std::string kernel_text(const std::string& op, const std::string& body,

@@ -51,6 +51,7 @@ struct TaskResult {
   int rounds_used = 0;
   int rounds_to_best = 0;         ///< round that found the final best (0 = seed/recall)
   int round_reached_target = -1;  ///< first round with speedup >= target (-1 = never)
+  double seconds_to_target = -1;  ///< s from the task's start to that round's end (-1 = never)
   double wall_s = 0;
   bool verified = false;
 };

@@ -86,10 +86,14 @@ struct PairedStats {
   double a_median_us = 0, b_median_us = 0;
   double ratio = 0, ratio_ci = 0;
   int pairs = 0;
+  /// With options.check_timed_call: "passed", or what was wrong with `b`'s outputs on a
+  /// checked call after the paired loop (on a random argument set).
+  std::string timed_call_check;
 };
 
-/// Times `a` and `b` interleaved (same stopping rule as benchmark_kernel, on the ratio).
-/// pairs = 0 when either kernel returns non-zero.
+/// Times `a` and `b` interleaved (same stopping rule as benchmark_kernel, on the ratio), then
+/// checks one call of `b` (the candidate) on a random argument set when options.check_timed_call
+/// is set. pairs = 0 when either kernel returns non-zero.
 PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const backend::Module& a,
                              const backend::Module& b, const ops::ShapeCase& shape,
                              const config::ModelDims& model, const BenchOptions& options, uint64_t seed);

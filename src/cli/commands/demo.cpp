@@ -42,6 +42,7 @@ struct RunSummary {
   std::string name, shape;
   std::vector<PhasePoint> phases;
   int phases_to_target = -1;  // first phase reaching the target (-1: none)
+  double seconds_to_target = -1;  // wall time until the round that first reached it ended (-1: none)
   double best_speedup = 0, wall_s = 0, compile_s = 0, bench_s = 0;
   int evaluations = 0;
 };
@@ -53,7 +54,8 @@ nlohmann::json to_json(const RunSummary& r) {
                    {"elapsed_s", p.elapsed_s},
                    {"compile_s", p.compile_s}, {"bench_s", p.bench_s}, {"evaluations", p.evaluations},
                    {"started_from_memory", p.recalled}});
-  return {{"run", r.name},           {"phases_to_target", r.phases_to_target}, {"best_speedup", r.best_speedup},
+  return {{"run", r.name},           {"phases_to_target", r.phases_to_target},
+          {"seconds_to_target", r.seconds_to_target}, {"best_speedup", r.best_speedup},
           {"wall_s", r.wall_s},      {"compile_s", r.compile_s},               {"bench_s", r.bench_s},
           {"evaluations", r.evaluations}, {"cost_usd", 0.0},                   {"curve", pts}};
 }
@@ -71,6 +73,7 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
   tb.peak_bandwidth_gbps();  // measured (cold) or read from memory before the clock starts
   const int64_t run_id = store.begin_run(command + " [" + name + "]", tb.device_key(), agent.name());
   const auto start = std::chrono::steady_clock::now();
+  double phase_start_s = 0;
   for (int phase = 1; phase <= cfg.passes; ++phase) {
     agents::Task task{op.name(), shape, cfg.rounds, phase, run_id, command, cfg.target_speedup};
     const auto r = agent.run(task, [&](const agents::Progress& p) {
@@ -89,8 +92,10 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
     out.best_speedup = pt.best_speedup;
     if (out.best_speedup >= cfg.target_speedup) {
       out.phases_to_target = phase;
+      out.seconds_to_target = phase_start_s + std::max(0.0, r.seconds_to_target);
       break;
     }
+    phase_start_s = pt.elapsed_s;
   }
   store.end_run(run_id);
   const auto& last = out.phases.back();
@@ -102,17 +107,23 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
 }
 
 void print_summary(const RunSummary& cold, const RunSummary& warm, double target) {
-  fmt::print("\n{:<5} {:>16} {:>13} {:>10} {:>10} {:>9} {:>11}\n", "run", "phases->target", "best speedup",
-             "wall s", "compile s", "bench s", "evaluations");
+  fmt::print("\n{:<5} {:>16} {:>11} {:>13} {:>10} {:>10} {:>9} {:>11}\n", "run", "phases->target",
+             "s->target", "best speedup", "wall s", "compile s", "bench s", "evaluations");
   for (const auto* r : {&cold, &warm})
-    fmt::print("{:<5} {:>16} {:>12.2f}x {:>10.1f} {:>10.1f} {:>9.1f} {:>11}\n", r->name,
+    fmt::print("{:<5} {:>16} {:>11} {:>12.2f}x {:>10.1f} {:>10.1f} {:>9.1f} {:>11}\n", r->name,
                r->phases_to_target > 0 ? std::to_string(r->phases_to_target) : "not reached",
-               r->best_speedup, r->wall_s, r->compile_s, r->bench_s, r->evaluations);
+               r->seconds_to_target >= 0 ? fmt::format("{:.1f}", r->seconds_to_target) : "-", r->best_speedup,
+               r->wall_s, r->compile_s, r->bench_s, r->evaluations);
   const double ratio = cold.best_speedup > 0 ? warm.phases.front().phase_speedup / cold.best_speedup : 0.0;
   const double time_ratio = cold.wall_s > 0 ? warm.phases.front().elapsed_s / cold.wall_s : 0.0;
-  fmt::print("\nwarm phase 1: {:.1f}% of the cold run's best speedup, in {:.2f}x its time "
-             "(the claim: >= 97% at <= 1/3 of the time: {}); target speedup {:.2f}x\n",
-             100 * ratio, time_ratio, ratio >= 0.97 && time_ratio <= 1.0 / 3 ? "met" : "not met", target);
+  // The seed's claim is about reaching the target: time to target is the comparison; whole
+  // runs also spend their remaining rounds searching for more, which is printed beside it.
+  const bool both = cold.seconds_to_target > 0 && warm.seconds_to_target >= 0 && warm.phases_to_target == 1;
+  const double target_ratio = both ? warm.seconds_to_target / cold.seconds_to_target : 0.0;
+  fmt::print("\nwarm phase 1: {:.1f}% of the cold run's best speedup; time to the target {}; whole runs {:.2f}x "
+             "(the claim: >= 97% in one phase at <= 1/3 of the time to the target: {}); target speedup {:.2f}x\n",
+             100 * ratio, both ? fmt::format("{:.2f}x the cold run's", target_ratio) : std::string("not reached by both"),
+             time_ratio, ratio >= 0.97 && both && target_ratio <= 1.0 / 3 ? "met" : "not met", target);
 }
 
 }  // namespace

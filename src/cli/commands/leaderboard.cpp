@@ -19,7 +19,11 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
     }
     auto rows = ctx.store().leaderboard(device_key);
     if (rows.empty()) {
-      fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store().path());
+      if (!device_key.empty())
+        fmt::print("No verified kernels for device key '{}' in {} (`thrive leaderboard` without "
+                   "--device-key lists every device).\n", device_key, ctx.store().path());
+      else
+        fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store().path());
       return;
     }
     fmt::print("{:<21} {:<11} {:<28} {:>11} {:>11} {:>8} {:>9} {:>7}  {}\n", "op", "shape", "device",

@@ -19,12 +19,7 @@ void register_mcp(CLI::App& app, Context& ctx) {
       "mcp", "Serve the kernel tools over the Model Context Protocol (stdio, JSON-RPC 2.0)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx] {
-    std::fflush(stdout);
-    const int protocol_fd = dup(STDOUT_FILENO);
-    if (protocol_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
-      fail(ErrorCategory::kInternal, "mcp: cannot separate the protocol stream from stdout");
-    std::FILE* protocol = fdopen(protocol_fd, "w");
-    if (!protocol) fail(ErrorCategory::kInternal, "mcp: cannot open the protocol stream");
+    std::FILE* protocol = take_stdout("mcp");
     // Open memory and the device before the first message, so a bad THRIVE_HOME or a
     // missing GPU is one clear error at start-up rather than a failure per tool call.
     auto& tb = ctx.toolbox();

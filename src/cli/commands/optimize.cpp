@@ -34,7 +34,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_option("--passes", f.passes, "Passes over all ops (THRIVE_PASSES)");
   cmd->add_option("--agent", f.agent, "search (THRIVE_AGENT)");
   cmd->add_option("--target-speedup", f.target, "Speedup over eager that counts as reached");
-  cmd->add_flag("--json", f.json, "Print the results as JSON at the end");
+  cmd->add_flag("--json", f.json, "Print the results as JSON on stdout (progress and tables go to stderr)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
     auto& cfg = ctx.config();
@@ -61,6 +61,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
     if (!f.shape.empty() && f.op == "all")
       fail(ErrorCategory::kUsage, "--shape={}: expected a single --op (shape labels differ per op)", f.shape);
 
+    std::FILE* json_out = f.json ? take_stdout("optimize --json") : nullptr;
     auto& tb = ctx.toolbox();
     auto& store = ctx.store();
     const double peak = tb.peak_bandwidth_gbps();
@@ -112,7 +113,10 @@ void register_optimize(CLI::App& app, Context& ctx) {
     }
     fmt::print("\n{} evaluations in {:.1f} s (compile {:.1f} s, verify+bench {:.1f} s); run {} in {}\n",
                tb.evaluations(), wall_s, tb.compile_seconds(), tb.bench_seconds(), run_id, store.path());
-    if (f.json) fmt::print("{}\n", out.dump(2));
+    if (json_out != nullptr) {
+      fmt::print(json_out, "{}\n", out.dump(2));
+      std::fclose(json_out);
+    }
     for (const auto& pass : per_pass)
       for (const auto& r : pass)
         if (!r.verified) ctx.exit_code = 1;
