@@ -3,8 +3,12 @@
 // 4 storage, 5 backend, 70 internal.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
@@ -27,6 +31,16 @@ int main(int argc, char** argv) {
   thrive::cli::register_env(app, ctx);
   thrive::cli::register_model(app, ctx);
   thrive::cli::register_e2e(app, ctx);
+  // CLI11 answers an unknown first word with "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      fmt::print(stderr, "thrive: usage error: unknown command '{}': expected one of {}\n", argv[1],
+                 fmt::join(names, ", "));
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

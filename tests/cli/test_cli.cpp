@@ -136,6 +136,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"tune_too_many_points",
                       {"tune", "--op", "softmax", "--grid", "VEC=1,8,16", "--max-points", "2"}, {}, 2,
                       "3 points"},
+        BadInvocation{"unknown_command", {"frobnicate"}, {}, 2, "frobnicate"},
+        BadInvocation{"optimize_unknown_shape", {"optimize", "--op", "softmax", "--shape", "T=7"}, {}, 2, "T=7"},
         BadInvocation{"tune_unknown_shape", {"tune", "--op", "softmax", "--grid", "VEC=1", "--shape", "T=7"},
                       {}, 2, "T=7"},
         BadInvocation{"demo_zero_phases", {"demo", "--op", "softmax", "--phases", "0"}, {"THRIVE_CXX=false"}, 2,

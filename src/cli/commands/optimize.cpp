@@ -64,6 +64,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
     std::FILE* json_out = f.json ? take_stdout("optimize --json") : nullptr;
     auto& tb = ctx.toolbox();
     auto& store = ctx.store();
+    for (const auto* op : targets) (void)tb.shapes_for(*op, f.shape);  // a bad --shape fails before any measuring
     const double peak = tb.peak_bandwidth_gbps();
     fmt::print("THRIVE optimize: device {} ({} cores, LLC {} MiB), agent {}, {} rounds x {} pass(es)\n",
                tb.device_key(), tb.device().value("compute_units", 0),
