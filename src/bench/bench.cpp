@@ -44,6 +44,33 @@ struct ArgumentSets {
   std::vector<backend::LaunchArgs> args;
   std::vector<void*> allocations;
   int64_t working_set_bytes = 0;
+  std::vector<std::pair<uint8_t*, int64_t>> base;  // per tensor: first copy, stride between copies
+  int sets_n = 0;
+
+  // "" when every read-only input (role kIn) of every argument set still holds the bytes it was
+  // given, else which tensor of which set changed. The arena is the candidate's to write (on the
+  // CPU it shares the executor's memory), so a kernel that rewrites its inputs (zeroing them turns
+  // many ops into no-ops that still "match" a reference built from the arena) is caught here.
+  std::string changed_input() const {
+    std::vector<uint8_t> chunk;
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto& t = host[i];
+      if (t.spec.role != ops::Role::kIn || t.bytes.empty()) continue;
+      const int copies = t.spec.shared_across_sets ? 1 : sets_n;
+      const int64_t stride = base[i].second, size = int64_t(t.bytes.size());
+      const int per = int(std::clamp<int64_t>((int64_t{64} << 20) / stride, 1, copies));
+      for (int c = 0; c < copies; c += per) {
+        const int n = std::min(per, copies - c);
+        chunk.resize(size_t((n - 1) * stride + size));
+        backend.download(chunk.data(), base[i].first + c * stride, int64_t(chunk.size()));
+        for (int k = 0; k < n; ++k)
+          if (std::memcmp(chunk.data() + k * stride, t.bytes.data(), t.bytes.size()) != 0)
+            return fmt::format("input '{}' of argument set {} changed during the benchmark (a kernel may "
+                               "not write its inputs)", t.spec.name, c + k);
+      }
+    }
+    return "";
+  }
 
   ArgumentSets(backend::Backend& b, const ops::Op& op, const ops::ShapeCase& shape_case,
                const config::ModelDims& model, const BenchOptions& options, std::mt19937_64& rng)
@@ -80,7 +107,8 @@ struct ArgumentSets {
     // One allocation per tensor for all sets (set s at s * stride, 256-byte aligned), filled by
     // a few large uploads: tiny shapes need up to 65536 sets, and one cuMemAlloc plus one
     // upload per set and tensor took over a minute on the H200.
-    std::vector<std::pair<uint8_t*, int64_t>> base(host.size(), {nullptr, 0});
+    base.assign(host.size(), {nullptr, 0});
+    sets_n = sets;
     for (size_t i = 0; i < host.size(); ++i) {
       const auto& t = host[i];
       const int64_t bytes = int64_t(t.bytes.size());
@@ -148,6 +176,17 @@ struct RowSample {
     }
     return out;
   }
+  // cut(), with the sampled rows' contents copied from `full` too.
+  std::vector<ops::HostTensor> cut_copy(const std::vector<ops::HostTensor>& full) const {
+    auto out = cut(full);
+    for (size_t i = 0; i < full.size(); ++i) {
+      if (!sliced(full[i])) continue;
+      const size_t row_bytes = full[i].bytes.size() / size_t(full[i].dims[0]);
+      for (size_t j = 0; j < rows.size(); ++j)
+        std::memcpy(out[i].bytes.data() + j * row_bytes, full[i].bytes.data() + size_t(rows[j]) * row_bytes, row_bytes);
+    }
+    return out;
+  }
   // Copies host tensor `t` (cut or whole) from (upload=false) or to (upload=true) the device.
   void transfer(backend::Backend& b, ops::HostTensor& t, void* device, bool upload) const {
     if (!sliced(t)) {
@@ -201,6 +240,12 @@ std::string checked_call(backend::Backend& backend, const backend::Module& modul
     return t;
   };
   auto before = download_all();
+  const auto given = rows.cut_copy(host);  // what the read-only inputs must still hold
+  for (size_t t = 0; t < before.size(); ++t)
+    if (before[t].spec.role == ops::Role::kIn && before[t].bytes != given[t].bytes)
+      return fmt::format("input '{}' changed during the benchmark (a kernel may not write its inputs)",
+                         before[t].spec.name);
+  std::vector<size_t> swapped;
   for (size_t t = 0; t < before.size(); ++t) {
     auto& ht = before[t];
     if (ht.spec.role == ops::Role::kOut || ht.spec.shared_across_sets) continue;
@@ -212,12 +257,21 @@ std::string checked_call(backend::Backend& backend, const backend::Module& modul
       for (size_t b = 0; b < esize; ++b) std::swap(ht.bytes[x * esize + b], ht.bytes[y * esize + b]);
     }
     rows.transfer(backend, ht, args.tensors[t], true);
+    swapped.push_back(t);
   }
   backend.synchronize();
   time([&] { status |= backend.launch(module, args); });
   if (status != 0) return "";
   backend.synchronize();
-  return options.check_timed_call(rows.shape, before, download_all());
+  const std::string why = options.check_timed_call(rows.shape, before, download_all());
+  // read-only inputs go back to what the set was given (changed_input() checks every set)
+  for (size_t t : swapped)
+    if (before[t].spec.role == ops::Role::kIn) {
+      auto original = given[t];
+      rows.transfer(backend, original, args.tensors[t], true);
+    }
+  backend.synchronize();
+  return why;
 }
 
 }  // namespace
@@ -276,15 +330,6 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
       if (samples.size() % 8 == 0 && rel_ci_of(samples) < options.noise) break;
     }
   }
-  if (check) {
-    const int late = int(rng() % uint64_t(sets));
-    std::string why = checked_call(backend, module, arg_sets[size_t(late)], host, rows, options, rng, status,
-                                   [](const std::function<void()>& call) { call(); });
-    if (status != 0) return BenchStats{};
-    if (check_failure.empty() && !why.empty())
-      check_failure = fmt::format("after the timing loop, on argument set {} of {}: {}", late, sets, why);
-    stats.timed_call_check = !check_failure.empty() ? check_failure : rows.all ? "passed" : "passed on " + rows.label;
-  }
   summarize(samples, stats);
   // Graph mode: kGraphCalls launches over rotating argument sets captured once and
   // replayed; the per-call time excludes launch overhead. Same stopping rule.
@@ -315,6 +360,20 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
       stats.graph_min_us = g.min_us;
       stats.graph_max_us = g.max_us;
     }
+  }
+  // After the timed and graph loops: one checked call on a random argument set, and every set's
+  // read-only inputs compared with what it was given.
+  if (check) {
+    const int late = int(rng() % uint64_t(sets));
+    std::string why = sets_.changed_input();
+    if (why.empty()) {
+      why = checked_call(backend, module, arg_sets[size_t(late)], host, rows, options, rng, status,
+                         [](const std::function<void()>& call) { call(); });
+      if (status != 0) return BenchStats{};
+      if (!why.empty()) why = fmt::format("after the timing loops, on argument set {} of {}: {}", late, sets, why);
+    }
+    if (check_failure.empty()) check_failure = why;
+    stats.timed_call_check = !check_failure.empty() ? check_failure : rows.all ? "passed" : "passed on " + rows.label;
   }
   stats.bytes = op.min_bytes(shape);
   stats.bandwidth_gbps = double(stats.bytes) / (stats.time_us() * 1e-6) / 1e9;
@@ -363,8 +422,9 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
   if (options.check_timed_call) {  // the candidate's outputs, as in benchmark_kernel
     const RowSample rows = sample_rows(op, shape.shape, options, rng);
     const int late = int(rng() % uint64_t(n));
-    const std::string why = checked_call(backend, b, sets.args[size_t(late)], sets.host, rows, options, rng, status,
-                                         [](const std::function<void()>& call) { call(); });
+    std::string why = sets.changed_input();
+    if (why.empty()) why = checked_call(backend, b, sets.args[size_t(late)], sets.host, rows, options, rng, status,
+                                        [](const std::function<void()>& call) { call(); });
     if (status != 0) return PairedStats{};
     out.timed_call_check = why.empty() ? "passed" : fmt::format("after the paired loop, on argument set {}: {}", late, why);
   }

@@ -322,6 +322,21 @@ TEST_F(Confine, AKernelThatComputesOnlyOnTheFirstArgumentSetsIsCaught) {
   EXPECT_NE(r.detail.find("checked call"), std::string::npos) << r.detail;
 }
 
+// Correct results, then its read-only input zeroed (once verification is over): with x = 0 and a
+// reference built from what the arena holds, a later no-op would "match". Every set's inputs are
+// compared with what it was given.
+TEST_F(Confine, AKernelThatRewritesItsInputsDuringTheBenchmarkIsCaught) {
+  const std::string prelude = "#include <string.h>\nstatic int honest(const ThriveArgs* a) {" + test::rmsnorm_body() + "}\n";
+  const std::string body = R"(
+  static long long calls = 0;
+  const int s = honest(a);
+  if (++calls > 60) memset(a->tensors[0], 0, (size_t)(a->dims[0] * a->dims[1] * 2));
+  return s;)";
+  const auto r = run(body, prelude, /*bench=*/true);
+  EXPECT_EQ(r.status, Status::kIncorrect) << r.detail;
+  EXPECT_NE(r.detail.find("changed during the benchmark"), std::string::npos) << r.detail;
+}
+
 TEST_F(Confine, AnHonestKernelPassesTheTimedCallCheck) {
   const auto r = run(test::rmsnorm_body(), "", /*bench=*/true);
   ASSERT_EQ(r.status, Status::kPassed) << r.detail;
