@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/thrive_cpu.h"
 #include "thrive/core/error.hpp"
+#include "thrive/core/process.hpp"
 
 namespace thrive::backend {
 namespace {
@@ -42,30 +43,6 @@ struct CallHeader {
   uint64_t workspace;
   int64_t workspace_bytes;
 };
-
-bool write_all(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
-bool read_exact(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
 
 bool send_reply(int fd, uint64_t nonce, int32_t status, const std::string& text) {
   const ReplyHeader h{nonce, status, uint32_t(std::min<size_t>(text.size(), 65536))};

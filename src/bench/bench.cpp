@@ -36,6 +36,14 @@ double rel_ci_of(std::vector<double> samples) {
   return probe.rel_ci;
 }
 
+// Calls f(first, count) over `copies` copies laid `stride` bytes apart, in runs of at most
+// ~64 MiB: the staging size of uploads and downloads of replicated tensors.
+template <class F>
+void in_runs(int64_t stride, int copies, F&& f) {
+  const int per = int(std::clamp<int64_t>((int64_t{64} << 20) / std::max<int64_t>(stride, 1), 1, std::max(copies, 1)));
+  for (int c = 0; c < copies; c += per) f(c, std::min(per, copies - c));
+}
+
 // Inputs replicated into argument sets until cycling through them touches 4x the
 // last-level cache; device memory released on destruction.
 struct ArgumentSets {
@@ -45,7 +53,6 @@ struct ArgumentSets {
   std::vector<void*> allocations;
   int64_t working_set_bytes = 0;
   std::vector<std::pair<uint8_t*, int64_t>> base;  // per tensor: first copy, stride between copies
-  int sets_n = 0;
 
   // "" when every read-only input (role kIn) of every argument set still holds the bytes it was
   // given, else which tensor of which set changed. The arena is the candidate's to write (on the
@@ -56,18 +63,19 @@ struct ArgumentSets {
     for (size_t i = 0; i < host.size(); ++i) {
       const auto& t = host[i];
       if (t.spec.role != ops::Role::kIn || t.bytes.empty()) continue;
-      const int copies = t.spec.shared_across_sets ? 1 : sets_n;
+      const int copies = t.spec.shared_across_sets ? 1 : int(args.size());
       const int64_t stride = base[i].second, size = int64_t(t.bytes.size());
-      const int per = int(std::clamp<int64_t>((int64_t{64} << 20) / stride, 1, copies));
-      for (int c = 0; c < copies; c += per) {
-        const int n = std::min(per, copies - c);
+      std::string changed;
+      in_runs(stride, copies, [&](int c, int n) {
+        if (!changed.empty()) return;
         chunk.resize(size_t((n - 1) * stride + size));
         backend.download(chunk.data(), base[i].first + c * stride, int64_t(chunk.size()));
-        for (int k = 0; k < n; ++k)
+        for (int k = 0; k < n && changed.empty(); ++k)
           if (std::memcmp(chunk.data() + k * stride, t.bytes.data(), t.bytes.size()) != 0)
-            return fmt::format("input '{}' of argument set {} changed during the benchmark (a kernel may "
-                               "not write its inputs)", t.spec.name, c + k);
-      }
+            changed = fmt::format("input '{}' of argument set {} changed during the benchmark (a kernel may "
+                                  "not write its inputs)", t.spec.name, c + k);
+      });
+      if (!changed.empty()) return changed;
     }
     return "";
   }
@@ -108,7 +116,6 @@ struct ArgumentSets {
     // a few large uploads: tiny shapes need up to 65536 sets, and one cuMemAlloc plus one
     // upload per set and tensor took over a minute on the H200.
     base.assign(host.size(), {nullptr, 0});
-    sets_n = sets;
     for (size_t i = 0; i < host.size(); ++i) {
       const auto& t = host[i];
       const int64_t bytes = int64_t(t.bytes.size());
@@ -134,14 +141,15 @@ struct ArgumentSets {
   // most ~64 MiB (one upload per staging fill).
   void upload_replicated(uint8_t* device, const std::vector<uint8_t>& bytes, int64_t stride, int copies) {
     if (bytes.empty()) return;
-    const int per_fill = int(std::clamp<int64_t>((int64_t{64} << 20) / stride, 1, copies));
-    std::vector<uint8_t> staging(size_t(stride) * size_t(per_fill), 0);
-    for (int c = 0; c < per_fill; ++c) std::copy(bytes.begin(), bytes.end(), staging.begin() + c * stride);
-    for (int c = 0; c < copies; c += per_fill) {
-      const int n = std::min(per_fill, copies - c);
+    std::vector<uint8_t> staging;
+    in_runs(stride, copies, [&](int c, int n) {
+      if (staging.empty()) {  // the first run is the longest: fill the staging buffer once
+        staging.assign(size_t(stride) * size_t(n), 0);
+        for (int k = 0; k < n; ++k) std::copy(bytes.begin(), bytes.end(), staging.begin() + k * stride);
+      }
       // the last copy ends at its own size (the slab may hold exactly copies * stride bytes)
       backend.upload(device + c * stride, staging.data(), (n - 1) * stride + int64_t(bytes.size()));
-    }
+    });
   }
   void* alloc(int64_t bytes) {
     allocations.push_back(backend.allocate(bytes));
@@ -274,7 +282,26 @@ std::string checked_call(backend::Backend& backend, const backend::Module& modul
   return why;
 }
 
+// After a loop of calls: every set's read-only inputs compared with what it was given, then one
+// checked call of `module` on a random argument set (untimed). "" or what was wrong, naming `after`.
+std::string check_after_loop(backend::Backend& backend, const backend::Module& module, const ArgumentSets& sets,
+                             const RowSample& rows, const BenchOptions& options, std::mt19937_64& rng, int& status,
+                             const char* after) {
+  std::string why = sets.changed_input();
+  if (!why.empty()) return why;
+  const int late = int(rng() % uint64_t(sets.args.size()));
+  why = checked_call(backend, module, sets.args[size_t(late)], sets.host, rows, options, rng, status,
+                     [](const std::function<void()>& call) { call(); });
+  return why.empty() ? "" : fmt::format("after the {}, on argument set {} of {}: {}", after, late, sets.args.size(), why);
+}
+
 }  // namespace
+
+bool timed_call_check_failed(const std::string& check) {
+  return !check.empty() && check.rfind("passed", 0) != 0 && check.rfind("skipped", 0) != 0;
+}
+
+bool BenchStats::timed_call_check_failed() const { return bench::timed_call_check_failed(timed_call_check); }
 
 BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
                             const backend::Module& module, const ops::ShapeCase& shape_case,
@@ -364,14 +391,8 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
   // After the timed and graph loops: one checked call on a random argument set, and every set's
   // read-only inputs compared with what it was given.
   if (check) {
-    const int late = int(rng() % uint64_t(sets));
-    std::string why = sets_.changed_input();
-    if (why.empty()) {
-      why = checked_call(backend, module, arg_sets[size_t(late)], host, rows, options, rng, status,
-                         [](const std::function<void()>& call) { call(); });
-      if (status != 0) return BenchStats{};
-      if (!why.empty()) why = fmt::format("after the timing loops, on argument set {} of {}: {}", late, sets, why);
-    }
+    const std::string why = check_after_loop(backend, module, sets_, rows, options, rng, status, "timing loops");
+    if (status != 0) return BenchStats{};
     if (check_failure.empty()) check_failure = why;
     stats.timed_call_check = !check_failure.empty() ? check_failure : rows.all ? "passed" : "passed on " + rows.label;
   }
@@ -421,12 +442,9 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
   }
   if (options.check_timed_call) {  // the candidate's outputs, as in benchmark_kernel
     const RowSample rows = sample_rows(op, shape.shape, options, rng);
-    const int late = int(rng() % uint64_t(n));
-    std::string why = sets.changed_input();
-    if (why.empty()) why = checked_call(backend, b, sets.args[size_t(late)], sets.host, rows, options, rng, status,
-                                        [](const std::function<void()>& call) { call(); });
+    const std::string why = check_after_loop(backend, b, sets, rows, options, rng, status, "paired loop");
     if (status != 0) return PairedStats{};
-    out.timed_call_check = why.empty() ? "passed" : fmt::format("after the paired loop, on argument set {}: {}", late, why);
+    out.timed_call_check = why.empty() ? "passed" : why;
   }
   BenchStats sa, sb, sr;
   summarize(ta, sa);

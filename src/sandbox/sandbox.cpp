@@ -16,6 +16,7 @@
 #include <random>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/process.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/ops/op.hpp"
 #include "thrive/sandbox/confine.hpp"
@@ -43,6 +44,14 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
                          const EvalRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   EvalResult r;
+  // A failed timed-call check (the benchmark's or the paired loop's) rejects the candidate.
+  auto wrong_outputs = [&](const std::string& check) {
+    if (!bench::timed_call_check_failed(check)) return false;
+    r.status = Status::kIncorrect;
+    r.detail = "a checked call's outputs are wrong: " + check;
+    r.wall_s = seconds_since(start);
+    return true;
+  };
   auto backend = backend::make_backend(backend_name, cfg);
   r.device_key = backend->device().key();
   const auto& op = ops::find_op(request.kernel.op);
@@ -111,12 +120,7 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
       r.wall_s = seconds_since(start);
       return r;
     }
-    if (r.bench.timed_call_check_failed()) {
-      r.status = Status::kIncorrect;
-      r.detail = "a checked call's outputs are wrong: " + r.bench.timed_call_check;
-      r.wall_s = seconds_since(start);
-      return r;
-    }
+    if (wrong_outputs(r.bench.timed_call_check)) return r;
     // Verify again on fresh inputs after the many benchmark calls: catches kernels that
     // go wrong after N calls or keep state between calls.
     if (request.verify) {
@@ -145,12 +149,7 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
         r.paired = bench::paired_benchmark(*backend, op, *base.module, *compiled.module,
                                            request.bench_shape, cfg.model, popts, seed + 3);
         r.bench_s += seconds_since(t3);
-        if (!r.paired.timed_call_check.empty() && r.paired.timed_call_check != "passed") {
-          r.status = Status::kIncorrect;
-          r.detail = "a checked call's outputs are wrong: " + r.paired.timed_call_check;
-          r.wall_s = seconds_since(start);
-          return r;
-        }
+        if (wrong_outputs(r.paired.timed_call_check)) return r;
       }
     }
     if (r.bench.below_floor) {
@@ -167,17 +166,6 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
                             : "compiled";
   r.wall_s = seconds_since(start);
   return r;
-}
-
-bool write_all(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += size_t(n);
-  }
-  return true;
 }
 
 // SIGKILLs every process of session `sid` (a worker's compilers and their children,
@@ -250,7 +238,7 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     } catch (const std::exception& e) {
       out = nlohmann::json{{"__error", e.what()}, {"__category", int(ErrorCategory::kInternal)}}.dump();
     }
-    bool ok = write_all(fds[1], out);
+    bool ok = write_all(fds[1], out.data(), out.size());
     _exit(ok ? 0 : 3);
   }
   close(fds[1]);
