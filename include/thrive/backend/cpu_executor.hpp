@@ -63,8 +63,8 @@ class CpuExecutor {
   using Confine = std::function<std::string(int keep_fd)>;
 
   /// Forks the executor, runs `confine` there, then loads `so` and resolves `entry`. Calibrates
-  /// the round-trip overhead of one command (median of 64 no-op commands, answered by THRIVE's
-  /// code before the candidate is loaded). On success `error` is empty; otherwise it holds the
+  /// the round-trip overhead of one command (the fastest of 64 no-op commands, answered by
+  /// THRIVE's code before the candidate is loaded: a lower bound on what every call pays). On success `error` is empty; otherwise it holds the
   /// loader's message (the executor is gone). Throws Error(kBackend) when the socket or fork fails.
   CpuExecutor(const std::string& so, const std::string& entry, const Confine& confine, std::string& error);
   ~CpuExecutor();
@@ -79,7 +79,8 @@ class CpuExecutor {
 
   /// What the executor reported about its confinement ("" when `confine` was empty).
   const std::string& confinement() const { return confinement_; }
-  /// Median round trip of one no-op command, µs, measured before the candidate was loaded.
+  /// Fastest round trip of 64 no-op commands, µs, measured before the candidate was loaded; a
+  /// lower bound on any call's IPC cost, so subtracting it never removes candidate time.
   double overhead_us() const { return overhead_us_; }
 
  private:
