@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The cold-versus-warm demo (issue 5) on the GPU machine: build, then `thrive demo --device cuda`
+# for each op:shape:target triple of DEMOS, each on a fresh demo home, bounded in time.
+#   device tool: run command="bash scripts/device-demo.sh" carry=[".sysroot"]
+# Environment: DEMOS (default "softmax:T=256:1.5 gqa_decode_attention:B=256,L=1024:22"),
+# PHASES (default 3), ROUNDS (default 6), DEMO_TIMEOUT_S (per demo, default 170).
+# Out ($OUT): build.log, demo-<op>.log and demo-<op>.json per demo.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/thrive-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+bash scripts/device-build.sh "$OUT" || exit 1
+for d in ${DEMOS:-softmax:T=256:1.5 gqa_decode_attention:B=256,L=1024:22}; do
+  IFS=: read -r op shape target <<< "$d"
+  home=$(mktemp -d)
+  timeout "${DEMO_TIMEOUT_S:-170}" ./build-device/thrive demo --device cuda --op "$op" --shape "$shape" \
+    --target-speedup "$target" --phases "${PHASES:-3}" --rounds "${ROUNDS:-6}" --demo-home "$home" \
+    --json-out "$OUT/demo-$op.json" > "$OUT/demo-$op.log" 2>&1
+  echo "demo $op $shape target $target: exit $? (124: stopped by DEMO_TIMEOUT_S)"
+  cut -c1-200 "$OUT/demo-$op.log" | tail -40
+done
