@@ -102,6 +102,9 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   const std::string& device = tools_.device_key();
   const std::string backend_name = tools_.backend_name();
   const auto tmpl = tools_.op_template(task.op);
+  // The generator's starting point (and the base that repairs and distilled cards are stated
+  // against): the template's defaults, or its simplest variant for a cold start (Task docs).
+  const backend::Params start_params = task.start_simplest ? tmpl.simplest() : tmpl.defaults();
 
   TaskResult result;
   result.op = task.op;
@@ -199,13 +202,13 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     }
   }
 
-  // 2. Generator: the template's defaults, the simplest correct kernel.
+  // 2. Generator: the template's defaults (or its simplest variant), a correct kernel.
   std::string seed_failure;
   if (!best) {
-    auto k = tmpl.instantiate({});
+    auto k = tmpl.instantiate(start_params);
     auto r = evaluate(k);
     record_attempt("generate", 0, k, tools_.kernel_id(k), "", r, "");
-    emit({.phase = "generate", .change = "template defaults", .status = sandbox::status_name(r.status),
+    emit({.phase = "generate", .change = task.start_simplest ? "template, simplest variant" : "template defaults", .status = sandbox::status_name(r.status),
           .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
@@ -215,7 +218,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   // 3. Repairer for a failed seed: single changes from the defaults, cards that
   //    succeeded before first, at most three tries.
   if (!best) {
-    auto ranked = rank_cards(op, task.shape.label, tmpl, tmpl.defaults(), "compute", tried);
+    auto ranked = rank_cards(op, task.shape.label, tmpl, start_params, "compute", tried);
     int tries = 0;
     for (const auto& cand : ranked) {
       if (tries++ >= 3) break;
@@ -328,7 +331,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     }
   }
 
-  distill_card(store, op, task.shape.label, backend_name, tmpl.defaults(), best->kernel.params,
+  distill_card(store, op, task.shape.label, backend_name, start_params, best->kernel.params,
                first_verified_us > 0 ? first_verified_us / best->result.bench.time_us() : 1.0);
   result.best_us = best->result.bench.time_us();
   result.speedup = speedup_of(*best);

@@ -190,6 +190,12 @@ Params KernelSource::defaults() const {
   return p;
 }
 
+Params KernelSource::simplest() const {
+  Params p;
+  for (const auto& s : param_specs) p[s.name] = s.values.empty() ? s.default_value : s.values.front();
+  return p;
+}
+
 KernelSource KernelSource::instantiate(const Params& values) const {
   Params full = defaults();
   for (const auto& [name, v] : values) {

@@ -238,5 +238,27 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
     }
 }
 
+TEST(SearchAgent, ASimplestStartGeneratesEveryParameterAtItsFirstValue) {
+  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  cfg.model = test::small_model();
+  memory::Store store(home.path() + "/memory.db");
+  tools::Toolbox tools(cfg, store, "cpu");
+  agents::SearchAgent agent(tools);
+  const auto& op = ops::find_op("swiglu_act");
+  const auto tmpl = tools.op_template(op.name());
+  std::vector<std::string> generated;
+  auto sink = [&](const agents::Progress& p) {
+    if (p.phase == "generate") generated.push_back(p.change);
+  };
+  agents::Task task{op.name(), op.bench_shapes(cfg.model).front(), 0, 1,
+                    store.begin_run("test", tools.device_key(), "search"), "test", 2.0, true};
+  const auto r = agent.run(task, sink);
+  ASSERT_TRUE(r.verified);
+  EXPECT_EQ(generated, std::vector<std::string>{"template, simplest variant"});
+  EXPECT_EQ(r.best_params, backend::params_to_string(tmpl.simplest()));
+}
+
 }  // namespace
 }  // namespace thrive

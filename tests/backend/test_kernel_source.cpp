@@ -72,6 +72,13 @@ TEST(KernelSource, ParsesParamDeclarations) {
   EXPECT_EQ(k.defaults(), (Params{{"BLOCK", "128"}, {"UNROLL", "1"}}));
 }
 
+TEST(KernelSource, SimplestTakesEachParametersFirstListedValue) {
+  const auto k = KernelSource::parse(kCpuTemplate, "template.cpp");
+  EXPECT_EQ(k.simplest(), (Params{{"BLOCK", "64"}, {"UNROLL", "1"}}));
+  EXPECT_NE(k.simplest(), k.defaults());
+  EXPECT_EQ(k.instantiate(k.simplest()).params, k.simplest());
+}
+
 TEST(KernelSource, BackendDefaultsToCpuAndSupportKernelTextParses) {
   const auto k = KernelSource::parse("// @thrive op: rope\n// @thrive entry: f\n", "x.cpp");
   EXPECT_EQ(k.backend, "cpu");

@@ -21,6 +21,10 @@ struct Task {
   int64_t run_id = 0;
   std::string command;        ///< recorded with kernels, for reproduction
   double target_speedup = 2.0;
+  /// Where the generator starts when memory has nothing for the task: false, the template's
+  /// defaults; true, KernelSource::simplest() (every parameter at its first listed value), so
+  /// the run gains nothing from tuning baked into the defaults (`thrive demo --start simplest`).
+  bool start_simplest = false;
 };
 
 /// A progress event for live output (one line each).

@@ -64,6 +64,12 @@ struct KernelSource {
   /// Parameter values with defaults filled in.
   Params defaults() const;
 
+  /// Every parameter at the first value its `values=` list declares: by the templates'
+  /// convention the simplest variant (scalar accesses, smallest blocks, no splitting, no
+  /// caching). A cold start with no tuning baked in: the CUDA templates' defaults are the
+  /// winners of earlier H200 searches, the CPU templates' defaults are already these values.
+  Params simplest() const;
+
   /// 16 hex digits of a 64-bit FNV-1a hash of the source text.
   std::string content_hash() const;
 };

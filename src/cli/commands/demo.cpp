@@ -1,5 +1,5 @@
 // thrive demo --op OP [--shape LABEL] [--phases N] [--rounds R] [--target-speedup X]
-//             [--demo-home DIR] [--json-out FILE]
+//             [--demo-home DIR] [--json-out FILE] [--start defaults|simplest]
 // The seed's cold-versus-warm experiment with our agent: a cold run on an empty memory, then a
 // warm run on the memory the cold run left. A phase is one pass of the inner loop over the op
 // at one shape (seed or recall, repair, R optimizer rounds); each run stops at the first phase
@@ -22,7 +22,7 @@ namespace thrive::cli {
 namespace {
 
 struct DemoFlags {
-  std::string op, shape, demo_home, json_out;
+  std::string op, shape, demo_home, json_out, start = "defaults";
   int phases = 2;
   int rounds = -1;
   double target = 0;
@@ -62,7 +62,7 @@ nlohmann::json to_json(const RunSummary& r) {
 
 // Runs up to cfg.passes phases of `op` at `shape_label` on the memory in cfg.home.
 RunSummary run_phases(const std::string& name, const config::Config& cfg, const ops::Op& op,
-                      const std::string& shape_label, const std::string& command) {
+                      const std::string& shape_label, const std::string& command, bool start_simplest) {
   memory::Store store(memory::default_store_path(cfg.home));
   tools::Toolbox tb(cfg, store, backend::resolve_backend_name(cfg.device));
   const auto shape = tb.shape_or_largest(op, shape_label);
@@ -75,7 +75,7 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
   const auto start = std::chrono::steady_clock::now();
   double phase_start_s = 0;
   for (int phase = 1; phase <= cfg.passes; ++phase) {
-    agents::Task task{op.name(), shape, cfg.rounds, phase, run_id, command, cfg.target_speedup};
+    agents::Task task{op.name(), shape, cfg.rounds, phase, run_id, command, cfg.target_speedup, start_simplest};
     const auto r = agent.run(task, [&](const agents::Progress& p) {
       print_progress(fmt::format("{} {}", name, phase), p);
     });
@@ -140,6 +140,10 @@ void register_demo(CLI::App& app, Context& ctx) {
   cmd->add_option("--demo-home", f.demo_home,
                   "Memory of the experiment (default: a new folder demo-<time> under THRIVE_HOME); must not hold a memory yet");
   cmd->add_option("--json-out", f.json_out, "Write both runs, with best speedup per phase and time, as JSON");
+  cmd->add_option("--start", f.start,
+                  "Where a run with nothing in memory starts: defaults (the template's defaults; the CUDA "
+                  "ones are earlier H200 winners) or simplest (every parameter at its first, simplest value)")
+      ->check(CLI::IsMember({"defaults", "simplest"}));
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
     auto cfg = ctx.config();
@@ -187,14 +191,15 @@ void register_demo(CLI::App& app, Context& ctx) {
     fmt::print("THRIVE demo: {} on {} ({} phase(s) of {} rounds at most, target {:.2f}x); memory in {}\n",
                op.name(), backend::resolve_backend_name(cfg.device), cfg.passes, cfg.rounds,
                cfg.target_speedup, home);
-    const auto cold = run_phases("cold", cfg, op, f.shape, ctx.command_line);
+    const bool simplest = f.start == "simplest";
+    const auto cold = run_phases("cold", cfg, op, f.shape, ctx.command_line, simplest);
     std::error_code ec;
     std::filesystem::remove_all(home + "/cache", ec);  // warm gains from memory, not binaries
-    const auto warm = run_phases("warm", cfg, op, f.shape, ctx.command_line);
+    const auto warm = run_phases("warm", cfg, op, f.shape, ctx.command_line, simplest);
     print_summary(cold, warm, cfg.target_speedup);
     if (!f.json_out.empty()) {
       nlohmann::json doc = {{"op", op.name()}, {"shape", cold.shape}, {"target_speedup", cfg.target_speedup},
-                            {"rounds_per_phase", cfg.rounds}, {"max_phases", cfg.passes},
+                            {"rounds_per_phase", cfg.rounds}, {"max_phases", cfg.passes}, {"start", f.start},
                             {"memory", home}, {"command", ctx.command_line}, {"date", memory::now_iso8601()},
                             {"cold", to_json(cold)}, {"warm", to_json(warm)}};
       write_file_atomic(f.json_out, doc.dump(2));
