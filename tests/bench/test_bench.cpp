@@ -213,6 +213,31 @@ TEST_F(BenchTest, PairedTimingSeesTheSlowerKernelAndNoGainAgainstItself) {
   EXPECT_EQ(paired_benchmark(*backend_, op, *fast, *failing, shape, test::small_model(), options(), 3).pairs, 0);
 }
 
+// An in-out tensor (rmsnorm_residual's residual) accumulates over a loop's calls: residual += x
+// every call. The checked call after the loop must run on the set's original values, or an honest
+// kernel is judged on inputs grown far outside their distribution (a 2026-11-30 H200 demo rejected
+// every kept rmsnorm change this way: bf16 rounding of the grown sums failed the bias limit).
+TEST_F(BenchTest, CheckAfterALoopRestoresInOutInputsSoAnHonestKernelPasses) {
+  auto m = compile(test::rmsnorm_body());
+  ASSERT_TRUE(m);
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape{"T=64", {{"T", 64}, {"H", 256}}};
+  BenchOptions o = options();
+  o.max_rotation_bytes = 1;  // one argument set: every call of both loops lands on it
+  o.min_reps = 400;
+  o.max_s = 5;
+  o.noise = 1e-9;            // never stop early: min_reps pairs at least
+  o.check_timed_call = [&](const ops::Shape& s, const std::vector<ops::HostTensor>& before,
+                           const std::vector<ops::HostTensor>& after) {
+    return verify::check_call(op, s, test::small_model(), before, after);
+  };
+  const auto p = paired_benchmark(*backend_, op, *m, *m, shape, test::small_model(), o, 11);
+  ASSERT_GT(p.pairs, 0);
+  EXPECT_EQ(p.timed_call_check, "passed");
+  const auto b = benchmark_kernel(*backend_, op, *m, shape, test::small_model(), o, 0.0, 11);
+  EXPECT_FALSE(b.timed_call_check_failed()) << b.timed_call_check;
+}
+
 TEST_F(BenchTest, CopyBandwidthIsPositive) {
   BenchOptions o = options();
   o.max_s = 0.01;
