@@ -153,20 +153,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   // 1. Recall: the best kernel of this exact task, re-verified before it is trusted;
   //    else the best kernel of the nearest shape of the same op on this device.
   std::vector<memory::KernelRecord> recall;
-  if (auto b = store.best(task.op, task.shape.label, device)) recall.push_back(*b);
-  if (recall.empty()) {
-    const double my_bytes = double(op.min_bytes(task.shape.shape));
-    std::optional<memory::KernelRecord> nearest;
-    double best_dist = INFINITY;
-    for (const auto& other : tools_.shapes_for(op)) {
-      if (other.label == task.shape.label) continue;
-      if (auto b = store.best(task.op, other.label, device)) {
-        double d = std::abs(std::log(double(op.min_bytes(other.shape)) / my_bytes));
-        if (d < best_dist) best_dist = d, nearest = *b;
-      }
-    }
-    if (nearest) recall.push_back(*nearest);
-  }
+  if (auto b = tools_.best_or_nearest(op, task.shape)) recall.push_back(*b);
   for (const auto& rec : recall) {
     backend::KernelSource k;
     try {

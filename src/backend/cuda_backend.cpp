@@ -89,6 +89,8 @@ struct Api {
   THRIVE_CU_FN(cuGraphLaunch)
   THRIVE_CU_FN(cuGraphExecDestroy)
   THRIVE_CU_FN(cuGraphDestroy)
+  THRIVE_CU_FN(cuMemGetInfo)
+  THRIVE_CU_FN(cuEventDestroy)
 #undef THRIVE_CU_FN
 };
 
@@ -144,6 +146,7 @@ const Api& api() {
     // five-argument CUDA 11 signature.
     load("cuGraphInstantiateWithFlags", reinterpret_cast<void**>(&x.cuGraphInstantiate));
     THRIVE_CU_LOAD(cuGraphExecDestroy) THRIVE_CU_LOAD(cuGraphDestroy)
+    THRIVE_CU_LOAD(cuMemGetInfo) THRIVE_CU_LOAD(cuEventDestroy)
 #undef THRIVE_CU_LOAD
     return x;
   }();
@@ -509,6 +512,87 @@ class CudaBackend final : public Backend {
   }
 
   std::string last_error() const override { return last_error_; }
+
+  void* native_stream() override { return stream_; }
+
+  class CudaGraph final : public Graph {
+   public:
+    CudaGraph(CUgraph g, CUgraphExec e, CUstream s) : graph_(g), exec_(e), stream_(s) {}
+    ~CudaGraph() override {
+      api().cuGraphExecDestroy(exec_);
+      api().cuGraphDestroy(graph_);
+    }
+    void replay() override { THRIVE_CU_CHECK_DEVICE(api().cuGraphLaunch(exec_, stream_)); }
+
+   private:
+    CUgraph graph_;
+    CUgraphExec exec_;
+    CUstream stream_;
+  };
+
+  std::unique_ptr<Graph> capture_graph(const std::function<void()>& body) override {
+    const Api& a = api();
+    synchronize();
+    if (a.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return nullptr;
+    try {
+      body();
+    } catch (...) {
+      CUgraph g = nullptr;
+      a.cuStreamEndCapture(stream_, &g);
+      if (g) a.cuGraphDestroy(g);
+      throw;
+    }
+    CUgraph graph = nullptr;
+    if (a.cuStreamEndCapture(stream_, &graph) != CUDA_SUCCESS || graph == nullptr) return nullptr;
+    CUgraphExec exec = nullptr;
+    if (a.cuGraphInstantiate(&exec, graph, 0) != CUDA_SUCCESS) {
+      a.cuGraphDestroy(graph);
+      return nullptr;
+    }
+    return std::make_unique<CudaGraph>(graph, exec, stream_);
+  }
+
+  class EventTimeline final : public Timeline {
+   public:
+    EventTimeline(int capacity, CUstream stream) : stream_(stream) {
+      events_.resize(size_t(std::max(capacity, 2)));
+      for (auto& e : events_) THRIVE_CU_CHECK(api().cuEventCreate(&e, CU_EVENT_DEFAULT));
+    }
+    ~EventTimeline() override {
+      for (auto e : events_) api().cuEventDestroy(e);
+    }
+    void mark() override {
+      if (used_ >= events_.size())
+        fail(ErrorCategory::kInternal, "timeline: more than {} marks before intervals_us()", events_.size());
+      THRIVE_CU_CHECK_DEVICE(api().cuEventRecord(events_[used_++], stream_));
+    }
+    std::vector<double> intervals_us() override {
+      std::vector<double> out;
+      if (used_ > 0) THRIVE_CU_CHECK_DEVICE(api().cuEventSynchronize(events_[used_ - 1]));
+      for (size_t i = 1; i < used_; ++i) {
+        float ms = 0;
+        THRIVE_CU_CHECK_DEVICE(api().cuEventElapsedTime(&ms, events_[i - 1], events_[i]));
+        out.push_back(double(ms) * 1000.0);
+      }
+      used_ = 0;
+      return out;
+    }
+
+   private:
+    CUstream stream_;
+    std::vector<CUevent> events_;
+    size_t used_ = 0;
+  };
+
+  std::unique_ptr<Timeline> make_timeline(int capacity) override {
+    return std::make_unique<EventTimeline>(capacity, stream_);
+  }
+
+  int64_t device_memory_used() const override {
+    size_t free_b = 0, total_b = 0;
+    if (api().cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) return -1;
+    return int64_t(total_b - free_b);
+  }
 
  private:
   config::Config cfg_;

@@ -247,15 +247,17 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
   write_file_atomic(dir + "/config.json", cfg.to_json().dump(2) + "\n");
 }
 
+std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want) {
+  const auto& have = ck.info(want.name);
+  if (have.shape != want.shape)
+    fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
+         want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
+  return ck.to_f32(want.name);
+}
+
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
   Checkpoint ck(dir);
-  auto get = [&](const StTensorInfo& want) {
-    const auto& have = ck.info(want.name);
-    if (have.shape != want.shape)
-      fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
-           want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
-    return ck.to_f32(want.name);
-  };
+  auto get = [&](const StTensorInfo& want) { return load_tensor_f32(ck, want); };
   const auto layout = cfg.tensor_layout(StDtype::kBF16);
   std::map<std::string, const StTensorInfo*> by_name;
   for (const auto& t : layout) by_name[t.name] = &t;

@@ -48,6 +48,21 @@ Toolbox::Toolbox(const config::Config& cfg, memory::Store& store, const std::str
   seed_builtin_cards(store_, backend_name_);
 }
 
+std::optional<memory::KernelRecord> Toolbox::best_or_nearest(const ops::Op& op, const ops::ShapeCase& shape) {
+  if (auto b = store_.best(op.name(), shape.label, device_key_)) return b;
+  const double my_bytes = double(std::max<int64_t>(op.min_bytes(shape.shape), 1));
+  std::optional<memory::KernelRecord> nearest;
+  double best_dist = INFINITY;
+  for (const auto& other : shapes_for(op)) {
+    if (other.label == shape.label) continue;
+    if (auto b = store_.best(op.name(), other.label, device_key_)) {
+      const double d = std::abs(std::log(double(op.min_bytes(other.shape)) / my_bytes));
+      if (d < best_dist) best_dist = d, nearest = *b;
+    }
+  }
+  return nearest;
+}
+
 double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   if (cfg_.peak_bw_gbps > 0) return cfg_.peak_bw_gbps;
   if (peak_ && !remeasure) return *peak_;

@@ -75,6 +75,12 @@ TEST(NvrtcCopy, TheCeilingKernelCompilesForSm90) {
   expect_compiles(KernelSource::parse(embedded_file("cuda/copy.cu"), "copy.cu"), "copy");
 }
 
+TEST(NvrtcEngine, TheQwen3EngineKernelsCompileForSm90) {
+  std::string why;
+  if (!nvrtc_available(why)) GTEST_SKIP() << "NVRTC unavailable: " << why;
+  expect_compiles(KernelSource::parse(embedded_file("cuda/engine/qwen3_engine.cu"), "qwen3_engine.cu"), "engine");
+}
+
 TEST(NvrtcCopy, ACompileErrorComesBackWithTheLog) {
   std::string why;
   if (!nvrtc_available(why)) GTEST_SKIP() << "NVRTC unavailable: " << why;

@@ -149,10 +149,42 @@ INSTANTIATE_TEST_SUITE_P(
                       {"THRIVE_CXX=false"}, 2, "--target-speedup=inf"},
         BadInvocation{"demo_json_out_is_a_folder", {"demo", "--op", "softmax", "--json-out", "/tmp"},
                       {"THRIVE_CXX=false"}, 2, "/tmp"},
+        BadInvocation{"demo_unknown_start", {"demo", "--op", "softmax", "--start", "random"}, {"THRIVE_CXX=false"}, 2,
+                      "random"},
+        BadInvocation{"e2e_bad_graphs", {"e2e", "--model", "/nonexistent", "--graphs", "maybe"}, {}, 2, "maybe"},
+        BadInvocation{"e2e_bad_kernels", {"e2e", "--model", "/nonexistent", "--kernels", "fastest"}, {}, 2, "fastest"},
+        BadInvocation{"e2e_engine_flags_on_cpu", {"e2e", "--model", "/nonexistent", "--device", "cpu", "--graphs", "off"},
+                      {}, 2, "--graphs"},
         BadInvocation{"missing_kernel_file",
                       {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,
                       "/nonexistent/k.cpp"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// The e2e harness on the CPU engine with given prompts: --dump writes the prefill logits as raw
+// float32 [B, vocab] and the greedy tokens; a prompts file that does not fit is an input error.
+TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
+  const std::string dir = files.path() + "/tiny";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  const auto prompts = test::write_text(files.path() + "/p.json", "[[1, 2, 3], [250]]");
+  const std::string prefix = files.path() + "/dump";
+  const auto r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3", "--gen",
+                                   "3", "--prompts-file", prompts, "--dump", prefix, "--json"},
+                                  env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["tokens"].size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(read_file(prefix + ".tokens.json")), doc["tokens"]);
+  EXPECT_EQ(read_file(prefix + ".logits.f32").size(), size_t(2 * 256 * 4));
+  const auto too_long = test::write_text(files.path() + "/long.json", "[[1, 2, 3, 4], [5]]");
+  const auto bad = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
+                                     "--prompts-file", too_long},
+                                    env());
+  EXPECT_EQ(bad.exit_code, 3) << bad.err;
+  expect_one_line_error(bad, "--prompts-file");
+  const auto bad_id = test::write_text(files.path() + "/id.json", "[[1, 256], [5]]");
+  EXPECT_EQ(test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
+                              "--prompts-file", bad_id}, env()).exit_code, 3);
+}
 
 TEST_F(Cli, HomeUnderARegularFileIsAStorageError) {
   const std::string file = test::write_text(files.path() + "/not-a-dir", "x");

@@ -120,6 +120,42 @@ class Backend {
   /// confinement (CompileResult::confinement). The sandbox's workers turn this on. Backends
   /// whose candidates are device code (cuda) never run a candidate's host code and ignore it.
   virtual void isolate_candidates(std::function<std::string(int keep_fd)> confine) { (void)confine; }
+  /// The native stream every launch, copy and timer of this backend uses (cuda: a CUstream),
+  /// so host libraries (cuBLASLt) can queue work in the same order; nullptr on the cpu.
+  virtual void* native_stream() { return nullptr; }
+
+  /// A captured sequence of stream work (a CUDA graph), replayed as one launch.
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+    /// Queues one replay on the backend's stream. Throws Error(kDevice) on a fault.
+    virtual void replay() = 0;
+  };
+  /// Captures everything `body` queues on the stream (launches, copies, cuBLASLt calls) into a
+  /// graph, without running it. nullptr when the backend has no graphs (cpu) or capture failed.
+  virtual std::unique_ptr<Graph> capture_graph(const std::function<void()>& body) {
+    (void)body;
+    return nullptr;
+  }
+
+  /// Events recorded on the stream between pieces of work, read after they complete: the
+  /// per-stage GPU time of a step without synchronizing between stages.
+  class Timeline {
+   public:
+    virtual ~Timeline() = default;
+    /// Records a point on the stream (cpu: now). At most the capacity given at creation.
+    virtual void mark() = 0;
+    /// Waits for the last mark, then returns the µs between consecutive marks (marks - 1
+    /// values), and forgets the marks.
+    virtual std::vector<double> intervals_us() = 0;
+  };
+  /// A timeline for up to `capacity` marks per interval read (cpu: steady_clock).
+  virtual std::unique_ptr<Timeline> make_timeline(int capacity);
+
+  /// Device memory in use on the whole device, bytes (cuda: total - free from the driver), or
+  /// -1 when unknown (cpu).
+  virtual int64_t device_memory_used() const { return -1; }
+
   /// Why the last launch returned non-zero (e.g. "block 2048 > 1024 threads"), "" if
   /// it did not.
   virtual std::string last_error() const { return ""; }

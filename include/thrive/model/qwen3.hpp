@@ -73,6 +73,9 @@ struct Qwen3Weights {
 /// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)
 /// naming the tensor, the file, the shape found and the shape expected.
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir);
+/// One tensor of an open checkpoint as float32, after checking its shape against `want` (the
+/// config's layout): Error(kInput) naming the tensor, file, shape found and shape expected.
+std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want);
 
 /// Accumulated time per stage, µs, and how many times each ran.
 struct StageTimes {

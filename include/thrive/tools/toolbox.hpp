@@ -89,6 +89,10 @@ class Toolbox {
 
   /// Best kernel, cards with evidence and this task's trajectory, as JSON.
   nlohmann::json read_memory(const std::string& op, const std::string& shape_class);
+  /// The best verified kernel in memory for `op` at `shape` on this device; when there is none,
+  /// the best of the nearest other benchmark shape of the op (by |log| of the min-bytes ratio);
+  /// nullopt when memory has neither. The caller re-verifies before trusting it.
+  std::optional<memory::KernelRecord> best_or_nearest(const ops::Op& op, const ops::ShapeCase& shape);
   /// Adds a learned strategy card (id must be new).
   void record_strategy(const memory::StrategyCard& card);
 

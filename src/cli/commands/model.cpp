@@ -1,7 +1,8 @@
 // thrive model init --preset qwen3-1.7b|tiny --out DIR [--seed S] [--dtype bf16|f32]: a random-
 // weight Hugging Face checkpoint (config.json + model.safetensors).
-// thrive e2e --model DIR --batch B --prompt P --gen G [--json]: the Qwen3 engine's throughput
-// harness: prefill and decode tokens/s, ms per decode step, peak memory, per-stage breakdown.
+// thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
+// [--kernels baseline|best] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -10,7 +11,12 @@
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+#include "thrive/backend/backend.hpp"
+#include "thrive/model/cuda_engine.hpp"
 #include "thrive/model/qwen3.hpp"
+#include "thrive/ops/op.hpp"
+#include "thrive/tools/toolbox.hpp"
 
 namespace thrive::cli {
 namespace {
@@ -21,7 +27,7 @@ struct InitFlags {
 };
 
 struct E2eFlags {
-  std::string model, device = "cpu";
+  std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
   int batch = 1, prompt = 16, gen = 16;
   uint64_t seed = 1;
   bool json = false;
@@ -31,84 +37,274 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-void run_e2e(const E2eFlags& f) {
-  if (f.device != "cpu")
-    fail(ErrorCategory::kUsage, "--device {}: the engine runs on cpu in this build (the CUDA path is issue 6's next step)",
-         f.device);
-  if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
-    fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
-         f.prompt, f.gen);
-  const auto cfg = model::Qwen3Config::load(f.model);
-  if (int64_t(f.prompt) + f.gen > cfg.max_position)
-    fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
-  auto t = std::chrono::steady_clock::now();
-  auto weights = model::load_weights(cfg, f.model);
-  const double load_ms = ms_since(t);
-  model::CpuQwen3Engine engine(cfg, std::move(weights), f.batch, int64_t(f.prompt) + f.gen);
+// What either engine reports; printed as a table or JSON by report().
+struct E2eResult {
+  std::string device, precision;
+  double load_ms = 0, prefill_ms = 0, decode_ms = 0;
+  int decode_steps = 0;                     // steps in decode_ms
+  model::StageTimes prefill_stages, decode_stages;
+  double prefill_profiled_ms = 0, decode_profiled_ms = 0;  // wall time the stage timers cover
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> prefill_logits;  // [B][vocab], each sequence's last prompt token
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+// Stage rows with their share of `wall_ms`; "host_other" is the wall time no stage timer
+// covered (host work, launch gaps before the first and after the last event), so the rows add
+// up to the measured wall time.
+nlohmann::json breakdown(const model::StageTimes& st, double wall_ms) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [name, us] : st.us)
+    rows.push_back({{"stage", name}, {"ms", us / 1e3}, {"share", wall_ms > 0 ? us / 1e3 / wall_ms : 0.0},
+                    {"calls", st.calls.at(name)}});
+  const double other = std::max(0.0, wall_ms - st.total_us() / 1e3);
+  rows.push_back({{"stage", "host_other"}, {"ms", other}, {"share", wall_ms > 0 ? other / wall_ms : 0.0}, {"calls", 0}});
+  return rows;
+}
+
+// --prompts-file (a JSON array of token-id arrays, one per sequence) or --prompt random ids.
+std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t vocab) {
+  if (!f.prompts_file.empty()) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(f.prompts_file));
+    } catch (const nlohmann::json::exception& e) {
+      fail(ErrorCategory::kInput, "--prompts-file {}: not JSON ({})", f.prompts_file, e.what());
+    }
+    if (!j.is_array() || int64_t(j.size()) != f.batch)
+      fail(ErrorCategory::kInput, "--prompts-file {}: expected a JSON array of {} token-id arrays (one per sequence)",
+           f.prompts_file, f.batch);
+    std::vector<std::vector<int32_t>> prompts;
+    for (const auto& p : j) {
+      if (!p.is_array() || p.empty() || int64_t(p.size()) > f.prompt)
+        fail(ErrorCategory::kInput, "--prompts-file {}: each prompt must be a non-empty array of at most --prompt {} ids",
+             f.prompts_file, f.prompt);
+      std::vector<int32_t> ids;
+      for (const auto& id : p) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+          fail(ErrorCategory::kInput, "--prompts-file {}: token {} is not an id in [0, {})", f.prompts_file, id.dump(), vocab);
+        ids.push_back(id.get<int32_t>());
+      }
+      prompts.push_back(std::move(ids));
+    }
+    return prompts;
+  }
   std::mt19937_64 rng(f.seed);
-  std::uniform_int_distribution<int32_t> tok(0, int32_t(cfg.vocab - 1));
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(vocab - 1));
   std::vector<std::vector<int32_t>> prompts(size_t(f.batch));
   for (auto& p : prompts)
     for (int i = 0; i < f.prompt; ++i) p.push_back(tok(rng));
+  return prompts;
+}
 
+E2eResult run_cpu(const E2eFlags& f, const model::Qwen3Config& cfg) {
+  E2eResult r;
+  r.device = "cpu";
+  r.precision = "float32";
+  auto t = std::chrono::steady_clock::now();
+  auto weights = model::load_weights(cfg, f.model);
+  r.load_ms = ms_since(t);
+  model::CpuQwen3Engine engine(cfg, std::move(weights), f.batch, int64_t(f.prompt) + f.gen);
+  const auto prompts = random_prompts(f, cfg.vocab);
   t = std::chrono::steady_clock::now();
   auto logits = engine.prefill(prompts);
   auto next = engine.greedy(logits);
-  const double prefill_ms = ms_since(t);
-  const auto prefill_stages = engine.stages();
+  r.prefill_ms = r.prefill_profiled_ms = ms_since(t);
+  r.prefill_logits = logits;
+  r.prefill_stages = engine.stages();
   engine.reset_stages();
-  std::vector<std::vector<int32_t>> generated(size_t(f.batch));
+  r.tokens.assign(size_t(f.batch), {});
   t = std::chrono::steady_clock::now();
   for (int s = 0; s < f.gen; ++s) {
-    for (int b = 0; b < f.batch; ++b) generated[size_t(b)].push_back(next[size_t(b)]);
+    for (int b = 0; b < f.batch; ++b) r.tokens[size_t(b)].push_back(next[size_t(b)]);
     if (s + 1 == f.gen) break;  // the last token needs no forward pass
     logits = engine.decode(next);
     next = engine.greedy(logits);
   }
-  const double decode_ms = ms_since(t);
-  const int steps = std::max(0, f.gen - 1);
-  const auto decode_stages = engine.stages();
+  r.decode_ms = r.decode_profiled_ms = ms_since(t);
+  r.decode_steps = std::max(0, f.gen - 1);
+  r.decode_stages = engine.stages();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
+  r.extra["peak_rss_mb"] = double(ru.ru_maxrss) / 1024.0;
+  r.extra["kv_cache_bytes"] = engine.cache_bytes();
+  return r;
+}
 
-  // Stage shares of the measured wall time; "host_other" is what no stage timer covered
-  // (loop control, allocation), so the rows add up to the wall time.
-  auto breakdown = [](const model::StageTimes& st, double wall_ms) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& [name, us] : st.us)
-      rows.push_back({{"stage", name}, {"ms", us / 1e3}, {"share", wall_ms > 0 ? us / 1e3 / wall_ms : 0.0},
-                      {"calls", st.calls.at(name)}});
-    const double other = std::max(0.0, wall_ms - st.total_us() / 1e3);
-    rows.push_back({{"stage", "host_other"}, {"ms", other}, {"share", wall_ms > 0 ? other / wall_ms : 0.0}, {"calls", 0}});
-    return rows;
+// The registry of the CUDA engine: per call site, the template's simplest variant (baseline),
+// or the best verified kernel in memory for that shape (else the nearest shape's), re-verified
+// in the sandbox before it is trusted, falling back to the template's defaults. Runs before the
+// engine creates its CUDA context: verification forks sandbox workers.
+model::KernelRegistry resolve_registry(Context& ctx, const std::vector<model::OpCallSite>& sites,
+                                       const std::string& choice) {
+  ctx.config().device = "cuda";  // the toolbox verifies on the engine's device
+  auto& tb = ctx.toolbox();
+  model::KernelRegistry reg;
+  for (const auto& site : sites) {
+    const auto& op = ops::find_op(site.op);
+    const auto tmpl = tb.op_template(site.op);
+    model::OpKernel k;
+    if (choice == "baseline") {
+      k.kernel = tmpl.instantiate(tmpl.simplest());
+      k.origin = "baseline: template, simplest variant";
+    } else if (auto rec = tb.best_or_nearest(op, site.shape)) {
+      auto cand = backend::KernelSource::parse(rec->source, "memory:" + rec->kernel_id);
+      const auto v = tb.verify(cand, site.shape);
+      if (v.status == sandbox::Status::kPassed) {
+        k.kernel = cand;
+        k.origin = fmt::format("memory: best of {} (re-verified)", rec->shape_class);
+      } else {
+        k.kernel = tmpl.instantiate({});
+        k.origin = fmt::format("template defaults (memory's {} failed re-verification: {})", rec->kernel_id,
+                               sandbox::status_name(v.status));
+      }
+    } else {
+      k.kernel = tmpl.instantiate({});
+      k.origin = "template defaults (no kernel in memory for this op on this device)";
+    }
+    k.kernel_id = tb.kernel_id(k.kernel);
+    reg[site.key()] = k;
+  }
+  return reg;
+}
+
+E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg) {
+  model::CudaEngineOptions o;
+  o.batch = f.batch;
+  o.max_prompt = f.prompt;
+  o.max_context = int64_t(f.prompt) + std::max(f.gen, 1);
+  o.graphs = f.graphs == "on";
+  const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), f.kernels);
+  auto run_cfg = ctx.config();
+  E2eResult r;
+  r.precision = "bf16 (f32 accumulation)";
+  auto t = std::chrono::steady_clock::now();
+  model::CudaQwen3Engine engine(cfg, f.model, run_cfg, o, reg);
+  r.load_ms = ms_since(t);
+  r.device = "cuda:" + engine.device().name;
+  const auto prompts = random_prompts(f, cfg.vocab);
+  engine.prefill(prompts);  // warm-up: cuBLASLt plans, first-touch of every buffer
+  engine.set_stage_timing(true);
+  engine.reset_stages();
+  t = std::chrono::steady_clock::now();
+  auto next = engine.prefill(prompts, f.dump.empty() ? nullptr : &r.prefill_logits);
+  r.prefill_ms = r.prefill_profiled_ms = ms_since(t);
+  r.prefill_stages = engine.stages();
+  engine.reset_stages();
+  // Decode: the first steps run eagerly with stage timing (the breakdown), one more warms the
+  // graph (capture), the rest are the throughput measurement.
+  const int steps = std::max(0, f.gen - 1);
+  const int profiled = std::min(steps, 2);
+  const int warm = o.graphs && steps - profiled > 1 ? 1 : 0;
+  r.tokens.assign(size_t(f.batch), {});
+  auto keep = [&] {
+    for (int b = 0; b < f.batch; ++b) r.tokens[size_t(b)].push_back(next[size_t(b)]);
   };
+  keep();
+  for (int s = 0; s < profiled; ++s) {
+    t = std::chrono::steady_clock::now();
+    next = engine.decode(next);
+    r.decode_profiled_ms += ms_since(t);
+    keep();
+  }
+  r.decode_stages = engine.stages();
+  engine.set_stage_timing(false);
+  for (int s = 0; s < warm; ++s) {
+    next = engine.decode(next);
+    keep();
+  }
+  t = std::chrono::steady_clock::now();
+  for (int s = profiled + warm; s < steps; ++s) {
+    next = engine.decode(next);
+    keep();
+  }
+  r.decode_steps = steps - profiled - warm;
+  r.decode_ms = ms_since(t);
+  if (r.decode_steps == 0) {  // too few steps for a separate measurement: the profiled ones
+    r.decode_steps = profiled;
+    r.decode_ms = r.decode_profiled_ms;
+  }
+  nlohmann::json sites = nlohmann::json::array();
+  for (const auto& [key, k] : engine.registry())
+    sites.push_back({{"call_site", key}, {"origin", k.origin}, {"kernel_id", k.kernel_id}});
+  r.extra = {{"graphs", f.graphs},
+             {"kernels", f.kernels},
+             {"registry", sites},
+             {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
+             {"gpu_memory_allocated_bytes", engine.allocated_bytes()},
+             {"gpu_memory_used_bytes", engine.device_memory_used()}};
+  return r;
+}
+
+// --dump PREFIX: PREFIX.logits.f32 (raw little-endian float32 [B, vocab], each sequence's last
+// prompt token) and PREFIX.tokens.json (the greedy tokens), for scripts/hf_compare.py.
+void dump(const E2eFlags& f, const E2eResult& r) {
+  std::string bytes;
+  for (const auto& row : r.prefill_logits)
+    bytes.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+  write_file_atomic(f.dump + ".logits.f32", bytes);
+  write_file_atomic(f.dump + ".tokens.json", nlohmann::json(r.tokens).dump());
+}
+
+void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r) {
+  if (!f.dump.empty()) dump(f, r);
+  const double steps = r.decode_steps;
   nlohmann::json doc = {
-      {"model", f.model}, {"device", "cpu"}, {"precision", "float32"}, {"parameters", cfg.parameters()},
-      {"batch", f.batch}, {"prompt", f.prompt}, {"gen", f.gen}, {"load_ms", load_ms},
-      {"prefill_ms", prefill_ms}, {"prefill_tokens_per_s", prefill_ms > 0 ? 1e3 * f.batch * f.prompt / prefill_ms : 0.0},
-      {"decode_ms", decode_ms}, {"decode_steps", steps},
-      {"decode_ms_per_step", steps > 0 ? decode_ms / steps : 0.0},
-      {"decode_tokens_per_s", decode_ms > 0 ? 1e3 * f.batch * steps / decode_ms : 0.0},
-      {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0}, {"kv_cache_bytes", engine.cache_bytes()},
-      {"prefill_stages", breakdown(prefill_stages, prefill_ms)}, {"decode_stages", breakdown(decode_stages, decode_ms)},
-      {"tokens", generated}};
+      {"model", f.model}, {"device", r.device}, {"precision", r.precision}, {"parameters", cfg.parameters()},
+      {"batch", f.batch}, {"prompt", f.prompt}, {"gen", f.gen}, {"load_ms", r.load_ms},
+      {"prefill_ms", r.prefill_ms},
+      {"prefill_tokens_per_s", r.prefill_ms > 0 ? 1e3 * f.batch * f.prompt / r.prefill_ms : 0.0},
+      {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps},
+      {"decode_ms_per_step", steps > 0 ? r.decode_ms / steps : 0.0},
+      {"decode_tokens_per_s", r.decode_ms > 0 ? 1e3 * f.batch * steps / r.decode_ms : 0.0},
+      {"prefill_stages", breakdown(r.prefill_stages, r.prefill_profiled_ms)},
+      {"decode_stages", breakdown(r.decode_stages, r.decode_profiled_ms)},
+      {"tokens", r.tokens}};
+  doc.update(r.extra);
   if (f.json) {
     fmt::print("{}\n", doc.dump(2));
     return;
   }
-  fmt::print("Qwen3 engine on cpu (float32): {} ({:.1f} M parameters), batch {}, prompt {}, gen {}\n", f.model,
-             double(cfg.parameters()) / 1e6, f.batch, f.prompt, f.gen);
-  fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.2f} ms per step over {} steps; "
-             "peak RSS {:.0f} MB; weights loaded in {:.0f} ms\n",
-             doc["prefill_tokens_per_s"].get<double>(), prefill_ms, doc["decode_tokens_per_s"].get<double>(),
-             doc["decode_ms_per_step"].get<double>(), steps, doc["peak_rss_mb"].get<double>(), load_ms);
+  fmt::print("Qwen3 engine on {} ({}): {} ({:.1f} M parameters), batch {}, prompt {}, gen {}\n", r.device,
+             r.precision, f.model, double(cfg.parameters()) / 1e6, f.batch, f.prompt, f.gen);
+  fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.3f} ms per step over {} steps; "
+             "weights loaded in {:.0f} ms\n",
+             doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, doc["decode_tokens_per_s"].get<double>(),
+             doc["decode_ms_per_step"].get<double>(), r.decode_steps, r.load_ms);
+  if (doc.contains("peak_rss_mb")) fmt::print("peak RSS {:.0f} MB\n", doc["peak_rss_mb"].get<double>());
+  if (doc.contains("gpu_memory_allocated_bytes"))
+    fmt::print("GPU memory: {:.2f} GiB allocated by the engine, {:.2f} GiB in use on the device; graphs {}, kernels "
+               "{}; eager decode step with stage timing: {:.3f} ms\n",
+               double(doc["gpu_memory_allocated_bytes"].get<int64_t>()) / (1 << 30),
+               double(doc["gpu_memory_used_bytes"].get<int64_t>()) / (1 << 30), f.graphs, f.kernels,
+               doc["decode_eager_ms_per_step"].get<double>());
+  if (doc.contains("registry"))
+    for (const auto& s : doc["registry"])
+      fmt::print("  kernel {:<34} {}\n", s["call_site"].get<std::string>(), s["origin"].get<std::string>());
   for (const char* phase : {"prefill_stages", "decode_stages"}) {
     fmt::print("{:<18} {:>10} {:>7}\n", phase, "ms", "share");
-    for (const auto& r : doc[phase])
-      fmt::print("  {:<16} {:>10.3f} {:>6.1f}%\n", r["stage"].get<std::string>(), r["ms"].get<double>(),
-                 100.0 * r["share"].get<double>());
+    for (const auto& row : doc[phase])
+      fmt::print("  {:<16} {:>10.3f} {:>6.1f}%\n", row["stage"].get<std::string>(), row["ms"].get<double>(),
+                 100.0 * row["share"].get<double>());
   }
-  fmt::print("greedy tokens of sequence 0: {}\n", nlohmann::json(generated[0]).dump());
+  fmt::print("greedy tokens of sequence 0: {}\n", nlohmann::json(r.tokens[0]).dump());
+}
+
+void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
+  if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
+    fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
+         f.prompt, f.gen);
+  if (f.graphs != "on" && f.graphs != "off") fail(ErrorCategory::kUsage, "--graphs {}: expected on or off", f.graphs);
+  if (f.kernels != "baseline" && f.kernels != "best")
+    fail(ErrorCategory::kUsage, "--kernels {}: expected baseline or best", f.kernels);
+  const std::string device = backend::resolve_backend_name(f.device);
+  if (device == "cpu" && engine_flags_given)
+    fail(ErrorCategory::kUsage, "--graphs/--kernels: the CPU engine is the float32 reference with neither; they "
+         "apply to --device cuda");
+  const auto cfg = model::Qwen3Config::load(f.model);
+  if (int64_t(f.prompt) + f.gen > cfg.max_position)
+    fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
+  report(f, cfg, device == "cpu" ? run_cpu(f, cfg) : run_cuda(ctx, f, cfg));
 }
 
 }  // namespace
@@ -132,7 +328,7 @@ void register_model(CLI::App& app, Context&) {
   });
 }
 
-void register_e2e(CLI::App& app, Context&) {
+void register_e2e(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("e2e", "Run the Qwen3 engine's prefill/decode throughput harness on a checkpoint");
   static E2eFlags f;
   cmd->add_option("--model", f.model, "Checkpoint directory (config.json + *.safetensors)")->required();
@@ -140,9 +336,16 @@ void register_e2e(CLI::App& app, Context&) {
   cmd->add_option("--prompt", f.prompt, "Prompt tokens per sequence, random ids (default 16)");
   cmd->add_option("--gen", f.gen, "Tokens generated per sequence, greedy (default 16)");
   cmd->add_option("--seed", f.seed, "Seed of the random prompt ids (default 1)");
-  cmd->add_option("--device", f.device, "cpu (the float32 reference engine)");
+  cmd->add_option("--device", f.device, "cpu (the float32 reference engine) | cuda | auto (default: cuda when present)");
+  cmd->add_option("--graphs", f.graphs, "on (default): decode steps replayed as one CUDA graph | off");
+  cmd->add_option("--kernels", f.kernels,
+                  "best (default): the best verified kernel in memory per op and shape, re-verified | baseline: "
+                  "each op template's simplest variant");
+  cmd->add_option("--prompts-file", f.prompts_file,
+                  "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
+  cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]) and PREFIX.tokens.json");
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
-  cmd->callback([] { run_e2e(f); });
+  cmd->callback([&ctx, cmd] { run_e2e(ctx, f, cmd->count("--graphs") + cmd->count("--kernels") > 0); });
 }
 
 }  // namespace thrive::cli

@@ -1,0 +1,117 @@
+// The CUDA path of the Qwen3 engine (issue 6): bf16 weights and activations on one GPU,
+// cuBLASLt GEMMs (f32 accumulation), THRIVE kernels for the ops THRIVE optimizes installed from
+// a kernel registry, the engine's own kernels for the rest (kernels/cuda/engine/qwen3_engine.cu),
+// a contiguous per-sequence KV cache, batched decode, CUDA graphs for decode steps and greedy
+// sampling on the GPU.
+//
+// Per layer, T tokens (prefill: batch x the longest prompt, right-padded; decode: batch):
+//   qkv = n1 . Wqkv^T (one GEMM over q|k|v rows)        -> qkv_gemm
+//   q, k, v = split, per-head RMSNorm of q and k        -> qk_norm (engine kernel)
+//   RoPE(q, k) at each token's position                 -> rope (THRIVE op `rope`)
+//   k, v -> KV cache at (sequence, position)            -> kv_cache_write
+//   prefill: per query head, S = Q K^T (cuBLASLt, batched over sequences, f32), causal softmax,
+//   O = P V (cuBLASLt); decode: THRIVE op `gqa_decode_attention` over the cache -> attention
+//   o = attn . Wo^T                                     -> o_gemm
+//   h += o; n2 = RMSNorm(h)                             -> residual_norm (THRIVE op `rmsnorm_residual`)
+//   gu = n2 . Wgu^T (gate|up rows, one GEMM)            -> mlp_gate_up_gemm
+//   act = silu(gate) * up                               -> swiglu (THRIVE op `swiglu_act`)
+//   d = act . Wdown^T                                   -> mlp_down_gemm
+//   h += d; n1 = RMSNorm(h) with the next layer's input norm (the final norm after the last
+//   layer)                                               -> mlp_residual_norm (`rmsnorm_residual`)
+// then lm_head on each sequence's last token (f32 logits) and argmax -> lm_head, sampling.
+// Right padding is exact for causal attention: a real token attends only to earlier positions,
+// which are real; pad positions in the cache are overwritten by decode before they are read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "thrive/backend/backend.hpp"
+#include "thrive/backend/kernel.hpp"
+#include "thrive/config/config.hpp"
+#include "thrive/model/qwen3.hpp"
+#include "thrive/ops/op.hpp"
+
+namespace thrive::model {
+
+/// Engine geometry: sequences decoded together and the cache length.
+struct CudaEngineOptions {
+  int batch = 1;              ///< sequences (B)
+  int64_t max_prompt = 1;     ///< longest prompt prefill() accepts (sets prefill buffers)
+  int64_t max_context = 2;    ///< KV-cache length per sequence (L): prompt + generated tokens
+  bool graphs = true;         ///< decode steps replayed as one CUDA graph
+};
+
+/// One call site of a THRIVE op in the engine: the op at the engine's shape.
+struct OpCallSite {
+  std::string op;
+  ops::ShapeCase shape;  ///< label in the op's own convention ("T=256", "B=256,L=640")
+  std::string key() const { return op + "@" + shape.label; }
+};
+
+/// The kernel installed at a call site, and where it came from.
+struct OpKernel {
+  backend::KernelSource kernel;
+  std::string origin;     ///< "baseline (template, simplest variant)", "memory: <id> (...)", ...
+  std::string kernel_id;
+};
+
+/// Kernels by OpCallSite::key(); the registry of one engine.
+using KernelRegistry = std::map<std::string, OpKernel>;
+
+/// bf16 Qwen3 on the GPU. Not thread-safe; one per process (it owns a CUDA backend).
+class CudaQwen3Engine {
+ public:
+  /// Every THRIVE-op call site the engine will launch for `opts` (prefill and decode shapes),
+  /// so a caller can resolve the registry before the engine creates its CUDA context (kernel
+  /// verification forks sandbox workers, which must happen before CUDA is initialised).
+  static std::vector<OpCallSite> call_sites(const Qwen3Config& cfg, const CudaEngineOptions& opts);
+
+  /// Loads the checkpoint in `dir` (bf16/fp16/fp32 tensors, converted to bf16), allocates the
+  /// weights, KV cache ([layer][B][L][NKV][D] bf16) and activation buffers, compiles the engine
+  /// kernels and every kernel of `registry` (which must cover call_sites()). Throws
+  /// Error(kUsage) for bad options, Error(kInput) for a bad checkpoint (load_weights' checks),
+  /// Error(kBackend) when CUDA, cuBLASLt or a registry kernel is unusable.
+  CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir, const config::Config& run_cfg,
+                  const CudaEngineOptions& opts, const KernelRegistry& registry);
+  ~CudaQwen3Engine();
+  CudaQwen3Engine(const CudaQwen3Engine&) = delete;
+  CudaQwen3Engine& operator=(const CudaQwen3Engine&) = delete;
+
+  /// Runs every prompt (one per sequence, 1..max_prompt tokens, ids in [0, vocab)) from
+  /// position 0; returns the greedy next token per sequence and, when `logits` is given, the
+  /// f32 logits of each sequence's last prompt token [B][vocab]. Resets the cache positions.
+  /// Error(kUsage) on a bad id, length or batch.
+  std::vector<int32_t> prefill(const std::vector<std::vector<int32_t>>& prompts,
+                               std::vector<std::vector<float>>* logits = nullptr);
+  /// One decode step: `tokens[b]` at each sequence's next position; returns the greedy next
+  /// tokens (and logits [B][vocab] when asked). Error(kUsage) when a sequence would pass
+  /// max_context. With graphs on and no stage timing, the step is one CUDA graph replay.
+  std::vector<int32_t> decode(const std::vector<int32_t>& tokens, std::vector<std::vector<float>>* logits = nullptr);
+
+  /// Stage timing: when on, events are recorded on the stream between stages (and decode does
+  /// not use the graph), and each step's GPU intervals accumulate into stages(), µs.
+  void set_stage_timing(bool on) { stage_timing_ = on; }
+  const StageTimes& stages() const { return stages_; }
+  void reset_stages() { stages_ = StageTimes{}; }
+  /// Bytes this engine allocated on the device (weights, KV cache, activations, workspaces).
+  int64_t allocated_bytes() const { return allocated_; }
+  /// Device memory in use on the whole GPU, bytes (driver's total - free), -1 if unknown.
+  int64_t device_memory_used() const;
+  /// Which kernel runs at each call site.
+  const KernelRegistry& registry() const { return registry_; }
+  const backend::DeviceInfo& device() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  KernelRegistry registry_;
+  StageTimes stages_;
+  bool stage_timing_ = false;
+  int64_t allocated_ = 0;
+};
+
+}  // namespace thrive::model

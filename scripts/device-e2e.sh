@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The Qwen3 engine on the GPU machine (issue 6): build, write a random Qwen3-1.7B checkpoint,
+# run `thrive e2e` at the issue's targets (batch 256 and batch 1, prompt 512) with baseline
+# kernels and no graphs, and with the best kernels and graphs, compare with Hugging Face
+# transformers (scripts/hf_compare.py), then the whole test suite first.
+#   device tool: run command="bash scripts/device-e2e.sh" carry=[".sysroot", ".device-home"]
+# Environment: SEED_HOME=FILE.tgz (a memory with tuned kernels, e.g. .device-home/home.tgz),
+# GEN (decode tokens per sequence, default 32), SKIP_TESTS=1, SKIP_HF=1.
+# Out ($OUT): build.log, e2e-*.json, hf-compare.json, ctest.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/thrive-out}
+mkdir -p "$OUT"
+export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
+if [ -n "${SEED_HOME:-}" ] && [ -f "$SEED_HOME" ]; then
+  mkdir -p "$THRIVE_HOME" && tar -xzf "$SEED_HOME" -C "$THRIVE_HOME" && echo "memory seeded from $SEED_HOME"
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+bash scripts/device-build.sh "$OUT" || exit 1
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  (cd build-device && timeout 200 ctest --output-on-failure -j 8 --timeout 900 -E McpSdk) > "$OUT/ctest.log" 2>&1
+  echo "ctest exit $?"; tail -8 "$OUT/ctest.log"; grep -E "CudaEngine.*(Passed|Failed)" "$OUT/ctest.log" | cut -c1-120
+fi
+bin=./build-device/thrive
+model=/tmp/qwen3-1.7b-random
+t0=$(date +%s)
+timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 || exit 1
+echo "checkpoint written in $(( $(date +%s) - t0 )) s"
+gen=${GEN:-32}
+run() {  # name, then e2e flags
+  local name=$1; shift
+  timeout 150 $bin e2e --device cuda --model $model --json "$@" > "$OUT/e2e-$name.json" 2> "$OUT/e2e-$name.err"
+  echo "e2e $name: exit $?"
+  python3 - "$OUT/e2e-$name.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    sys.exit(f"  no result: {e}")
+print(f"  prefill {d['prefill_tokens_per_s']:.0f} tok/s ({d['prefill_ms']:.1f} ms); decode {d['decode_tokens_per_s']:.0f} tok/s,"
+      f" {d['decode_ms_per_step']:.3f} ms/step (eager profiled {d['decode_eager_ms_per_step']:.3f}); GPU mem"
+      f" {d['gpu_memory_used_bytes']/2**30:.1f} GiB")
+for phase in ("prefill_stages", "decode_stages"):
+    print("  " + phase + ": " + ", ".join(f"{r['stage']} {100*r['share']:.1f}%" for r in sorted(d[phase], key=lambda r: -r['ms'])[:8]))
+PY
+  tail -3 "$OUT/e2e-$name.err"
+}
+run b256-best --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on
+run b256-baseline --batch 256 --prompt 512 --gen "$gen" --kernels baseline --graphs off
+run b1-best --batch 1 --prompt 512 --gen 64 --kernels best --graphs on
+if [ "${SKIP_HF:-0}" != 1 ]; then
+  timeout 200 python3 scripts/hf_compare.py --model $model --thrive $bin --steps 32 --out "$OUT/hf-compare.json"
+  echo "hf_compare exit $?"
+fi

@@ -1,0 +1,485 @@
+// The CUDA Qwen3 engine: see include/thrive/model/cuda_engine.hpp for the data flow.
+#include "thrive/model/cuda_engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/model/cublaslt.hpp"
+#include "thrive/backend/embedded.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/ops/dtype.hpp"
+
+namespace thrive::model {
+namespace {
+
+constexpr int64_t kLtWorkspaceBytes = int64_t(32) << 20;  // cuBLASLt's Hopper heuristics use 32 MiB
+
+config::ModelDims model_dims(const Qwen3Config& c) {
+  config::ModelDims m;
+  m.hidden = c.hidden;
+  m.intermediate = c.intermediate;
+  m.num_heads = c.heads;
+  m.num_kv_heads = c.kv_heads;
+  m.head_dim = c.head_dim;
+  m.vocab = c.vocab;
+  m.max_position = c.max_position;
+  m.rope_theta = c.rope_theta;
+  m.rms_eps = c.rms_eps;
+  return m;
+}
+
+// The engine kernels' launch plans (block, grid over the symbols each call passes).
+struct EngineKernel {
+  const char* entry;
+  const char* block;
+  const char* grid;
+};
+constexpr EngineKernel kEngineKernels[] = {
+    {"engine_embed", "256", "T"},
+    {"engine_rmsnorm", "256", "R"},
+    {"engine_qk_norm_split", "256", "cdiv(T*(NQ+2*NKV),8)"},
+    {"engine_kv_write", "256", "T"},
+    {"engine_causal_softmax", "256", "B*P"},
+    {"engine_gather_rows", "256", "R"},
+    {"engine_argmax", "1024", "R"},
+};
+
+void* at(void* base, int64_t elements, int64_t elem_bytes = 2) {
+  return static_cast<uint8_t*>(base) + elements * elem_bytes;
+}
+
+ops::ShapeCase token_shape(const std::string& op, const Qwen3Config& c, int64_t t, int64_t max_context) {
+  ops::Shape s{{"T", t}};
+  if (op == "rmsnorm_residual") s["H"] = c.hidden;
+  if (op == "swiglu_act") s["I"] = c.intermediate, s["I2"] = 2 * c.intermediate;
+  if (op == "rope") s["NQ"] = c.heads, s["NKV"] = c.kv_heads, s["D"] = c.head_dim, s["P"] = max_context;
+  return {"T=" + std::to_string(t), s};
+}
+
+}  // namespace
+
+struct CudaQwen3Engine::Impl {
+  Qwen3Config cfg;
+  CudaEngineOptions opts;
+  config::ModelDims dims;
+  std::unique_ptr<backend::Backend> be;
+  std::unique_ptr<CublasLt> lt;
+  std::vector<void*> allocations;
+  int64_t allocated = 0;
+  struct Layer {
+    void *wqkv, *wo, *wgu, *wdown, *in_norm, *post_norm, *q_norm, *k_norm;
+  };
+  std::vector<Layer> layers;
+  void *embed = nullptr, *final_norm = nullptr, *lm_head = nullptr;
+  void *k_cache = nullptr, *v_cache = nullptr;
+  void *h, *n1, *n2, *qkv, *q, *k, *v, *attn, *o, *gu, *act, *d;
+  void *ids, *pos, *seq, *ctx_lens, *last_idx, *last_h, *logits, *next, *scores, *probs, *cos_sin;
+  void *op_ws = nullptr, *lt_ws = nullptr;
+  int64_t op_ws_bytes = 0;
+  std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
+  std::string prefill_t_label, decode_t_label, gqa_label;
+  std::unique_ptr<backend::Backend::Graph> graph;
+  std::unique_ptr<backend::Backend::Timeline> timeline;
+  std::vector<std::string> marked;
+  bool timing = false;
+  std::vector<int64_t> cur;  // next position per sequence
+
+  void* alloc(int64_t bytes) {
+    void* p = be->allocate(std::max<int64_t>(bytes, 256));
+    allocations.push_back(p);
+    allocated += std::max<int64_t>(bytes, 256);
+    return p;
+  }
+
+  void mark_start() {
+    marked.clear();
+    if (timing) timeline->mark();
+  }
+  void done(const char* stage) {
+    if (!timing) return;
+    timeline->mark();
+    marked.emplace_back(stage);
+  }
+
+  void engine(const std::string& entry, ops::Shape symbols, std::vector<void*> tensors, std::vector<int64_t> d,
+              std::vector<double> scalars = {}) {
+    backend::LaunchArgs a;
+    a.symbols = std::move(symbols);
+    a.tensors = std::move(tensors);
+    a.dims = std::move(d);
+    a.scalars = std::move(scalars);
+    if (be->launch(*engine_modules.at(entry), a) != 0)
+      fail(ErrorCategory::kBackend, "engine kernel {}: {}", entry, be->last_error());
+  }
+
+  void op(const std::string& key, const ops::Shape& shape, std::vector<void*> tensors) {
+    const auto& o = ops::find_op(key.substr(0, key.find('@')));
+    backend::LaunchArgs a;
+    a.symbols = shape;
+    a.tensors = std::move(tensors);
+    a.dims = o.dims(shape);
+    a.scalars = o.scalars(shape, dims);
+    a.workspace = op_ws;
+    a.workspace_bytes = o.workspace_bytes(shape);
+    if (a.workspace_bytes > op_ws_bytes)
+      fail(ErrorCategory::kInternal, "{}: needs {} workspace bytes, the engine holds {}", key, a.workspace_bytes, op_ws_bytes);
+    if (be->launch(*op_modules.at(key), a) != 0)
+      fail(ErrorCategory::kBackend, "registry kernel at {}: {}", key, be->last_error());
+  }
+
+  // One forward pass over T = nb * p tokens (prefill: p = the longest prompt; decode: p = 1).
+  void forward(int64_t nb, int64_t p, bool prefill) {
+    const auto& c = cfg;
+    const int64_t T = nb * p, H = c.hidden, I = c.intermediate, NQ = c.heads, NKV = c.kv_heads, D = c.head_dim;
+    const int64_t QKV = (NQ + 2 * NKV) * D, L = opts.max_context, G = NQ / NKV;
+    const std::string tkey = prefill ? prefill_t_label : decode_t_label;
+    const auto norm_shape = token_shape("rmsnorm_residual", c, T, L).shape;
+    const auto act_shape = token_shape("swiglu_act", c, T, L).shape;
+    const auto rope_shape = token_shape("rope", c, T, L).shape;
+    const ops::Shape gqa_shape{{"B", nb}, {"L", L}, {"NQ", NQ}, {"NKV", NKV}, {"D", D}};
+    const double eps = c.rms_eps;
+    mark_start();
+    engine("engine_embed", {{"T", T}}, {ids, embed, h}, {T, H, c.vocab});
+    done("embedding");
+    engine("engine_rmsnorm", {{"R", T}}, {h, layers[0].in_norm, n1}, {T, H}, {eps});
+    done("input_norm");
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const auto& W = layers[size_t(l)];
+      lt->run({.m = T, .n = QKV, .k = H, .ldx = H, .ldw = H, .ldy = QKV}, n1, W.wqkv, qkv);
+      done("qkv_gemm");
+      engine("engine_qk_norm_split", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, W.k_norm, q, k, v},
+             {T, NQ, NKV, D}, {eps});
+      done("qk_norm");
+      op("rope@" + tkey, rope_shape, {pos, q, k, cos_sin});
+      done("rope");
+      void* kc = at(k_cache, l * int64_t(opts.batch) * L * NKV * D);
+      void* vc = at(v_cache, l * int64_t(opts.batch) * L * NKV * D);
+      engine("engine_kv_write", {{"T", T}}, {k, v, pos, seq, kc, vc}, {T, NKV, D, L});
+      done("kv_cache_write");
+      if (prefill) {
+        for (int64_t hq = 0; hq < NQ; ++hq) {
+          const int64_t g = hq / G;
+          lt->run({.m = p, .n = p, .k = D, .ldx = NQ * D, .ldw = NKV * D, .ldy = p, .y_f32 = true, .batch = int(nb),
+                   .stride_x = p * NQ * D, .stride_w = p * NKV * D, .stride_y = p * p},
+                  at(q, hq * D), at(k, g * D), scores);
+          engine("engine_causal_softmax", {{"B", nb}, {"P", p}}, {scores, probs}, {nb, p},
+                 {1.0 / std::sqrt(double(D))});
+          lt->run({.m = p, .n = D, .k = p, .ldx = p, .ldw = NKV * D, .ldy = NQ * D, .w_is_kn = true, .batch = int(nb),
+                   .stride_x = p * p, .stride_w = p * NKV * D, .stride_y = p * NQ * D},
+                  probs, at(v, g * D), at(attn, hq * D));
+        }
+      } else {
+        op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
+      }
+      done("attention");
+      lt->run({.m = T, .n = H, .k = NQ * D, .ldx = NQ * D, .ldw = NQ * D, .ldy = H}, attn, W.wo, o);
+      done("o_gemm");
+      op("rmsnorm_residual@" + tkey, norm_shape, {o, h, W.post_norm, n2});
+      done("residual_norm");
+      lt->run({.m = T, .n = 2 * I, .k = H, .ldx = H, .ldw = H, .ldy = 2 * I}, n2, W.wgu, gu);
+      done("mlp_gate_up_gemm");
+      op("swiglu_act@" + tkey, act_shape, {gu, act});
+      done("swiglu");
+      lt->run({.m = T, .n = H, .k = I, .ldx = I, .ldw = I, .ldy = H}, act, W.wdown, d);
+      done("mlp_down_gemm");
+      // h += d, then the next layer's input norm (the final norm after the last layer)
+      void* next_norm = l + 1 < c.layers ? layers[size_t(l + 1)].in_norm : final_norm;
+      op("rmsnorm_residual@" + tkey, norm_shape, {d, h, next_norm, n1});
+      done("mlp_residual_norm");
+    }
+    const void* last = n1;
+    if (prefill) {
+      engine("engine_gather_rows", {{"R", nb}}, {n1, last_idx, last_h}, {nb, H});
+      last = last_h;
+      done("gather_last_token");
+    }
+    lt->run({.m = nb, .n = c.vocab, .k = H, .ldx = H, .ldw = H, .ldy = c.vocab, .y_f32 = true}, last,
+            lm_head ? lm_head : embed, logits);
+    done("lm_head");
+    engine("engine_argmax", {{"R", nb}}, {logits, next}, {nb, c.vocab});
+    done("sampling");
+  }
+
+  void collect(StageTimes& st) {
+    if (!timing) return;
+    const auto iv = timeline->intervals_us();
+    for (size_t i = 0; i < iv.size() && i < marked.size(); ++i) st.add(marked[i], iv[i]);
+    marked.clear();
+  }
+
+  std::vector<int32_t> finish(int64_t nb, std::vector<std::vector<float>>* out_logits, StageTimes& st) {
+    std::vector<int32_t> tokens(static_cast<size_t>(nb));
+    if (timing) timeline->mark();
+    be->download(tokens.data(), next, nb * 4);
+    if (out_logits) {
+      out_logits->assign(size_t(nb), std::vector<float>(size_t(cfg.vocab)));
+      for (int64_t b = 0; b < nb; ++b)
+        be->download((*out_logits)[size_t(b)].data(), at(logits, b * cfg.vocab, 4), cfg.vocab * 4);
+    }
+    be->synchronize();
+    if (timing) {
+      timeline->mark();
+      marked.emplace_back("copies_out");
+    }
+    collect(st);
+    return tokens;
+  }
+};
+
+std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, const CudaEngineOptions& o) {
+  std::vector<OpCallSite> out;
+  std::vector<int64_t> ts = {int64_t(o.batch) * o.max_prompt};
+  if (o.max_prompt != 1) ts.push_back(o.batch);
+  for (int64_t t : ts)
+    for (const char* op : {"rmsnorm_residual", "swiglu_act", "rope"}) out.push_back({op, token_shape(op, cfg, t, o.max_context)});
+  out.push_back({"gqa_decode_attention",
+                 {fmt::format("B={},L={}", o.batch, o.max_context),
+                  {{"B", o.batch}, {"L", o.max_context}, {"NQ", cfg.heads}, {"NKV", cfg.kv_heads}, {"D", cfg.head_dim}}}});
+  return out;
+}
+
+CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir, const config::Config& run_cfg,
+                                 const CudaEngineOptions& opts, const KernelRegistry& registry)
+    : impl_(std::make_unique<Impl>()), registry_(registry) {
+  cfg.validate("engine");
+  if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt + 1 ||
+      opts.max_context > cfg.max_position)
+    fail(ErrorCategory::kUsage,
+         "engine: batch {}, max prompt {}, context {}: expected batch >= 1, prompt >= 1, prompt < context <= "
+         "max_position_embeddings {}",
+         opts.batch, opts.max_prompt, opts.max_context, cfg.max_position);
+  auto& m = *impl_;
+  m.cfg = cfg;
+  m.opts = opts;
+  m.dims = model_dims(cfg);
+  for (const auto& site : call_sites(cfg, opts))
+    if (!registry.count(site.key()))
+      fail(ErrorCategory::kInternal, "engine: the kernel registry has no kernel for {}", site.key());
+  m.prefill_t_label = "T=" + std::to_string(int64_t(opts.batch) * opts.max_prompt);
+  m.decode_t_label = "T=" + std::to_string(opts.batch);
+  m.gqa_label = fmt::format("B={},L={}", opts.batch, opts.max_context);
+
+  m.be = backend::make_backend("cuda", run_cfg);
+  const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
+  const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
+
+  // Kernels first: a registry kernel that does not compile fails before gigabytes move.
+  const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
+                                                       "kernels/cuda/engine/qwen3_engine.cu");
+  for (const auto& ek : kEngineKernels) {
+    auto k = engine_src;
+    k.entries = {ek.entry};
+    backend::LaunchSpec spec;
+    spec.entry = ek.entry;
+    spec.block = ek.block;
+    spec.grid[0] = ek.grid;
+    k.launches = {spec};
+    auto r = m.be->compile(k);
+    if (!r.module) fail(ErrorCategory::kBackend, "engine kernel {} does not compile:\n{}", ek.entry, r.log);
+    m.engine_modules[ek.entry] = r.module;
+  }
+  for (const auto& [key, ok] : registry) {
+    auto r = m.be->compile(ok.kernel);
+    if (!r.module) fail(ErrorCategory::kBackend, "registry kernel for {} ({}) does not compile:\n{}", key, ok.origin, r.log);
+    m.op_modules[key] = r.module;
+  }
+
+  // Weights, bf16, fused where one GEMM serves several projections.
+  Checkpoint ck(dir);
+  std::map<std::string, StTensorInfo> layout;
+  for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) layout[t.name] = t;
+  std::vector<uint16_t> staging;
+  auto put = [&](const std::string& name, void* dst) {
+    const auto f = load_tensor_f32(ck, layout.at(name));
+    staging.resize(f.size());
+    for (size_t i = 0; i < f.size(); ++i) staging[i] = ops::float_to_bf16(f[i]);
+    m.be->upload(dst, staging.data(), int64_t(staging.size()) * 2);
+    m.be->synchronize();  // staging is reused
+  };
+  m.embed = m.alloc(cfg.vocab * H * 2);
+  put("model.embed_tokens.weight", m.embed);
+  m.final_norm = m.alloc(H * 2);
+  put("model.norm.weight", m.final_norm);
+  if (!cfg.tie_embeddings) {
+    m.lm_head = m.alloc(cfg.vocab * H * 2);
+    put("lm_head.weight", m.lm_head);
+  }
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Impl::Layer W{};
+    W.wqkv = m.alloc((NQ + 2 * NKV) * D * H * 2);
+    put(p + "self_attn.q_proj.weight", W.wqkv);
+    put(p + "self_attn.k_proj.weight", at(W.wqkv, NQ * D * H));
+    put(p + "self_attn.v_proj.weight", at(W.wqkv, (NQ + NKV) * D * H));
+    W.wo = m.alloc(H * NQ * D * 2);
+    put(p + "self_attn.o_proj.weight", W.wo);
+    W.wgu = m.alloc(2 * I * H * 2);
+    put(p + "mlp.gate_proj.weight", W.wgu);
+    put(p + "mlp.up_proj.weight", at(W.wgu, I * H));
+    W.wdown = m.alloc(H * I * 2);
+    put(p + "mlp.down_proj.weight", W.wdown);
+    W.in_norm = m.alloc(H * 2);
+    put(p + "input_layernorm.weight", W.in_norm);
+    W.post_norm = m.alloc(H * 2);
+    put(p + "post_attention_layernorm.weight", W.post_norm);
+    W.q_norm = m.alloc(D * 2);
+    put(p + "self_attn.q_norm.weight", W.q_norm);
+    W.k_norm = m.alloc(D * 2);
+    put(p + "self_attn.k_norm.weight", W.k_norm);
+    m.layers.push_back(W);
+  }
+
+  // KV cache and activations.
+  const int64_t cache_elems = cfg.layers * B * L * NKV * D;
+  m.k_cache = m.alloc(cache_elems * 2);
+  m.v_cache = m.alloc(cache_elems * 2);
+  m.be->memset(m.k_cache, 0, cache_elems * 2);
+  m.be->memset(m.v_cache, 0, cache_elems * 2);
+  m.h = m.alloc(Tmax * H * 2);
+  m.n1 = m.alloc(Tmax * H * 2);
+  m.n2 = m.alloc(Tmax * H * 2);
+  m.o = m.alloc(Tmax * H * 2);
+  m.d = m.alloc(Tmax * H * 2);
+  m.qkv = m.alloc(Tmax * (NQ + 2 * NKV) * D * 2);
+  m.q = m.alloc(Tmax * NQ * D * 2);
+  m.k = m.alloc(Tmax * NKV * D * 2);
+  m.v = m.alloc(Tmax * NKV * D * 2);
+  m.attn = m.alloc(Tmax * NQ * D * 2);
+  m.gu = m.alloc(Tmax * 2 * I * 2);
+  m.act = m.alloc(Tmax * I * 2);
+  m.ids = m.alloc(Tmax * 4);
+  m.pos = m.alloc(Tmax * 8);
+  m.seq = m.alloc(Tmax * 4);
+  m.ctx_lens = m.alloc(B * 4);
+  m.last_idx = m.alloc(B * 4);
+  m.last_h = m.alloc(B * H * 2);
+  m.logits = m.alloc(B * cfg.vocab * 4);
+  m.next = m.alloc(B * 4);
+  m.scores = P > 1 ? m.alloc(B * P * P * 4) : nullptr;
+  m.probs = P > 1 ? m.alloc(B * P * P * 2) : nullptr;
+  // cos|sin cache [L, D] f32, as the rope op takes it (angles in double, then rounded).
+  std::vector<float> cs(size_t(L * D));
+  for (int64_t p = 0; p < L; ++p)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      const double a = double(p) * std::pow(cfg.rope_theta, -2.0 * double(i) / double(D));
+      cs[size_t(p * D + i)] = float(std::cos(a));
+      cs[size_t(p * D + D / 2 + i)] = float(std::sin(a));
+    }
+  m.cos_sin = m.alloc(L * D * 4);
+  m.be->upload(m.cos_sin, cs.data(), L * D * 4);
+  for (const auto& site : call_sites(cfg, opts))
+    m.op_ws_bytes = std::max(m.op_ws_bytes, ops::find_op(site.op).workspace_bytes(site.shape.shape));
+  m.op_ws = m.alloc(m.op_ws_bytes);
+  m.lt_ws = m.alloc(kLtWorkspaceBytes);
+  m.lt = std::make_unique<CublasLt>(m.be->native_stream(), m.lt_ws, kLtWorkspaceBytes);
+  m.timeline = m.be->make_timeline(16 + 16 * int(cfg.layers));
+  // Decode's sequence of each token never changes: sequence b is row b.
+  std::vector<int32_t> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) rows[size_t(b)] = int32_t(b);
+  m.be->upload(m.seq, rows.data(), B * 4);
+  m.be->synchronize();
+  m.cur.assign(size_t(B), 0);
+  allocated_ = m.allocated;
+}
+
+CudaQwen3Engine::~CudaQwen3Engine() {
+  if (!impl_ || !impl_->be) return;
+  impl_->graph.reset();
+  impl_->lt.reset();
+  for (void* p : impl_->allocations) impl_->be->release(p);
+}
+
+int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_memory_used(); }
+const backend::DeviceInfo& CudaQwen3Engine::device() const { return impl_->be->device(); }
+
+std::vector<int32_t> CudaQwen3Engine::prefill(const std::vector<std::vector<int32_t>>& prompts,
+                                              std::vector<std::vector<float>>* logits) {
+  auto& m = *impl_;
+  const int64_t B = m.opts.batch;
+  if (int64_t(prompts.size()) != B) fail(ErrorCategory::kUsage, "prefill: {} prompts for a batch of {}", prompts.size(), B);
+  int64_t p = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty()) fail(ErrorCategory::kUsage, "prefill: prompt {} is empty", b);
+    if (int64_t(prompts[b].size()) > m.opts.max_prompt)
+      fail(ErrorCategory::kUsage, "prefill: prompt {} has {} tokens, more than the engine's max prompt {}", b,
+           prompts[b].size(), m.opts.max_prompt);
+    for (int32_t id : prompts[b])
+      if (id < 0 || id >= m.cfg.vocab) fail(ErrorCategory::kUsage, "token id {}: expected 0 to {}", id, m.cfg.vocab - 1);
+    p = std::max<int64_t>(p, int64_t(prompts[b].size()));
+  }
+  // Right-padded [B, p]: pad tokens (id 0) sit after each prompt and are never attended to.
+  std::vector<int32_t> ids(size_t(B * p), 0), seq(size_t(B * p)), last(static_cast<size_t>(B));
+  std::vector<int64_t> pos(size_t(B * p));
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& pr = prompts[size_t(b)];
+    for (int64_t i = 0; i < p; ++i) {
+      ids[size_t(b * p + i)] = i < int64_t(pr.size()) ? pr[size_t(i)] : 0;
+      pos[size_t(b * p + i)] = i;
+      seq[size_t(b * p + i)] = int32_t(b);
+    }
+    last[size_t(b)] = int32_t(b * p + int64_t(pr.size()) - 1);
+    m.cur[size_t(b)] = int64_t(pr.size());
+  }
+  m.timing = stage_timing_;
+  if (m.timing) m.timeline->mark();
+  m.be->upload(m.ids, ids.data(), B * p * 4);
+  m.be->upload(m.pos, pos.data(), B * p * 8);
+  m.be->upload(m.seq, seq.data(), B * p * 4);
+  m.be->upload(m.last_idx, last.data(), B * 4);
+  if (m.timing) {
+    m.timeline->mark();
+    m.marked = {"copies_in"};
+    m.collect(stages_);
+  }
+  m.forward(B, p, true);
+  m.collect(stages_);
+  auto out = m.finish(B, logits, stages_);
+  // decode's rows: sequence b is row b again
+  std::vector<int32_t> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) rows[size_t(b)] = int32_t(b);
+  m.be->upload(m.seq, rows.data(), B * 4);
+  return out;
+}
+
+std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens, std::vector<std::vector<float>>* logits) {
+  auto& m = *impl_;
+  const int64_t B = m.opts.batch;
+  if (int64_t(tokens.size()) != B) fail(ErrorCategory::kUsage, "decode: {} tokens for a batch of {}", tokens.size(), B);
+  std::vector<int64_t> pos(static_cast<size_t>(B));
+  std::vector<int32_t> lens(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= m.cfg.vocab)
+      fail(ErrorCategory::kUsage, "token id {}: expected 0 to {}", tokens[size_t(b)], m.cfg.vocab - 1);
+    if (m.cur[size_t(b)] >= m.opts.max_context)
+      fail(ErrorCategory::kUsage, "decode: sequence {} is at position {}, the end of the engine's context of {}", b,
+           m.cur[size_t(b)], m.opts.max_context);
+    pos[size_t(b)] = m.cur[size_t(b)];
+    lens[size_t(b)] = int32_t(m.cur[size_t(b)] + 1);
+  }
+  m.timing = stage_timing_;
+  if (m.timing) m.timeline->mark();
+  m.be->upload(m.ids, tokens.data(), B * 4);
+  m.be->upload(m.pos, pos.data(), B * 8);
+  m.be->upload(m.ctx_lens, lens.data(), B * 4);
+  if (m.timing) {
+    m.timeline->mark();
+    m.marked = {"copies_in"};
+    m.collect(stages_);
+  }
+  if (m.opts.graphs && !m.timing) {
+    if (!m.graph) {
+      m.graph = m.be->capture_graph([&] { m.forward(B, 1, false); });
+      if (!m.graph) fail(ErrorCategory::kBackend, "decode: CUDA graph capture of a decode step failed");
+    }
+    m.graph->replay();
+  } else {
+    m.forward(B, 1, false);
+    m.collect(stages_);
+  }
+  for (auto& c : m.cur) ++c;
+  return m.finish(B, logits, stages_);
+}
+
+}  // namespace thrive::model
