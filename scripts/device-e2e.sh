@@ -2,11 +2,11 @@
 # The Qwen3 engine on the GPU machine (issue 6): build, write a random Qwen3-1.7B checkpoint,
 # run `thrive e2e` at the issue's targets (batch 256 and batch 1, prompt 512) with baseline
 # kernels and no graphs, and with the best kernels and graphs, compare with Hugging Face
-# transformers (scripts/hf_compare.py), then the whole test suite first.
+# transformers (scripts/hf_compare.py), after the whole test suite.
 #   device tool: run command="bash scripts/device-e2e.sh" carry=[".sysroot", ".device-home"]
 # Environment: SEED_HOME=FILE.tgz (a memory with tuned kernels, e.g. .device-home/home.tgz),
 # GEN (decode tokens per sequence, default 32), SKIP_TESTS=1, SKIP_HF=1.
-# Out ($OUT): build.log, e2e-*.json, hf-compare.json, ctest.log.
+# Out ($OUT): build.log, ctest.log, e2e-*.json, e2e-stderr.log, hf-compare.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/thrive-out}
@@ -29,7 +29,7 @@ echo "checkpoint written in $(( $(date +%s) - t0 )) s"
 gen=${GEN:-32}
 run() {  # name, then e2e flags
   local name=$1; shift
-  timeout 150 $bin e2e --device cuda --model $model --json "$@" > "$OUT/e2e-$name.json" 2> "$OUT/e2e-$name.err"
+  timeout 150 $bin e2e --device cuda --model $model --json "$@" > "$OUT/e2e-$name.json" 2>> "$OUT/e2e-stderr.log"
   echo "e2e $name: exit $?"
   python3 - "$OUT/e2e-$name.json" <<'PY'
 import json, sys
@@ -43,7 +43,7 @@ print(f"  prefill {d['prefill_tokens_per_s']:.0f} tok/s ({d['prefill_ms']:.1f} m
 for phase in ("prefill_stages", "decode_stages"):
     print("  " + phase + ": " + ", ".join(f"{r['stage']} {100*r['share']:.1f}%" for r in sorted(d[phase], key=lambda r: -r['ms'])[:8]))
 PY
-  tail -3 "$OUT/e2e-$name.err"
+  tail -3 "$OUT/e2e-stderr.log"
 }
 run b256-best --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on
 run b256-baseline --batch 256 --prompt 512 --gen "$gen" --kernels baseline --graphs off
