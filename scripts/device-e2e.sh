@@ -5,7 +5,8 @@
 # transformers (scripts/hf_compare.py), after the whole test suite.
 #   device tool: run command="bash scripts/device-e2e.sh" carry=[".sysroot", ".device-home"]
 # Environment: SEED_HOME=FILE.tgz (a memory with tuned kernels, e.g. .device-home/home.tgz),
-# GEN (decode tokens per sequence, default 32), SKIP_TESTS=1, SKIP_HF=1.
+# GEN (decode tokens per sequence, default 32), RUNS (default "b256-best b256-baseline b1-best"),
+# TESTS (a ctest -R regex; default: the whole suite), SKIP_TESTS=1, SKIP_HF=1.
 # Out ($OUT): build.log, ctest.log, e2e-*.json, e2e-stderr.log, hf-compare.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 bash scripts/device-build.sh "$OUT" || exit 1
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  (cd build-device && timeout 200 ctest --output-on-failure -j 8 --timeout 900 -E McpSdk) > "$OUT/ctest.log" 2>&1
+  (cd build-device && timeout 200 ctest --output-on-failure -j 8 --timeout 900 -E McpSdk ${TESTS:+-R "$TESTS"}) > "$OUT/ctest.log" 2>&1
   echo "ctest exit $?"; tail -8 "$OUT/ctest.log"; grep -E "CudaEngine.*(Passed|Failed)" "$OUT/ctest.log" | cut -c1-120
 fi
 bin=./build-device/thrive
@@ -45,9 +46,15 @@ for phase in ("prefill_stages", "decode_stages"):
 PY
   tail -3 "$OUT/e2e-stderr.log"
 }
-run b256-best --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on
-run b256-baseline --batch 256 --prompt 512 --gen "$gen" --kernels baseline --graphs off
-run b1-best --batch 1 --prompt 512 --gen 64 --kernels best --graphs on
+for r in ${RUNS:-b256-best b256-baseline b1-best}; do
+  case $r in
+    b256-best) run b256-best --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on ;;
+    b256-baseline) run b256-baseline --batch 256 --prompt 512 --gen "$gen" --kernels baseline --graphs off ;;
+    b1-best) run b1-best --batch 1 --prompt 512 --gen 64 --kernels best --graphs on ;;
+    b1-baseline) run b1-baseline --batch 1 --prompt 512 --gen 64 --kernels baseline --graphs off ;;
+    *) echo "unknown run $r" ;;
+  esac
+done
 if [ "${SKIP_HF:-0}" != 1 ]; then
   timeout 200 python3 scripts/hf_compare.py --model $model --thrive $bin --steps 32 --out "$OUT/hf-compare.json"
   echo "hf_compare exit $?"

@@ -55,7 +55,8 @@ extern "C" __global__ void engine_rmsnorm(ThriveCudaArgs a) {
 }
 
 // The fused QKV projection [T, (NQ + 2 NKV) * D] split into q [T, NQ, D] (RMSNorm with q_w per
-// head), k [T, NKV, D] (RMSNorm with k_w) and v [T, NKV, D] (copied). One warp per (token, head).
+// head), k [T, NKV, D] (RMSNorm with k_w) and v [T, NKV, D] (copied). One warp per (token, head);
+// each lane moves 4 contiguous bf16 (8-byte accesses) when D % 4 == 0, else single elements.
 // tensors: qkv, q_w [D], k_w [D], q, k, v; dims: T, NQ, NKV, D; scalars: eps.
 extern "C" __global__ void engine_qk_norm_split(ThriveCudaArgs a) {
   const long long T = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3];
@@ -65,23 +66,40 @@ extern "C" __global__ void engine_qk_norm_split(ThriveCudaArgs a) {
   if (row >= T * heads) return;
   const long long t = row / heads, h = row % heads;
   const bf16_t* src = (const bf16_t*)a.tensors[0] + t * heads * D + h * D;
+  const bool vec = (D & 3) == 0;
+  const int step = vec ? 4 : 1;
   if (h >= NQ + NKV) {
     bf16_t* v = (bf16_t*)a.tensors[5] + (t * NKV + (h - NQ - NKV)) * D;
-    for (long long i = lane; i < D; i += 32) v[i] = src[i];
+    if (vec)
+      for (long long i = lane * 4; i < D; i += 128) *(uint2*)(v + i) = *(const uint2*)(src + i);
+    else
+      for (long long i = lane; i < D; i += 32) v[i] = src[i];
     return;
   }
   const bool is_q = h < NQ;
   const bf16_t* w = (const bf16_t*)a.tensors[is_q ? 1 : 2];
   bf16_t* dst = is_q ? (bf16_t*)a.tensors[3] + (t * NQ + h) * D : (bf16_t*)a.tensors[4] + (t * NKV + h - NQ) * D;
   float ss = 0.f;
-  for (long long i = lane; i < D; i += 32) {
-    const float v = thrive_bf16_to_f32(src[i]);
-    ss += v * v;
-  }
+  for (long long i = lane * step; i < D; i += 32 * step)
+    for (int j = 0; j < step; ++j) {
+      const float v = thrive_bf16_to_f32(src[i + j]);
+      ss += v * v;
+    }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float inv = rsqrtf(ss / (float)D + (float)a.scalars[0]);
-  for (long long i = lane; i < D; i += 32)
-    dst[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(src[i]) * inv * thrive_bf16_to_f32(w[i]));
+  for (long long i = lane * step; i < D; i += 32 * step) {
+    if (vec) {
+      const uint2 x = *(const uint2*)(src + i), g = *(const uint2*)(w + i);
+      const bf16_t* xs = (const bf16_t*)&x;
+      const bf16_t* gs = (const bf16_t*)&g;
+      uint2 out;
+      bf16_t* os = (bf16_t*)&out;
+      for (int j = 0; j < 4; ++j) os[j] = thrive_f32_to_bf16(thrive_bf16_to_f32(xs[j]) * inv * thrive_bf16_to_f32(gs[j]));
+      *(uint2*)(dst + i) = out;
+    } else {
+      dst[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(src[i]) * inv * thrive_bf16_to_f32(w[i]));
+    }
+  }
 }
 
 // k/v rows of T tokens into the contiguous per-sequence caches [B, L, NKV, D] at (seq[t], pos[t]).
@@ -97,6 +115,13 @@ extern "C" __global__ void engine_kv_write(ThriveCudaArgs a) {
   const bf16_t* v = (const bf16_t*)a.tensors[1] + t * n;
   bf16_t* kc = (bf16_t*)a.tensors[4] + (seq * L + pos) * n;
   bf16_t* vc = (bf16_t*)a.tensors[5] + (seq * L + pos) * n;
+  if ((n & 7) == 0) {  // rows of n bf16 start 16-byte aligned: 16-byte accesses
+    for (long long i = threadIdx.x * 8; i < n; i += blockDim.x * 8) {
+      *(uint4*)(kc + i) = *(const uint4*)(k + i);
+      *(uint4*)(vc + i) = *(const uint4*)(v + i);
+    }
+    return;
+  }
   for (long long i = threadIdx.x; i < n; i += blockDim.x) {
     kc[i] = k[i];
     vc[i] = v[i];
