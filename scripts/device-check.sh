@@ -10,17 +10,8 @@
 # scripts/device-tune.sh's home.tgz carried as .device-home/home.tgz). The device tool returns at
 # most 8 files: the sanitizer logs come back as $OUT/sanitize.tgz, the memory as $OUT/home.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/thrive-out}
-mkdir -p "$OUT"
 stamp=$(date -u +%Y-%m-%d)
-export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
-if [ -n "${SEED_HOME:-}" ] && [ -f "$SEED_HOME" ]; then
-  mkdir -p "$THRIVE_HOME" && tar -xzf "$SEED_HOME" -C "$THRIVE_HOME" && echo "memory seeded from $SEED_HOME"
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-
-bash scripts/device-build.sh "$OUT" || exit 1
+source "$(dirname "$0")/device-prologue.sh"
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # McpSdk needs the MCP SDK from PyPI, which the device (no network) cannot install; CI runs it.

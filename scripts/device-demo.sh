@@ -8,11 +8,7 @@
 # ROUNDS (default 6), DEMO_TIMEOUT_S (per demo, default 200).
 # Out ($OUT): build.log, demo-<op>.log and demo-<op>.json per demo.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/thrive-out}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-bash scripts/device-build.sh "$OUT" || exit 1
+source "$(dirname "$0")/device-prologue.sh"
 for d in ${DEMOS:-rmsnorm_residual:T=4096:4.93 gqa_decode_attention:B=256,L=1024:16}; do
   IFS=: read -r op shape target <<< "$d"
   home=$(mktemp -d)

@@ -9,15 +9,7 @@
 # TESTS (a ctest -R regex; default: the whole suite), SKIP_TESTS=1, SKIP_HF=1.
 # Out ($OUT): build.log, ctest.log, e2e-*.json, e2e-stderr.log, hf-compare.json.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/thrive-out}
-mkdir -p "$OUT"
-export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
-if [ -n "${SEED_HOME:-}" ] && [ -f "$SEED_HOME" ]; then
-  mkdir -p "$THRIVE_HOME" && tar -xzf "$SEED_HOME" -C "$THRIVE_HOME" && echo "memory seeded from $SEED_HOME"
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-bash scripts/device-build.sh "$OUT" || exit 1
+source "$(dirname "$0")/device-prologue.sh"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   (cd build-device && timeout 200 ctest --output-on-failure -j 8 --timeout 900 -E McpSdk ${TESTS:+-R "$TESTS"}) > "$OUT/ctest.log" 2>&1
   echo "ctest exit $?"; tail -8 "$OUT/ctest.log"; grep -E "CudaEngine.*(Passed|Failed)" "$OUT/ctest.log" | cut -c1-120

@@ -189,14 +189,23 @@ TEST_F(LibraryRecall, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {
   EXPECT_NEAR(best->time_us, r.best_us, 1e-9);
 }
 
+// A search agent on the CPU templates with a fresh memory at small model dims.
+struct AgentRig {
+  test::TempDir home;
+  config::Config cfg = [this] {
+    auto c = test::fast_config(home.path());
+    c.model = test::small_model();
+    return c;
+  }();
+  memory::Store store{home.path() + "/memory.db"};
+  tools::Toolbox tools{cfg, store, "cpu"};
+  agents::SearchAgent agent{tools};
+};
+
 TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  cfg.model = test::small_model();
-  memory::Store store(home.path() + "/memory.db");
-  tools::Toolbox tools(cfg, store, "cpu");
-  agents::SearchAgent agent(tools);
+  AgentRig rig;
+  auto& [home, cfg, store, tools, agent] = rig;
   const auto& op = ops::find_op("rmsnorm_residual");
   ops::ShapeCase shape = op.bench_shapes(cfg.model).back();
   std::vector<std::string> phases;
@@ -240,12 +249,8 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
 
 TEST(SearchAgent, ASimplestStartGeneratesEveryParameterAtItsFirstValue) {
   if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  cfg.model = test::small_model();
-  memory::Store store(home.path() + "/memory.db");
-  tools::Toolbox tools(cfg, store, "cpu");
-  agents::SearchAgent agent(tools);
+  AgentRig rig;
+  auto& [home, cfg, store, tools, agent] = rig;
   const auto& op = ops::find_op("swiglu_act");
   const auto tmpl = tools.op_template(op.name());
   std::vector<std::string> generated;

@@ -34,6 +34,21 @@ KernelRegistry registry_of(const Qwen3Config& cfg, const CudaEngineOptions& o, b
   return reg;
 }
 
+std::string tiny_checkpoint(const test::TempDir& home, const Qwen3Config& cfg, uint64_t seed) {
+  const std::string dir = home.path() + "/tiny";
+  init_checkpoint(cfg, dir, seed);
+  return dir;
+}
+
+CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bool graphs) {
+  CudaEngineOptions o;
+  o.batch = batch;
+  o.max_prompt = max_prompt;
+  o.max_context = max_context;
+  o.graphs = graphs;
+  return o;
+}
+
 // max |a - b| / max |a| over a row
 double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -62,16 +77,10 @@ TEST_P(CudaEngine, MatchesTheCpuReferenceOnATinyCheckpoint) {
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto [simplest, graphs] = GetParam();
   test::TempDir home;
-  const std::string dir = home.path() + "/tiny";
   const auto cfg = Qwen3Config::preset("tiny");
-  init_checkpoint(cfg, dir, 7);
-  CudaEngineOptions o;
-  o.batch = 3;
-  o.max_prompt = 9;
-  o.max_context = 20;
-  o.graphs = graphs;
-  auto run_cfg = test::fast_config(home.path());
-  CudaQwen3Engine gpu(cfg, dir, run_cfg, o, registry_of(cfg, o, simplest));
+  const auto dir = tiny_checkpoint(home, cfg, 7);
+  const auto o = options(3, 9, 20, graphs);
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, simplest));
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), o.batch, o.max_context);
   const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 200, 3}, {7, 7, 7, 7, 7, 7, 7, 7, 255}, {42, 0}};
   std::vector<std::vector<float>> gl;
@@ -105,13 +114,9 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   test::TempDir home;
-  const std::string dir = home.path() + "/tiny";
   const auto cfg = Qwen3Config::preset("tiny");
-  init_checkpoint(cfg, dir, 3);
-  CudaEngineOptions o;
-  o.batch = 2;
-  o.max_prompt = 4;
-  o.max_context = 6;
+  const auto dir = tiny_checkpoint(home, cfg, 3);
+  const auto o = options(2, 4, 6, true);
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   gpu.set_stage_timing(true);
   auto t = gpu.prefill({{1, 2, 3, 4}, {5}});
