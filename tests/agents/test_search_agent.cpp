@@ -113,12 +113,8 @@ TEST_F(RankCards, ATaskIsDistilledIntoALearnedCardForItsTrait) {
   EXPECT_EQ(successes, 2);
 }
 
-// A fresh memory and a CPU toolbox at small dims, for tests that plant records before a run.
-class LibraryRecall : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
-  }
+// A search agent on the CPU templates with a fresh memory at small model dims.
+struct AgentRig {
   test::TempDir home;
   config::Config cfg = [this] {
     auto c = test::fast_config(home.path());
@@ -127,6 +123,15 @@ class LibraryRecall : public ::testing::Test {
   }();
   memory::Store store{home.path() + "/memory.db"};
   tools::Toolbox tools{cfg, store, "cpu"};
+  agents::SearchAgent agent{tools};
+};
+
+// A fresh memory and a CPU toolbox at small dims, for tests that plant records before a run.
+class LibraryRecall : public ::testing::Test, public AgentRig {
+ protected:
+  void SetUp() override {
+    if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  }
   // A stored, "verified" record of `source` for `op` at `shape` claiming `time_us`.
   memory::KernelRecord planted(const ops::Op& op, const ops::ShapeCase& shape, const std::string& id,
                                const std::string& source, double time_us) {
@@ -188,19 +193,6 @@ TEST_F(LibraryRecall, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {
   EXPECT_GT(best->time_us, 1e-3) << "the claimed time was replaced by the measured one";
   EXPECT_NEAR(best->time_us, r.best_us, 1e-9);
 }
-
-// A search agent on the CPU templates with a fresh memory at small model dims.
-struct AgentRig {
-  test::TempDir home;
-  config::Config cfg = [this] {
-    auto c = test::fast_config(home.path());
-    c.model = test::small_model();
-    return c;
-  }();
-  memory::Store store{home.path() + "/memory.db"};
-  tools::Toolbox tools{cfg, store, "cpu"};
-  agents::SearchAgent agent{tools};
-};
 
 TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
