@@ -287,6 +287,19 @@ Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
 
 // ---- the CPU engine --------------------------------------------------------------------------
 
+double cpu_gemm_gflops() {
+  const int64_t rows = 256, in = 1024, out = 1024;
+  std::vector<float> x(size_t(rows * in), 0.5f), w(size_t(in * out), 0.25f), y(size_t(rows * out));
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    linear(x.data(), rows, in, w, out, y.data());
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s > 0) best = std::max(best, 2.0 * double(rows * in * out) / s / 1e9);
+  }
+  return best;
+}
+
 double StageTimes::total_us() const {
   double t = 0;
   for (const auto& [k, v] : us) t += v;

@@ -101,6 +101,9 @@ class CudaQwen3Engine {
   int64_t allocated_bytes() const { return allocated_; }
   /// Device memory in use on the whole GPU, bytes (driver's total - free), -1 if unknown.
   int64_t device_memory_used() const;
+  /// The device's bf16 matrix rate, TFLOP/s: the best of 10 cuBLASLt GEMMs of 4096^3 (f32
+  /// accumulation), the compute side of the stage floors (model/attribution.hpp).
+  double measure_gemm_tflops();
   /// Which kernel runs at each call site.
   const KernelRegistry& registry() const { return registry_; }
   const backend::DeviceInfo& device() const;

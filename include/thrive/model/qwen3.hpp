@@ -77,6 +77,10 @@ Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir);
 /// config's layout): Error(kInput) naming the tensor, file, shape found and shape expected.
 std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want);
 
+/// The CPU engine's float32 matrix rate, GFLOP/s: the best of 5 runs of its own projection
+/// routine (OpenMP over output features) on a 256 x 1024 x 1024 product.
+double cpu_gemm_gflops();
+
 /// Accumulated time per stage, µs, and how many times each ran.
 struct StageTimes {
   std::map<std::string, double> us;

@@ -13,6 +13,7 @@
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/backend/backend.hpp"
+#include "thrive/model/attribution.hpp"
 #include "thrive/model/cuda_engine.hpp"
 #include "thrive/model/qwen3.hpp"
 #include "thrive/ops/op.hpp"
@@ -46,8 +47,35 @@ struct E2eResult {
   double prefill_profiled_ms = 0, decode_profiled_ms = 0;  // wall time the stage timers cover
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<float>> prefill_logits;  // [B][vocab], each sequence's last prompt token
+  // Attribute: the measured ceilings and the shape of the profiled passes
+  double bandwidth_gbps = 0, tflops = 0;
+  int act_bytes = 4, weight_bytes = 4;
+  model::PassShape prefill_pass, decode_pass;  // decode: one step at the profiled steps' mean context
+  int decode_profiled_steps = 0;
   nlohmann::json extra = nlohmann::json::object();
 };
+
+// The pass shapes of a run: prefill over batch x prompt tokens (causal), decode steps whose
+// mean context is `mean_ctx`.
+void set_passes(E2eResult& r, const E2eFlags& f, double mean_ctx, int decode_steps) {
+  const int64_t B = f.batch, P = f.prompt;
+  r.prefill_pass = {B * P, B * P * (P + 1) / 2, 0, B};
+  const int64_t ctx = int64_t(mean_ctx + 0.5);
+  r.decode_pass = {B, B * ctx, B * ctx, B};
+  r.decode_profiled_steps = decode_steps;
+}
+
+// Headroom ranking of one phase (model/attribution.hpp) as JSON rows.
+nlohmann::json ranking(const E2eResult& r, const model::Qwen3Config& cfg, const model::StageTimes& st, double wall_ms,
+                       const model::PassShape& pass, int passes) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (passes < 1 || r.bandwidth_gbps <= 0 || r.tflops <= 0) return rows;
+  const auto work = model::stage_work(cfg, pass, r.act_bytes, r.weight_bytes);
+  for (const auto& x : model::attribute(st, wall_ms, passes, work, r.bandwidth_gbps, r.tflops))
+    rows.push_back({{"stage", x.stage}, {"ms", x.ms}, {"share", x.share}, {"floor_ms", x.floor_ms},
+                    {"bound", x.bound}, {"headroom", x.headroom}});
+  return rows;
+}
 
 // Stage rows with their share of `wall_ms`; "host_other" is the wall time no stage timer
 // covered (host work, launch gaps before the first and after the last event), so the rows add
@@ -97,8 +125,10 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
   return prompts;
 }
 
-E2eResult run_cpu(const E2eFlags& f, const model::Qwen3Config& cfg) {
+E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg) {
   E2eResult r;
+  ctx.config().device = "cpu";
+  r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // the copy ceiling, measured once per device
   r.device = "cpu";
   r.precision = "float32";
   auto t = std::chrono::steady_clock::now();
@@ -124,6 +154,8 @@ E2eResult run_cpu(const E2eFlags& f, const model::Qwen3Config& cfg) {
   r.decode_ms = r.decode_profiled_ms = ms_since(t);
   r.decode_steps = std::max(0, f.gen - 1);
   r.decode_stages = engine.stages();
+  set_passes(r, f, double(f.prompt) + double(r.decode_steps) / 2.0, r.decode_steps);
+  r.tflops = model::cpu_gemm_gflops() / 1e3;
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.extra["peak_rss_mb"] = double(ru.ru_maxrss) / 1024.0;
@@ -177,6 +209,8 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), f.kernels);
   auto run_cfg = ctx.config();
   E2eResult r;
+  r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // before the engine's CUDA context
+  r.act_bytes = r.weight_bytes = 2;
   r.precision = "bf16 (f32 accumulation)";
   auto t = std::chrono::steady_clock::now();
   model::CudaQwen3Engine engine(cfg, f.model, run_cfg, o, reg);
@@ -228,6 +262,8 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
     keep();
   }
   r.decode_steps = steps - first - profiled - warm;
+  set_passes(r, f, double(f.prompt) + first + (profiled + 1) / 2.0, profiled);
+  r.tflops = engine.measure_gemm_tflops();
   r.decode_ms = ms_since(t);
   if (r.decode_steps == 0) {  // too few steps for a separate measurement: the profiled ones
     r.decode_steps = profiled;
@@ -268,6 +304,9 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
       {"decode_tokens_per_s", r.decode_ms > 0 ? 1e3 * f.batch * steps / r.decode_ms : 0.0},
       {"prefill_stages", breakdown(r.prefill_stages, r.prefill_profiled_ms)},
       {"decode_stages", breakdown(r.decode_stages, r.decode_profiled_ms)},
+      {"ceilings", {{"copy_bandwidth_gbps", r.bandwidth_gbps}, {"matrix_tflops", r.tflops}}},
+      {"prefill_headroom", ranking(r, cfg, r.prefill_stages, r.prefill_profiled_ms, r.prefill_pass, 1)},
+      {"decode_headroom", ranking(r, cfg, r.decode_stages, r.decode_profiled_ms, r.decode_pass, r.decode_profiled_steps)},
       {"tokens", r.tokens}};
   doc.update(r.extra);
   if (f.json) {
@@ -290,11 +329,14 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
   if (doc.contains("registry"))
     for (const auto& s : doc["registry"])
       fmt::print("  kernel {:<34} {}\n", s["call_site"].get<std::string>(), s["origin"].get<std::string>());
-  for (const char* phase : {"prefill_stages", "decode_stages"}) {
-    fmt::print("{:<18} {:>10} {:>7}\n", phase, "ms", "share");
+  fmt::print("ceilings: copy {:.1f} GB/s, matrix {:.2f} TFLOP/s; headroom = share x (1 - floor / measured)\n",
+             r.bandwidth_gbps, r.tflops);
+  for (const char* phase : {"prefill_headroom", "decode_headroom"}) {
+    fmt::print("{:<18} {:>10} {:>7} {:>10} {:>8} {:>9}\n", phase, "ms", "share", "floor ms", "bound", "headroom");
     for (const auto& row : doc[phase])
-      fmt::print("  {:<16} {:>10.3f} {:>6.1f}%\n", row["stage"].get<std::string>(), row["ms"].get<double>(),
-                 100.0 * row["share"].get<double>());
+      fmt::print("  {:<16} {:>10.3f} {:>6.1f}% {:>10.3f} {:>8} {:>8.1f}%\n", row["stage"].get<std::string>(),
+                 row["ms"].get<double>(), 100.0 * row["share"].get<double>(), row["floor_ms"].get<double>(),
+                 row["bound"].get<std::string>(), 100.0 * row["headroom"].get<double>());
   }
   fmt::print("greedy tokens of sequence 0: {}\n", nlohmann::json(r.tokens[0]).dump());
 }
@@ -313,7 +355,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
     fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
-  report(f, cfg, device == "cpu" ? run_cpu(f, cfg) : run_cuda(ctx, f, cfg));
+  report(f, cfg, device == "cpu" ? run_cpu(ctx, f, cfg) : run_cuda(ctx, f, cfg));
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+// Attribute: stage floors from the model's work and the headroom ranking.
+#include <gtest/gtest.h>
+
+#include "thrive/core/error.hpp"
+#include "thrive/model/attribution.hpp"
+
+namespace thrive::model {
+namespace {
+
+TEST(Attribution, StageWorkFollowsTheModelsSizes) {
+  const auto c = Qwen3Config::preset("tiny");  // H 64, I 128, 2 layers, 4/2 heads of 16, vocab 256
+  const PassShape p{8, 8 * 9 / 2, 0, 1};
+  const auto w = stage_work(c, p, 2, 2);
+  const double qkv = (4 + 2 * 2) * 16;
+  EXPECT_DOUBLE_EQ(w.at("qkv_gemm").flops, 2 * 2.0 * 8 * qkv * 64);
+  EXPECT_DOUBLE_EQ(w.at("qkv_gemm").bytes, 2 * (qkv * 64 * 2 + 8 * (qkv + 64) * 2));
+  EXPECT_DOUBLE_EQ(w.at("attention").flops, 2 * 4.0 * 36 * 4 * 16);
+  EXPECT_DOUBLE_EQ(w.at("lm_head").flops, 2.0 * 64 * 256);
+  EXPECT_EQ(w.at("swiglu").flops, 0);
+  // decode reads the cache: bytes grow with the context read
+  const auto d1 = stage_work(c, {1, 100, 100, 1}, 2, 2), d2 = stage_work(c, {1, 200, 200, 1}, 2, 2);
+  EXPECT_GT(d2.at("attention").bytes, d1.at("attention").bytes);
+}
+
+TEST(Attribution, HeadroomIsShareTimesDistanceFromTheFloor) {
+  // 1 GB/s and 1 TFLOP/s: a stage of 1e6 bytes has a 1 ms floor.
+  std::map<std::string, StageWork> work = {{"at_floor", {1e6, 0}}, {"twice", {1e6, 0}}, {"gemm", {0, 4e9}}};
+  StageTimes st;
+  st.add("at_floor", 1000);  // µs
+  st.add("twice", 2000);
+  st.add("gemm", 2000);       // 4e9 flops at 1 TFLOP/s: 4 ms floor, measured faster: clamped
+  st.add("copies_in", 1000);  // no floor
+  const auto r = attribute(st, 10.0, 1, work, 1.0, 1.0);
+  ASSERT_EQ(r.size(), 5u);
+  std::map<std::string, StageRank> by;
+  for (const auto& x : r) by[x.stage] = x;
+  EXPECT_DOUBLE_EQ(by["at_floor"].headroom, 0.0);
+  EXPECT_DOUBLE_EQ(by["twice"].headroom, 0.2 * 0.5);
+  EXPECT_EQ(by["twice"].bound, "memory");
+  EXPECT_EQ(by["gemm"].bound, "compute");
+  EXPECT_DOUBLE_EQ(by["gemm"].headroom, 0.0);
+  EXPECT_DOUBLE_EQ(by["copies_in"].headroom, 0.1);
+  EXPECT_DOUBLE_EQ(by["host_other"].ms, 4.0);  // 10 ms wall, 6 ms covered
+  EXPECT_EQ(r.front().stage, "host_other");     // 0.4 of the wall, no floor
+  for (size_t i = 1; i < r.size(); ++i) EXPECT_GE(r[i - 1].headroom, r[i].headroom);
+  // two passes double the floor
+  const auto two = attribute(st, 10.0, 2, work, 1.0, 1.0);
+  for (const auto& x : two) {
+    if (x.stage == "twice") {
+      EXPECT_DOUBLE_EQ(x.headroom, 0.0);
+    }
+  }
+  EXPECT_THROW(attribute(st, 10.0, 1, work, 0.0, 1.0), Error);
+  EXPECT_THROW(attribute(st, 10.0, 0, work, 1.0, 1.0), Error);
+}
+
+}  // namespace
+}  // namespace thrive::model
