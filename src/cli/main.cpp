@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -43,9 +45,15 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+  } catch (const CLI::ParseError& e) {  // one line, like every other error
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fflush(stdout);
+    fmt::print(stderr, "thrive: usage error: {} (thrive --help lists the commands and flags)\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {  // e.g. a symlink loop in a given path
+    std::fflush(stdout);
+    fmt::print(stderr, "thrive: input error: {}\n", e.what());
+    return thrive::exit_code(thrive::ErrorCategory::kInput);
   } catch (const thrive::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "thrive: {} error: {}\n", thrive::category_name(e.category()), e.what());

@@ -15,6 +15,16 @@ namespace thrive {
 namespace fs = std::filesystem;
 
 std::string read_file(const std::string& path) {
+  // Only regular files: a FIFO or /dev/zero would block or grow without end.
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec) fail(ErrorCategory::kInput, "{}: cannot read ({})", path, ec.message());
+  if (st.type() == fs::file_type::directory) fail(ErrorCategory::kInput, "{}: is a directory; expected a file", path);
+  if (st.type() != fs::file_type::regular)
+    fail(ErrorCategory::kInput, "{}: not a regular file (a device, FIFO or socket); expected a file", path);
+  constexpr uintmax_t kMaxBytes = uintmax_t(1) << 30;
+  if (const auto size = fs::file_size(path, ec); !ec && size > kMaxBytes)
+    fail(ErrorCategory::kInput, "{}: {} bytes, more than the 1 GiB THRIVE reads into memory", path, size);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorCategory::kInput, "{}: cannot read ({})", path, std::strerror(errno));
   std::ostringstream s;
@@ -22,8 +32,19 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+void write_file_atomic(const std::string& target, const std::string& content) {
   std::error_code ec;
+  // A symlink is written through (its target replaced), and only regular files are replaced:
+  // renaming onto /dev/null or a FIFO would swap the node itself for a file.
+  std::string path = target;
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    const auto resolved = fs::weakly_canonical(target, ec);
+    if (ec) fail(ErrorCategory::kStorage, "{}: cannot resolve the link ({})", target, ec.message());
+    path = resolved.string();
+  }
+  const auto st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && st.type() != fs::file_type::regular)
+    fail(ErrorCategory::kStorage, "{}: exists and is not a regular file; expected a file path", target);
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   {

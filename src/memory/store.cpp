@@ -11,6 +11,9 @@
 #include <utility>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/json.hpp"
+#include <cctype>
+#include <cstring>
 #include "thrive/core/files.hpp"
 
 namespace thrive::memory {
@@ -552,6 +555,9 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
   if (!doc.is_object() || doc.value("format", "") != "thrive-memory")
     fail(ErrorCategory::kInput, "import: 'format' is '{}': expected 'thrive-memory'",
          doc.is_object() ? doc.value("format", "") : std::string("(not an object)"));
+  if (doc.contains("version") && doc["version"] != kSchemaVersion)
+    fail(ErrorCategory::kInput, "import: version {}: expected {} (an export of this THRIVE's memory)",
+         json_excerpt(doc["version"]), kSchemaVersion);
   ImportSummary sum;
   std::vector<StrategyCard> new_cards;
   std::vector<KernelRecord> new_kernels;
@@ -564,6 +570,16 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       if (!std::isfinite(r.time_us) || r.time_us <= 0 || !std::isfinite(r.eager_us) || r.eager_us < 0)
         fail(ErrorCategory::kInput, "import: kernel {} at {}: time_us={} eager_us={}: expected "
              "positive finite times", r.kernel_id, r.shape_class, r.time_us, r.eager_us);
+      // ids and op names name archive files: a plain charset and length, no path pieces
+      auto plain = [](const std::string& s, size_t max, const char* extra) {
+        if (s.empty() || s.size() > max) return false;
+        for (char ch : s)
+          if (!std::isalnum(static_cast<unsigned char>(ch)) && !std::strchr(extra, ch)) return false;
+        return s.find("..") == std::string::npos;
+      };
+      if (!plain(r.kernel_id, 512, "._=,~+-") || !plain(r.op, 64, "_"))
+        fail(ErrorCategory::kInput, "import: kernel id {} of op {}: expected letters, digits and ._=,~+- (at most 512) "
+             "and an op name of letters, digits and _", json_excerpt(r.kernel_id), json_excerpt(r.op));
       if (r.source.find("@thrive op:") == std::string::npos || r.source.size() > (16u << 20))
         fail(ErrorCategory::kInput, "import: kernel {}: expected a kernel source with a "
              "'// @thrive op:' line (at most 16 MiB)", r.kernel_id);
@@ -591,6 +607,22 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
     if (!s.step()) {
       add_card(c);
       ++sum.cards_added;
+    }
+  }
+  for (const auto& e : doc.value("evidence", nlohmann::json::array())) {
+    auto count = [&](const char* key) {
+      const auto v = e.value(key, nlohmann::json(0));
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1000000000)
+        fail(ErrorCategory::kInput, "import: evidence of card {}: {}={}: expected an integer count 0..1e9",
+             json_excerpt(e.value("card_id", nlohmann::json(""))), key, json_excerpt(v));
+      return v.get<int64_t>();
+    };
+    count("successes"), count("failures");
+    for (const char* key : {"sum_log_gain", "best_gain"}) {
+      const auto v = e.value(key, nlohmann::json(0.0));
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || std::abs(v.get<double>()) > 1e6)
+        fail(ErrorCategory::kInput, "import: evidence of card {}: {}={}: expected a finite number",
+             json_excerpt(e.value("card_id", nlohmann::json(""))), key, json_excerpt(v));
     }
   }
   for (const auto& e : doc.value("evidence", nlohmann::json::array())) {

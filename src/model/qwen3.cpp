@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/ops/dtype.hpp"
 
@@ -128,8 +129,15 @@ void Qwen3Config::validate(const std::string& where) const {
 Qwen3Config Qwen3Config::load(const std::string& dir) {
   const std::string file = dir + "/config.json";
   if (!std::filesystem::exists(file)) fail(ErrorCategory::kInput, "{}: missing (a checkpoint directory holds config.json)", file);
-  auto j = nlohmann::json::parse(read_file(file), nullptr, false);
-  if (!j.is_object()) fail(ErrorCategory::kInput, "{}: not a JSON object", file);
+  auto j = parse_json_bounded(read_file(file));
+  if (!j.is_object()) fail(ErrorCategory::kInput, "{}: not a JSON object (or nested deeper than 64 levels)", file);
+  // What this engine implements: SiLU gating and bias-free attention projections.
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+    fail(ErrorCategory::kInput, "{}: \"hidden_act\" is {}: this engine implements Qwen3's \"silu\"", file,
+         json_excerpt(j["hidden_act"]));
+  if (j.contains("attention_bias") && j["attention_bias"] != false)
+    fail(ErrorCategory::kInput, "{}: \"attention_bias\" is {}: this engine implements Qwen3's bias-free "
+         "projections (false)", file, json_excerpt(j["attention_bias"]));
   bool qwen3 = j.value("model_type", "") == "qwen3";
   if (j.contains("architectures") && j["architectures"].is_array())
     for (const auto& a : j["architectures"]) qwen3 = qwen3 || (a.is_string() && a.get<std::string>() == "Qwen3ForCausalLM");

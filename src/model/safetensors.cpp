@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/ops/dtype.hpp"
 
@@ -87,7 +88,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
            path, n, size_);
     data_start_ = int64_t(8 + n);
     const int64_t data_bytes = int64_t(size_) - data_start_;
-    auto j = nlohmann::json::parse(map_ + 8, map_ + 8 + n, nullptr, false);
+    auto j = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(map_) + 8, size_t(n)));
     if (!j.is_object()) fail(ErrorCategory::kInput, "{}: the header is not a JSON object", path);
     std::vector<std::pair<int64_t, int64_t>> spans;
     for (auto it = j.begin(); it != j.end(); ++it) {
@@ -241,7 +242,7 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   std::vector<std::string> files;
   const std::string index = dir + "/model.safetensors.index.json";
   if (fs::exists(index)) {
-    auto j = nlohmann::json::parse(read_file(index), nullptr, false);
+    auto j = parse_json_bounded(read_file(index));
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(ErrorCategory::kInput, "{}: expected a JSON object with a \"weight_map\" object", index);
     for (const auto& [tensor, file] : j["weight_map"].items()) {

@@ -28,7 +28,7 @@ const Op& find_op(const std::string& name) {
     if (op->name() == name) return *op;
   std::string all;
   for (const auto& n : op_names()) all += (all.empty() ? "" : ", ") + n;
-  fail(ErrorCategory::kUsage, "unknown op '{}': expected one of {} (or 'all')", name, all);
+  fail(ErrorCategory::kUsage, "unknown op '{}': expected one of {}", name, all);
 }
 
 }  // namespace thrive::ops

@@ -7,6 +7,7 @@
 #include "thrive/backend/backend.hpp"
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/verify/verify.hpp"
 
@@ -394,7 +395,7 @@ void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shap
   const std::string meta = dir + "/" + id + ".json";
   nlohmann::json doc = nlohmann::json::object();
   if (std::filesystem::exists(meta)) {
-    doc = nlohmann::json::parse(read_file(meta), nullptr, false);
+    doc = parse_json_bounded(read_file(meta));
     if (doc.is_discarded() || !doc.is_object()) doc = nlohmann::json::object();
   }
   doc["kernel_id"] = id;

@@ -155,6 +155,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"e2e_bad_kernels", {"e2e", "--model", "/nonexistent", "--kernels", "fastest"}, {}, 2, "fastest"},
         BadInvocation{"e2e_engine_flags_on_cpu", {"e2e", "--model", "/nonexistent", "--device", "cpu", "--graphs", "off"},
                       {}, 2, "--graphs"},
+        BadInvocation{"negative_seed", {"model", "init", "--preset", "tiny", "--out", "/tmp/x", "--seed", "-1"}, {}, 2,
+                      "--seed -1"},
+        BadInvocation{"unknown_flag_is_one_line", {"ops", "--bogus"}, {}, 2, "--bogus"},
+        BadInvocation{"flag_not_a_number_is_one_line", {"e2e", "--model", "/nonexistent", "--batch", "abc"}, {}, 2,
+                      "abc"},
         BadInvocation{"missing_kernel_file",
                       {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,
                       "/nonexistent/k.cpp"}),
@@ -184,6 +189,52 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
   const auto bad_id = test::write_text(files.path() + "/id.json", "[[1, 256], [5]]");
   EXPECT_EQ(test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
                               "--prompts-file", bad_id}, env()).exit_code, 3);
+}
+
+// Break-it findings (2026-11-30): hostile paths and files end in one clear line, never in a crash,
+// a hang, a replaced device node or a lost memory.
+TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
+  ASSERT_EQ(test::run_thrive({"memory", "show"}, env()).exit_code, 0);  // creates memory.db
+  const auto before = read_file(home.path() + "/memory.db");
+  // an export onto the memory itself
+  auto r = test::run_thrive({"memory", "export", home.path() + "/memory.db"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line_error(r, "memory.db");
+  EXPECT_EQ(read_file(home.path() + "/memory.db"), before);
+  // a FIFO is neither read (it would block) nor replaced by an export
+  const std::string fifo = files.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  r = test::run_thrive({"memory", "import", fifo}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  r = test::run_thrive({"memory", "export", fifo}, env());
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  struct stat st{};
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  // JSON nested 100000 deep: refused, not a stack overflow
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  r = test::run_thrive({"memory", "import", kernel_file("deep.json", deep)}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  expect_one_line_error(r, "deep.json");
+  const std::string dir = files.path() + "/tiny";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "4", "--prompts-file",
+                        kernel_file("deep_prompts.json", deep)},
+                       env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  // an import whose kernel id is a path
+  auto doc = nlohmann::json::parse(test::run_thrive({"memory", "export", files.path() + "/e.json"}, env()).exit_code == 0
+                                       ? read_file(files.path() + "/e.json")
+                                       : std::string("{}"));
+  doc["kernels"] = nlohmann::json::array({{{"kernel_id", "../../x"}, {"op", "softmax"}, {"shape_class", "T=1"},
+                                           {"device_key", "cpu:x"}, {"backend", "cpu"}, {"params", ""},
+                                           {"source", "// @thrive op: softmax\n"}, {"time_us", 1.0},
+                                           {"eager_us", 2.0}, {"speedup", 2.0}, {"verified", true}}});
+  r = test::run_thrive({"memory", "import", kernel_file("path_id.json", doc.dump())}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto kernels = test::run_thrive({"memory", "kernels"}, env());
+  EXPECT_EQ(kernels.exit_code, 0) << kernels.err;
+  EXPECT_EQ(kernels.out.find("../../x"), std::string::npos);
 }
 
 TEST_F(Cli, HomeUnderARegularFileIsAStorageError) {

@@ -184,7 +184,9 @@ void expect_adversarial_verdict(const std::string& backend, const AdversarialCas
   ::testing::Test::RecordProperty("verdict", std::string(sandbox::status_name(r.status)) + ": " + r.detail);
   EXPECT_TRUE(c.expect.count(r.status)) << c.name << ": " << sandbox::status_name(r.status) << " (" << r.detail
                                         << ")" << r.compile_log.substr(0, 1500);
-  if (c.peak_gbps > 0) EXPECT_TRUE(r.bench.below_floor) << c.name;
+  if (c.peak_gbps > 0) {
+    EXPECT_TRUE(r.bench.below_floor) << c.name;
+  }
   // the verdict, with its figures, is in the kernel archive
   const auto doc = nlohmann::json::parse(slurp(home.path() + "/kernels/" + c.op + "/" + tools.kernel_id(k) + ".json"),
                                          nullptr, false);

@@ -5,11 +5,13 @@
 
 namespace thrive {
 
-/// Reads a whole file; throws Error(kInput) naming the path when it cannot.
+/// Reads a whole regular file (at most 1 GiB); throws Error(kInput) naming the path when it
+/// cannot, or when the path is a directory, device, FIFO or socket.
 std::string read_file(const std::string& path);
 
 /// Writes via a temporary file and rename(2), so readers never see a torn file.
-/// Creates parent directories. Throws Error(kStorage) naming the path.
+/// Creates parent directories; writes through a symlink to its target. Throws Error(kStorage)
+/// naming the path, also when it exists and is not a regular file (a device, FIFO, directory).
 void write_file_atomic(const std::string& path, const std::string& content);
 
 /// Creates `dir` (and parents) and checks it is writable; throws Error(kStorage)

@@ -10,6 +10,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <unistd.h>
+#include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -175,6 +178,15 @@ void register_demo(CLI::App& app, Context& ctx) {
         fail(ErrorCategory::kUsage, "--json-out {}: is a folder; expected a file path", f.json_out);
       const auto parent = std::filesystem::path(f.json_out).parent_path();
       if (!parent.empty()) ensure_writable_dir(parent.string(), "--json-out's folder");
+      // The results are written after the whole run: prove now that the file can be created.
+      std::error_code ec;
+      const auto st = std::filesystem::status(f.json_out, ec);
+      if (!ec && std::filesystem::exists(st) && st.type() != std::filesystem::file_type::regular)
+        fail(ErrorCategory::kUsage, "--json-out {}: exists and is not a regular file", f.json_out);
+      const std::string probe = f.json_out + ".probe." + std::to_string(getpid());
+      if (!std::ofstream(probe))
+        fail(ErrorCategory::kStorage, "--json-out {}: cannot create a file there ({})", f.json_out, std::strerror(errno));
+      std::filesystem::remove(probe, ec);
     }
     std::string home = f.demo_home;
     if (home.empty()) {

@@ -5,6 +5,7 @@
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
 
 namespace thrive::cli {
@@ -60,6 +61,17 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* exp = cmd->add_subcommand("export", "Write memory as JSON (to share with a team)");
   exp->add_option("FILE", export_path, "Output file")->required();
   exp->callback([&ctx] {
+    // THRIVE_HOME's database and archive are the memory itself: an export there would replace them.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto target = fs::weakly_canonical(export_path, ec).string();
+    const auto home = fs::weakly_canonical(ctx.config().home, ec).string();
+    for (const char* inside : {"/memory.db", "/kernels", "/cache"}) {
+      const std::string p = home + inside;
+      if (target.compare(0, p.size(), p) == 0)
+        fail(ErrorCategory::kUsage, "memory export {}: inside THRIVE_HOME's {} (the memory itself); expected a path "
+             "outside it", export_path, inside + 1);
+    }
     write_file_atomic(export_path, ctx.store().export_json().dump(
                                        1, ' ', false, nlohmann::json::error_handler_t::replace));
     fmt::print("exported {} to {}\n", ctx.store().path(), export_path);
@@ -69,9 +81,9 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* imp = cmd->add_subcommand("import", "Merge a JSON export (never replaces a faster kernel)");
   imp->add_option("FILE", import_path, "Export file")->required();
   imp->callback([&ctx] {
-    auto doc = nlohmann::json::parse(read_file(import_path), nullptr, false);
+    auto doc = parse_json_bounded(read_file(import_path));
     if (doc.is_discarded())
-      fail(ErrorCategory::kInput, "{}: not valid JSON; expected a `thrive memory export` file", import_path);
+      fail(ErrorCategory::kInput, "{}: not valid JSON (or nested deeper than 64 levels); expected a `thrive memory export` file", import_path);
     auto s = ctx.store().import_json(doc);
     fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added, "
                "best replaced {} / kept {}\n",

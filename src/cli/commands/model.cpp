@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <charconv>
 #include <chrono>
 #include <random>
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/backend/backend.hpp"
 #include "thrive/model/attribution.hpp"
@@ -24,15 +26,24 @@ namespace {
 
 struct InitFlags {
   std::string preset, out, dtype = "bf16";
-  uint64_t seed = 0;
+  std::string seed = "0";
 };
 
 struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
   int batch = 1, prompt = 16, gen = 16;
-  uint64_t seed = 1;
+  std::string seed = "1";
   bool json = false;
 };
+
+// A seed flag: a decimal integer 0 .. 2^64-1 (CLI11 would wrap "-1" to 2^64-1 silently).
+uint64_t parse_seed(const std::string& text, const char* flag) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    fail(ErrorCategory::kUsage, "{} {}: expected an integer 0 to 18446744073709551615", flag, text.substr(0, 40));
+  return v;
+}
 
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
@@ -47,6 +58,7 @@ struct E2eResult {
   double prefill_profiled_ms = 0, decode_profiled_ms = 0;  // wall time the stage timers cover
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<float>> prefill_logits;  // [B][vocab], each sequence's last prompt token
+  int64_t prompt_tokens = 0;  // real prompt tokens (padding not counted)
   // Attribute: the measured ceilings and the shape of the profiled passes
   double bandwidth_gbps = 0, tflops = 0;
   int act_bytes = 4, weight_bytes = 4;
@@ -93,12 +105,9 @@ nlohmann::json breakdown(const model::StageTimes& st, double wall_ms) {
 // --prompts-file (a JSON array of token-id arrays, one per sequence) or --prompt random ids.
 std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t vocab) {
   if (!f.prompts_file.empty()) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_file(f.prompts_file));
-    } catch (const nlohmann::json::exception& e) {
-      fail(ErrorCategory::kInput, "--prompts-file {}: not JSON ({})", f.prompts_file, e.what());
-    }
+    const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file));
+    if (j.is_discarded())
+      fail(ErrorCategory::kInput, "--prompts-file {}: not JSON, or nested deeper than 64 levels", f.prompts_file);
     if (!j.is_array() || int64_t(j.size()) != f.batch)
       fail(ErrorCategory::kInput, "--prompts-file {}: expected a JSON array of {} token-id arrays (one per sequence)",
            f.prompts_file, f.batch);
@@ -110,14 +119,15 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
       std::vector<int32_t> ids;
       for (const auto& id : p) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
-          fail(ErrorCategory::kInput, "--prompts-file {}: token {} is not an id in [0, {})", f.prompts_file, id.dump(), vocab);
+          fail(ErrorCategory::kInput, "--prompts-file {}: token {} is not an id in [0, {})", f.prompts_file,
+               json_excerpt(id), vocab);
         ids.push_back(id.get<int32_t>());
       }
       prompts.push_back(std::move(ids));
     }
     return prompts;
   }
-  std::mt19937_64 rng(f.seed);
+  std::mt19937_64 rng(parse_seed(f.seed, "--seed"));
   std::uniform_int_distribution<int32_t> tok(0, int32_t(vocab - 1));
   std::vector<std::vector<int32_t>> prompts(size_t(f.batch));
   for (auto& p : prompts)
@@ -136,6 +146,7 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   r.load_ms = ms_since(t);
   model::CpuQwen3Engine engine(cfg, std::move(weights), f.batch, int64_t(f.prompt) + f.gen);
   const auto prompts = random_prompts(f, cfg.vocab);
+  for (const auto& p : prompts) r.prompt_tokens += int64_t(p.size());
   t = std::chrono::steady_clock::now();
   auto logits = engine.prefill(prompts);
   auto next = engine.greedy(logits);
@@ -217,6 +228,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   r.load_ms = ms_since(t);
   r.device = "cuda:" + engine.device().name;
   const auto prompts = random_prompts(f, cfg.vocab);
+  for (const auto& p : prompts) r.prompt_tokens += int64_t(p.size());
   engine.prefill(prompts);  // warm-up: cuBLASLt plans, first-touch of every buffer
   engine.set_stage_timing(true);
   engine.reset_stages();
@@ -298,7 +310,8 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
       {"model", f.model}, {"device", r.device}, {"precision", r.precision}, {"parameters", cfg.parameters()},
       {"batch", f.batch}, {"prompt", f.prompt}, {"gen", f.gen}, {"load_ms", r.load_ms},
       {"prefill_ms", r.prefill_ms},
-      {"prefill_tokens_per_s", r.prefill_ms > 0 ? 1e3 * f.batch * f.prompt / r.prefill_ms : 0.0},
+      {"prompt_tokens", r.prompt_tokens},
+      {"prefill_tokens_per_s", r.prefill_ms > 0 ? 1e3 * double(r.prompt_tokens) / r.prefill_ms : 0.0},
       {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps},
       {"decode_ms_per_step", steps > 0 ? r.decode_ms / steps : 0.0},
       {"decode_tokens_per_s", r.decode_ms > 0 ? 1e3 * f.batch * steps / r.decode_ms : 0.0},
@@ -346,6 +359,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
   if (f.graphs != "on" && f.graphs != "off") fail(ErrorCategory::kUsage, "--graphs {}: expected on or off", f.graphs);
+  parse_seed(f.seed, "--seed");
   if (f.kernels != "baseline" && f.kernels != "best")
     fail(ErrorCategory::kUsage, "--kernels {}: expected baseline or best", f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
@@ -373,7 +387,7 @@ void register_model(CLI::App& app, Context&) {
     if (f.dtype != "bf16" && f.dtype != "f32") fail(ErrorCategory::kUsage, "--dtype {}: expected bf16 or f32", f.dtype);
     const auto cfg = model::Qwen3Config::preset(f.preset);
     const auto t = std::chrono::steady_clock::now();
-    model::init_checkpoint(cfg, f.out, f.seed, f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32);
+    model::init_checkpoint(cfg, f.out, parse_seed(f.seed, "--seed"), f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32);
     fmt::print("wrote {}/config.json and {}/model.safetensors: {} preset, {:.1f} M parameters, {}, seed {} ({:.1f} s)\n",
                f.out, f.out, f.preset, double(cfg.parameters()) / 1e6, f.dtype, f.seed, ms_since(t) / 1e3);
   });
