@@ -151,6 +151,9 @@ void register_demo(CLI::App& app, Context& ctx) {
     auto cfg = ctx.config();
     const auto& op = ops::find_op(f.op);
     if (f.phases < 1) fail(ErrorCategory::kUsage, "--phases={}: expected an integer >= 1", f.phases);
+    for (const char* flag : {"--demo-home", "--shape", "--json-out"})
+      if (cmd->count(flag) > 0 && cmd->get_option(flag)->as<std::string>().empty())
+        fail(ErrorCategory::kUsage, "{} \"\": expected a value", flag);
     if (f.start != "defaults" && f.start != "simplest")
       fail(ErrorCategory::kUsage, "--start {}: expected defaults or simplest", f.start);
     cfg.passes = f.phases;
@@ -198,6 +201,10 @@ void register_demo(CLI::App& app, Context& ctx) {
     if (std::filesystem::exists(std::filesystem::symlink_status(memory::default_store_path(home))))
       fail(ErrorCategory::kUsage, "--demo-home {}: already holds a memory (memory.db); the cold run needs an "
            "empty one", home);
+    for (const char* part : {"/kernels", "/cache"})
+      if (std::filesystem::exists(std::filesystem::symlink_status(home + part)))
+        fail(ErrorCategory::kUsage, "--demo-home {}: holds {} from an earlier memory; the cold run needs an empty folder",
+             home, part + 1);
     ensure_writable_dir(home, "--demo-home");
     cfg.home = home;
     cfg.validate();

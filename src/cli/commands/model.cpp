@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <random>
 
 #include "src/cli/context.hpp"
@@ -410,7 +411,15 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]) and PREFIX.tokens.json");
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
-  cmd->callback([&ctx, cmd] { run_e2e(ctx, f, cmd->count("--graphs") + cmd->count("--kernels") > 0); });
+  cmd->callback([&ctx, cmd] {
+    for (const char* flag : {"--prompts-file", "--dump", "--model"})
+      if (cmd->count(flag) > 0 && cmd->get_option(flag)->as<std::string>().empty())
+        fail(ErrorCategory::kUsage, "{} \"\": expected a path", flag);
+    if (!f.dump.empty() && (f.dump.back() == '/' || std::filesystem::is_directory(f.dump)))
+      fail(ErrorCategory::kUsage, "--dump {}: is a folder; expected a path prefix such as DIR/run (PREFIX.logits.f32 and "
+           "PREFIX.tokens.json are written)", f.dump);
+    run_e2e(ctx, f, cmd->count("--graphs") + cmd->count("--kernels") > 0);
+  });
 }
 
 }  // namespace thrive::cli
