@@ -1,5 +1,7 @@
 #include "src/cli/context.hpp"
 
+#include <filesystem>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,6 +54,20 @@ tools::Toolbox& Context::toolbox() {
     toolbox_ = std::make_unique<tools::Toolbox>(c, store(), backend);
   }
   return *toolbox_;
+}
+
+void check_output_path(Context& ctx, const std::string& path, const char* flag) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail(ErrorCategory::kUsage, "{} \"\": expected a path", flag);
+  std::error_code ec;
+  const auto target = fs::weakly_canonical(path, ec).string();
+  const auto home = fs::weakly_canonical(ctx.config().home, ec).string();
+  for (const char* inside : {"/memory.db", "/kernels", "/cache"}) {
+    const std::string p = home + inside;
+    if (target.compare(0, p.size(), p) == 0)
+      fail(ErrorCategory::kUsage, "{} {}: inside THRIVE_HOME's {} (the memory itself); expected a path outside it", flag,
+           path, inside + 1);
+  }
 }
 
 std::FILE* take_stdout(const char* what) {

@@ -48,6 +48,11 @@ class Context {
 /// Throws Error(kInternal) when the descriptors cannot be duplicated.
 std::FILE* take_stdout(const char* what);
 
+/// Refuses an output path that is empty or would replace THRIVE_HOME's memory itself (memory.db
+/// and its journal files, the kernel archive, the compile cache), also through links or `..`:
+/// Error(kUsage) naming `flag` and the path. Every command's output file goes through it.
+void check_output_path(Context& ctx, const std::string& path, const char* flag);
+
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);
 

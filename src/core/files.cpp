@@ -33,6 +33,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& target, const std::string& content) {
+  if (target.empty()) fail(ErrorCategory::kStorage, "cannot write to an empty path; expected a file path");
   std::error_code ec;
   // A symlink is written through (its target replaced), and only regular files are replaced:
   // renaming onto /dev/null or a FIFO would swap the node itself for a file.

@@ -574,7 +574,7 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       auto plain = [](const std::string& s, size_t max, const char* extra) {
         if (s.empty() || s.size() > max) return false;
         for (char ch : s)
-          if (!std::isalnum(static_cast<unsigned char>(ch)) && !std::strchr(extra, ch)) return false;
+          if (ch == '\0' || (!std::isalnum(static_cast<unsigned char>(ch)) && !std::strchr(extra, ch))) return false;
         return s.find("..") == std::string::npos;
       };
       if (!plain(r.kernel_id, 512, "._=,~+-") || !plain(r.op, 64, "_"))

@@ -64,7 +64,8 @@ int64_t StTensorInfo::elements() const {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in place of the file would block open() until a writer came
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(ErrorCategory::kInput, "{}: cannot open ({})", path, std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

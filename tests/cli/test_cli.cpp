@@ -205,6 +205,10 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   expect_one_line_error(r, "memory.db");
   EXPECT_EQ(read_file(home.path() + "/memory.db"), before);
+  // nor is a benchmark's raw output
+  r = test::run_thrive({"bench", "--op", "softmax", "--json-out", home.path() + "/memory.db"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(read_file(home.path() + "/memory.db"), before);
   // a FIFO is neither read (it would block) nor replaced by an export
   const std::string fifo = files.path() + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
@@ -215,6 +219,13 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   struct stat st{};
   ASSERT_EQ(stat(fifo.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  // a FIFO in place of the checkpoint's weights: refused, not a hang
+  const std::string ck = files.path() + "/fifo_ck";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", ck}, env()).exit_code, 0);
+  std::filesystem::remove(ck + "/model.safetensors");
+  ASSERT_EQ(mkfifo((ck + "/model.safetensors").c_str(), 0600), 0);
+  r = test::run_thrive({"e2e", "--device", "cpu", "--model", ck, "--batch", "1", "--prompt", "2", "--gen", "1"}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   // JSON nested 100000 deep: refused, not a stack overflow
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   r = test::run_thrive({"memory", "import", kernel_file("deep.json", deep)}, env());

@@ -144,6 +144,7 @@ void register_bench(CLI::App& app, Context& ctx) {
       if (f.op == "all") fail(ErrorCategory::kUsage, "--op all: expected one op with --kernel");
       bench_file(ctx, f);
     } else {
+      if (!json_out.empty()) check_output_path(ctx, json_out, "--json-out");
       bench_memory(ctx, f.op, f.shape, json_out);
     }
   });

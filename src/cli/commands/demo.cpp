@@ -181,6 +181,7 @@ void register_demo(CLI::App& app, Context& ctx) {
         fail(ErrorCategory::kUsage, "--json-out {}: is a folder; expected a file path", f.json_out);
       const auto parent = std::filesystem::path(f.json_out).parent_path();
       if (!parent.empty()) ensure_writable_dir(parent.string(), "--json-out's folder");
+      check_output_path(ctx, f.json_out, "--json-out");
       // The results are written after the whole run: prove now that the file can be created.
       std::error_code ec;
       const auto st = std::filesystem::status(f.json_out, ec);

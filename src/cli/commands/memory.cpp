@@ -61,17 +61,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* exp = cmd->add_subcommand("export", "Write memory as JSON (to share with a team)");
   exp->add_option("FILE", export_path, "Output file")->required();
   exp->callback([&ctx] {
-    // THRIVE_HOME's database and archive are the memory itself: an export there would replace them.
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const auto target = fs::weakly_canonical(export_path, ec).string();
-    const auto home = fs::weakly_canonical(ctx.config().home, ec).string();
-    for (const char* inside : {"/memory.db", "/kernels", "/cache"}) {
-      const std::string p = home + inside;
-      if (target.compare(0, p.size(), p) == 0)
-        fail(ErrorCategory::kUsage, "memory export {}: inside THRIVE_HOME's {} (the memory itself); expected a path "
-             "outside it", export_path, inside + 1);
-    }
+    check_output_path(ctx, export_path, "memory export");
     write_file_atomic(export_path, ctx.store().export_json().dump(
                                        1, ' ', false, nlohmann::json::error_handler_t::replace));
     fmt::print("exported {} to {}\n", ctx.store().path(), export_path);

@@ -415,6 +415,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     for (const char* flag : {"--prompts-file", "--dump", "--model"})
       if (cmd->count(flag) > 0 && cmd->get_option(flag)->as<std::string>().empty())
         fail(ErrorCategory::kUsage, "{} \"\": expected a path", flag);
+    if (!f.dump.empty()) check_output_path(ctx, f.dump, "--dump");
     if (!f.dump.empty() && (f.dump.back() == '/' || std::filesystem::is_directory(f.dump)))
       fail(ErrorCategory::kUsage, "--dump {}: is a folder; expected a path prefix such as DIR/run (PREFIX.logits.f32 and "
            "PREFIX.tokens.json are written)", f.dump);

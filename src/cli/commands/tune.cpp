@@ -199,7 +199,10 @@ void register_tune(CLI::App& app, Context& ctx) {
   cmd->add_option("--max-points", f.max_points, "Refuse a grid larger than this (default 256)");
   cmd->add_option("--json-out", f.json_out, "Write every point's raw result as JSON");
   add_common_flags(*cmd, ctx.flags, true);
-  cmd->callback([&ctx] { run_tune(ctx, f); });
+  cmd->callback([&ctx, cmd] {
+    if (cmd->count("--json-out") > 0) check_output_path(ctx, f.json_out, "--json-out");
+    run_tune(ctx, f);
+  });
 }
 
 }  // namespace thrive::cli
