@@ -54,6 +54,14 @@ CREATE TABLE IF NOT EXISTS attempts(
   change TEXT NOT NULL, status TEXT NOT NULL, time_us REAL NOT NULL, speedup REAL NOT NULL,
   notes TEXT NOT NULL, created_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts(op, shape_class, device_key, run_id);
+CREATE TABLE IF NOT EXISTS system_changes(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, system_key TEXT NOT NULL, device_key TEXT NOT NULL,
+  metric TEXT NOT NULL, stage TEXT NOT NULL, specialist TEXT NOT NULL, change TEXT NOT NULL,
+  config_before TEXT NOT NULL, config_after TEXT NOT NULL, t_before REAL NOT NULL,
+  t_after REAL NOT NULL, accepted INTEGER NOT NULL, verdict TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS system_best(
+  system_key TEXT NOT NULL, device_key TEXT NOT NULL, metric TEXT NOT NULL, config TEXT NOT NULL,
+  updated_at TEXT NOT NULL, PRIMARY KEY(system_key, device_key, metric));
 )SQL";
 
 // A prepared statement with positional binds; finalizes itself.
@@ -245,6 +253,7 @@ Store::Store(const std::string& path) : path_(path) {
                "memory store {}: schema version {} is newer than this thrive understands ({}); "
                "left untouched",
                path, version, kSchemaVersion);
+        exec(kSchema);  // every statement is IF NOT EXISTS: adds tables newer releases brought
       }
       exec("COMMIT");
     } catch (...) {
@@ -477,6 +486,49 @@ int64_t Store::begin_run(const std::string& command, const std::string& device_k
   s.bind(1, command).bind(2, device_key).bind(3, agent).bind(4, now_iso8601());
   s.step();
   return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::record_system_change(const SystemChange& c) {
+  Stmt s(db_,
+         "INSERT INTO system_changes(system_key, device_key, metric, stage, specialist, change, config_before, "
+         "config_after, t_before, t_after, accepted, verdict, created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+         path_);
+  s.bind(1, c.system_key).bind(2, c.device_key).bind(3, c.metric).bind(4, c.stage).bind(5, c.specialist);
+  s.bind(6, c.change).bind(7, c.config_before).bind(8, c.config_after).bind(9, c.t_before).bind(10, c.t_after);
+  s.bind(11, int64_t(c.accepted ? 1 : 0)).bind(12, c.verdict).bind(13, now_iso8601());
+  s.step();
+}
+
+std::vector<SystemChange> Store::system_changes(const std::string& system_key) {
+  Stmt s(db_,
+         "SELECT system_key, device_key, metric, stage, specialist, change, config_before, config_after, t_before, "
+         "t_after, accepted, verdict, created_at FROM system_changes WHERE ?1='' OR system_key=?1 ORDER BY id",
+         path_);
+  s.bind(1, system_key);
+  std::vector<SystemChange> out;
+  while (s.step()) {
+    SystemChange c;
+    c.system_key = s.text(0), c.device_key = s.text(1), c.metric = s.text(2), c.stage = s.text(3);
+    c.specialist = s.text(4), c.change = s.text(5), c.config_before = s.text(6), c.config_after = s.text(7);
+    c.t_before = s.real(8), c.t_after = s.real(9), c.accepted = s.integer(10) != 0, c.verdict = s.text(11);
+    c.created_at = s.text(12);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void Store::set_best_system(const std::string& system_key, const std::string& device_key, const std::string& metric,
+                            const std::string& config) {
+  Stmt s(db_, "INSERT OR REPLACE INTO system_best(system_key, device_key, metric, config, updated_at) VALUES(?,?,?,?,?)",
+         path_);
+  s.bind(1, system_key).bind(2, device_key).bind(3, metric).bind(4, config).bind(5, now_iso8601());
+  s.step();
+}
+
+std::string Store::best_system(const std::string& system_key, const std::string& device_key, const std::string& metric) {
+  Stmt s(db_, "SELECT config FROM system_best WHERE system_key=? AND device_key=? AND metric=?", path_);
+  s.bind(1, system_key).bind(2, device_key).bind(3, metric);
+  return s.step() ? s.text(0) : std::string();
 }
 
 void Store::end_run(int64_t run_id) {

@@ -18,11 +18,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs body(begin, end) over [0, n) in chunks on up to hardware_concurrency threads.
+// Runs body(begin, end) over [0, n) in chunks on up to `max_threads` threads (0: as many as
+// hardware_concurrency).
 template <class F>
-void parallel_for(int64_t n, int64_t grain, F&& body) {
+void parallel_for(int64_t n, int64_t grain, F&& body, int max_threads = 0) {
   const int64_t chunks = (n + grain - 1) / std::max<int64_t>(grain, 1);
-  const int threads = int(std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency())));
+  const int64_t cap = max_threads > 0 ? max_threads : int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = int(std::min<int64_t>(chunks, cap));
   if (threads <= 1) {
     body(int64_t(0), n);
     return;
@@ -69,7 +71,8 @@ double get_double(const nlohmann::json& j, const std::string& file, const char* 
 }
 
 // out[r][o] = sum_i x[r][i] * w[o][i]: x [rows][in], w [out][in] (HF's Linear layout).
-void linear(const float* x, int64_t rows, int64_t in, const std::vector<float>& w, int64_t out, float* y) {
+void linear(const float* x, int64_t rows, int64_t in, const std::vector<float>& w, int64_t out, float* y,
+            int max_threads = 0) {
   parallel_for(out, std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1)), [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       const float* wr = w.data() + o * in;
@@ -80,7 +83,7 @@ void linear(const float* x, int64_t rows, int64_t in, const std::vector<float>& 
         y[r * out + o] = s;
       }
     }
-  });
+  }, max_threads);
 }
 
 // y = x / sqrt(mean(x^2) + eps) * w over each row of `width`.
@@ -355,11 +358,13 @@ std::vector<float> CpuQwen3Engine::forward(int b, const int32_t* tokens, int64_t
   const float scale = float(1.0 / std::sqrt(double(D)));
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     const auto& L = w_.layers[size_t(l)];
-    rmsnorm(x.data(), n, H, L.input_norm, cfg_.rms_eps, nx.data());
-    lap("input_norm");
-    linear(nx.data(), n, H, L.q, NQ * D, q.data());
-    linear(nx.data(), n, H, L.k, NKV * D, k.data());
-    linear(nx.data(), n, H, L.v, NKV * D, v.data());
+    if (!(fuse_residual_norm_ && l > 0)) {  // fused: the previous layer's residual pass normed x already
+      rmsnorm(x.data(), n, H, L.input_norm, cfg_.rms_eps, nx.data());
+      lap("input_norm");
+    }
+    linear(nx.data(), n, H, L.q, NQ * D, q.data(), threads_);
+    linear(nx.data(), n, H, L.k, NKV * D, k.data(), threads_);
+    linear(nx.data(), n, H, L.v, NKV * D, v.data(), threads_);
     lap("qkv_gemm");
     rmsnorm(q.data(), n * NQ, D, L.q_norm, cfg_.rms_eps, q.data());
     rmsnorm(k.data(), n * NKV, D, L.k_norm, cfg_.rms_eps, k.data());
@@ -408,26 +413,44 @@ std::vector<float> CpuQwen3Engine::forward(int b, const int32_t* tokens, int64_t
       }
     }
     lap("attention");
-    linear(att.data(), n, NQ * D, L.o, H, o.data());
+    linear(att.data(), n, NQ * D, L.o, H, o.data(), threads_);
     lap("o_gemm");
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     rmsnorm(x.data(), n, H, L.post_norm, cfg_.rms_eps, nx.data());
     lap("residual_norm");
-    linear(nx.data(), n, H, L.gate, I, gate.data());
-    linear(nx.data(), n, H, L.up, I, up.data());
+    linear(nx.data(), n, H, L.gate, I, gate.data(), threads_);
+    linear(nx.data(), n, H, L.up, I, up.data(), threads_);
     lap("mlp_gate_up_gemm");
     for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
     lap("swiglu");
-    linear(gate.data(), n, I, L.down, H, o.data());
+    linear(gate.data(), n, I, L.down, H, o.data(), threads_);
     lap("mlp_down_gemm");
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    lap("residual");
+    if (fuse_residual_norm_ && l + 1 < cfg_.layers) {
+      // one pass: x += o, then the next layer's input norm of each row (the same arithmetic as
+      // the separate passes, so the results are bit-identical)
+      const auto& next_norm = w_.layers[size_t(l + 1)].input_norm;
+      for (int64_t r = 0; r < n; ++r) {
+        float* xr = x.data() + r * H;
+        const float* orow = o.data() + r * H;
+        double ss = 0;
+        for (int64_t i = 0; i < H; ++i) {
+          xr[i] += orow[i];
+          ss += double(xr[i]) * xr[i];
+        }
+        const float inv = float(1.0 / std::sqrt(ss / double(H) + cfg_.rms_eps));
+        for (int64_t i = 0; i < H; ++i) nx[size_t(r * H + i)] = xr[i] * inv * next_norm[size_t(i)];
+      }
+      lap("mlp_residual_norm");
+    } else {
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      lap("residual");
+    }
   }
   pos_[size_t(b)] = p0 + n;
   rmsnorm(x.data() + (n - 1) * H, 1, H, w_.final_norm, cfg_.rms_eps, nx.data());
   lap("final_norm");
   std::vector<float> logits(size_t(cfg_.vocab));
-  linear(nx.data(), 1, H, cfg_.tie_embeddings ? w_.embed : w_.lm_head, cfg_.vocab, logits.data());
+  linear(nx.data(), 1, H, cfg_.tie_embeddings ? w_.embed : w_.lm_head, cfg_.vocab, logits.data(), threads_);
   lap("lm_head");
   return logits;
 }

@@ -252,6 +252,34 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   EXPECT_EQ(kernels.out.find("../../x"), std::string::npos);
 }
 
+// The outer loop from the command line: recorded in memory, and a second run starts from the best
+// system the first one found.
+TEST_F(Cli, OptimizeSystemRecordsAndTheNextRunStartsFromTheBest) {
+  const std::string dir = files.path() + "/tiny";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  const std::vector<std::string> args = {"optimize", "--system", "--model", dir, "--batch", "2", "--prompt", "8",
+                                         "--gen", "4", "--budget", "2", "--json"};
+  const auto first = test::run_thrive(args, env());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto a = nlohmann::json::parse(first.out);
+  EXPECT_EQ(a["start"], nlohmann::json({{"threads", 0}, {"fuse_residual_norm", false}}));
+  EXPECT_FALSE(a["stop_reason"].get<std::string>().empty());
+  const auto second = test::run_thrive(args, env());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto b = nlohmann::json::parse(second.out);
+  EXPECT_EQ(b["start"], a["best"]);
+  for (const auto& it : b["iterations"])  // nothing the first run tried is tried again
+    for (const auto& prev : a["iterations"]) EXPECT_NE(it["after"], prev["after"]);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"optimize", "--system", "--model", dir, "--metric", "mix:3"},
+           {"optimize", "--system"},
+           {"optimize", "--op", "softmax", "--budget", "2"},
+           {"optimize", "--system", "--model", dir, "--gen", "1"}}) {
+    const auto r = test::run_thrive(bad, env());
+    EXPECT_EQ(r.exit_code, 2) << bad.back() << ": " << r.err;
+  }
+}
+
 TEST_F(Cli, HomeUnderARegularFileIsAStorageError) {
   const std::string file = test::write_text(files.path() + "/not-a-dir", "x");
   const auto r = test::run_thrive({"leaderboard"}, {"THRIVE_HOME=" + file + "/home"});

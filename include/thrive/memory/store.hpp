@@ -80,6 +80,16 @@ struct Attempt {
   std::string created_at;
 };
 
+/// One change the outer loop tried on a system (model + harness shape) on a device.
+struct SystemChange {
+  std::string system_key, device_key, metric;  ///< system_key: checkpoint and harness shape
+  std::string stage, specialist, change;
+  std::string config_before, config_after;     ///< SystemConfig as JSON
+  double t_before = 0, t_after = 0;            ///< T, multiples of the run's starting throughput
+  bool accepted = false;
+  std::string verdict, created_at;
+};
+
 /// Counts from import_json.
 struct ImportSummary {
   int cards_added = 0, evidence_merged = 0, kernels_added = 0, best_replaced = 0, best_kept = 0;
@@ -133,6 +143,16 @@ class Store {
   int64_t begin_run(const std::string& command, const std::string& device_key,
                     const std::string& agent);
   void end_run(int64_t run_id);
+
+  // The outer loop's record: every change tried, and the best configuration per system, device
+  // and metric (the next run starts from it).
+  void record_system_change(const SystemChange& c);
+  /// Changes of `system_key` ("" = all), oldest first.
+  std::vector<SystemChange> system_changes(const std::string& system_key = "");
+  void set_best_system(const std::string& system_key, const std::string& device_key, const std::string& metric,
+                       const std::string& config);
+  /// The stored best configuration (JSON), "" when none.
+  std::string best_system(const std::string& system_key, const std::string& device_key, const std::string& metric);
   void record_attempt(const Attempt& a);
   /// Attempts of (op, shape, device) in run `run_id` (0 = all runs), oldest first.
   std::vector<Attempt> trajectory(int64_t run_id, const std::string& op,

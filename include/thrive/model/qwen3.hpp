@@ -115,6 +115,12 @@ class CpuQwen3Engine {
   int64_t cache_bytes() const { return int64_t(k_cache_.size() + v_cache_.size()) * 4; }
   const Qwen3Config& config() const { return cfg_; }
 
+  /// System knobs the outer loop's specialists change (results are bit-identical either way):
+  /// `threads`: most threads a projection (GEMM) uses, 0 = hardware_concurrency; `fuse`: the
+  /// residual add after the MLP and the next layer's input RMSNorm in one pass.
+  void set_threads(int threads) { threads_ = threads; }
+  void set_fuse_residual_norm(bool fuse) { fuse_residual_norm_ = fuse; }
+
  private:
   // Runs `n` new tokens of sequence `b` starting at position pos_[b]; returns the final
   // hidden state's logits of the last one.
@@ -128,6 +134,8 @@ class CpuQwen3Engine {
   std::vector<float> k_cache_, v_cache_;  // [batch][layer][max_context][kv_heads][head_dim]
   std::vector<float> inv_freq_;
   StageTimes stages_;
+  int threads_ = 0;
+  bool fuse_residual_norm_ = false;
 };
 
 }  // namespace thrive::model

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "src/cli/commands/system.hpp"
 #include "src/cli/context.hpp"
 #include "thrive/agents/search_agent.hpp"
 #include "thrive/core/error.hpp"
@@ -28,7 +29,18 @@ struct OptimizeFlags {
 void register_optimize(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("optimize", "Generate, repair and optimize kernels per op and shape");
   static OptimizeFlags f;
-  cmd->add_option("--op", f.op, "Op name or 'all'")->required();
+  static SystemFlags sf;
+  cmd->add_option("--op", f.op, "Op name or 'all' (the kernel loop)");
+  static bool system_mode = false;
+  cmd->add_flag("--system", system_mode, "The outer loop over a Qwen3 engine instead (needs --model)");
+  cmd->add_option("--model", sf.model, "--system: Qwen3 checkpoint directory");
+  cmd->add_option("--budget", sf.budget, "--system: most changes tried (default 4)");
+  cmd->add_option("--metric", sf.metric, "--system: decode (default) | prefill | mix:W (W = decode weight in [0,1])");
+  cmd->add_option("--r-t", sf.r_t, "--system: keep a change if T'/T_best > 1 + r_t (default 0.3; THRIVE_ACCEPT_RT)");
+  cmd->add_option("--a-t", sf.a_t, "--system: or if T' - T_best > a_t, T in multiples of the start (default 0.3; THRIVE_ACCEPT_AT)");
+  cmd->add_option("--batch", sf.batch, "--system: sequences (default 1)");
+  cmd->add_option("--prompt", sf.prompt, "--system: prompt tokens (default 16)");
+  cmd->add_option("--gen", sf.gen, "--system: generated tokens, >= 2 (default 16)");
   cmd->add_option("--shape", f.shape, "Only this shape label (e.g. T=4096); default: all that fit");
   cmd->add_option("--rounds", f.rounds, "Optimizer rounds per op and shape, per pass (THRIVE_ROUNDS)");
   cmd->add_option("--passes", f.passes, "Passes over all ops (THRIVE_PASSES)");
@@ -37,6 +49,15 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", f.json, "Print the results as JSON on stdout (progress and tables go to stderr)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
+    if (cmd->count("--system") > 0) {
+      if (!f.op.empty()) fail(ErrorCategory::kUsage, "--system with --op {}: the outer loop picks its own stages", f.op);
+      sf.json = f.json;
+      run_system(ctx, sf, cmd->count("--r-t") > 0, cmd->count("--a-t") > 0);
+      return;
+    }
+    for (const char* flag : {"--model", "--budget", "--metric", "--r-t", "--a-t", "--batch", "--prompt", "--gen"})
+      if (cmd->count(flag) > 0) fail(ErrorCategory::kUsage, "{} belongs to optimize --system", flag);
+    if (f.op.empty()) fail(ErrorCategory::kUsage, "optimize: expected --op NAME|all (or --system --model DIR)");
     auto& cfg = ctx.config();
     if (cmd->count("--rounds") > 0) {
       if (f.rounds < 0) fail(ErrorCategory::kUsage, "--rounds={}: expected an integer >= 0", f.rounds);
