@@ -12,6 +12,13 @@
 namespace thrive::model {
 namespace {
 
+// Random tiny-preset weights, through a checkpoint as a user's would come.
+Qwen3Weights tiny_weights(const Qwen3Config& cfg) {
+  test::TempDir home;
+  init_checkpoint(cfg, home.path() + "/tiny", 5);
+  return load_weights(cfg, home.path() + "/tiny");
+}
+
 TEST(SystemLoop, MetricParsing) {
   EXPECT_EQ(metric_weight("decode"), 1.0);
   EXPECT_EQ(metric_weight("prefill"), 0.0);
@@ -20,10 +27,8 @@ TEST(SystemLoop, MetricParsing) {
 }
 
 TEST(SystemLoop, AcceptsTheThreadChangeAndRevertsTheFusionOnATinyModel) {
-  test::TempDir home;
   const auto cfg = Qwen3Config::preset("tiny");
-  init_checkpoint(cfg, home.path() + "/tiny", 5);
-  const auto w = load_weights(cfg, home.path() + "/tiny");
+  const auto w = tiny_weights(cfg);
   LoopOptions o;
   o.batch = 2, o.prompt = 16, o.gen = 8, o.budget = 4;
   std::vector<LoopIteration> seen;
@@ -54,10 +59,8 @@ TEST(SystemLoop, AcceptsTheThreadChangeAndRevertsTheFusionOnATinyModel) {
 }
 
 TEST(SystemLoop, BadOptionsAreUsageErrors) {
-  test::TempDir home;
   const auto cfg = Qwen3Config::preset("tiny");
-  init_checkpoint(cfg, home.path() + "/tiny", 5);
-  const auto w = load_weights(cfg, home.path() + "/tiny");
+  const auto w = tiny_weights(cfg);
   LoopOptions o;
   o.gen = 1;
   EXPECT_THROW(run_system_loop(cfg, w, o, {}, 20.0, 0.05), Error);
