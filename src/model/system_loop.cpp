@@ -19,36 +19,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// One run of the harness (prefill, then gen - 1 decode steps) on a fresh engine.
+// One run of the harness on a fresh engine (the weights copied in).
 SystemProfile profile_once(const Qwen3Config& cfg, const Qwen3Weights& w, const LoopOptions& o, const SystemConfig& sc) {
-  CpuQwen3Engine engine(cfg, w, o.batch, int64_t(o.prompt) + o.gen);
-  engine.set_threads(sc.threads);
-  engine.set_fuse_residual_norm(sc.fuse_residual_norm);
-  std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<int32_t> tok(0, int32_t(cfg.vocab - 1));
-  std::vector<std::vector<int32_t>> prompts(size_t(o.batch));
-  for (auto& p : prompts)
-    for (int i = 0; i < o.prompt; ++i) p.push_back(tok(rng));
-  SystemProfile p;
-  auto t = Clock::now();
-  p.prefill_logits = engine.prefill(prompts);
-  auto next = engine.greedy(p.prefill_logits);
-  p.prefill_ms = ms_since(t);
-  p.prefill_stages = engine.stages();
-  engine.reset_stages();
-  p.tokens.assign(size_t(o.batch), {});
-  t = Clock::now();
-  for (int s = 0; s < o.gen; ++s) {
-    for (int b = 0; b < o.batch; ++b) p.tokens[size_t(b)].push_back(next[size_t(b)]);
-    if (s + 1 == o.gen) break;
-    next = engine.greedy(engine.decode(next));
-  }
-  p.decode_ms = ms_since(t);
-  p.decode_steps = std::max(0, o.gen - 1);
-  p.decode_stages = engine.stages();
-  p.prefill_tps = p.prefill_ms > 0 ? 1e3 * o.batch * o.prompt / p.prefill_ms : 0;
-  p.decode_tps = p.decode_ms > 0 ? 1e3 * o.batch * p.decode_steps / p.decode_ms : 0;
-  return p;
+  return profile_cpu(cfg, w, random_prompts(o.batch, o.prompt, cfg.vocab, o.seed), o.gen, sc);
 }
 
 // The fastest of `repeats` runs by the metric (timings on a shared machine only err upwards).
@@ -115,6 +88,49 @@ Proposal dispatch(const std::string& stage, const SystemConfig& cur, const std::
 }
 
 }  // namespace
+
+std::vector<std::vector<int32_t>> random_prompts(int batch, int prompt, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(vocab - 1));
+  std::vector<std::vector<int32_t>> prompts(size_t(std::max(batch, 0)));
+  for (auto& p : prompts)
+    for (int i = 0; i < prompt; ++i) p.push_back(tok(rng));
+  return prompts;
+}
+
+SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const std::vector<std::vector<int32_t>>& prompts,
+                          int gen, const SystemConfig& sc) {
+  int64_t longest = 0;
+  SystemProfile p;
+  for (const auto& pr : prompts) {
+    longest = std::max<int64_t>(longest, int64_t(pr.size()));
+    p.prompt_tokens += int64_t(pr.size());
+  }
+  const int batch = int(prompts.size());
+  CpuQwen3Engine engine(cfg, std::move(weights), batch, longest + std::max(gen, 0));
+  engine.set_threads(sc.threads);
+  engine.set_fuse_residual_norm(sc.fuse_residual_norm);
+  auto t = Clock::now();
+  p.prefill_logits = engine.prefill(prompts);
+  auto next = engine.greedy(p.prefill_logits);
+  p.prefill_ms = ms_since(t);
+  p.prefill_stages = engine.stages();
+  engine.reset_stages();
+  p.tokens.assign(size_t(batch), {});
+  t = Clock::now();
+  for (int s = 0; s < gen; ++s) {
+    for (int b = 0; b < batch; ++b) p.tokens[size_t(b)].push_back(next[size_t(b)]);
+    if (s + 1 == gen) break;  // the last token needs no forward pass
+    next = engine.greedy(engine.decode(next));
+  }
+  p.decode_ms = ms_since(t);
+  p.decode_steps = std::max(0, gen - 1);
+  p.decode_stages = engine.stages();
+  p.prefill_tps = p.prefill_ms > 0 ? 1e3 * double(p.prompt_tokens) / p.prefill_ms : 0;
+  p.decode_tps = p.decode_ms > 0 ? 1e3 * batch * p.decode_steps / p.decode_ms : 0;
+  p.kv_cache_bytes = engine.cache_bytes();
+  return p;
+}
 
 double metric_weight(const std::string& metric) {
   if (metric == "decode") return 1.0;

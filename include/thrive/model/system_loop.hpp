@@ -48,7 +48,19 @@ struct SystemProfile {
   StageTimes prefill_stages, decode_stages;
   std::vector<std::vector<int32_t>> tokens;      ///< greedy tokens per sequence
   std::vector<std::vector<float>> prefill_logits;
+  int64_t prompt_tokens = 0;   ///< real prompt tokens the prefill ran
+  int64_t kv_cache_bytes = 0;  ///< the engine's float32 KV cache
 };
+
+/// `batch` prompts of `prompt` token ids uniform in [0, vocab), from mt19937_64(seed): the
+/// harness's default inputs (`thrive e2e` without --prompts-file, the outer loop).
+std::vector<std::vector<int32_t>> random_prompts(int batch, int prompt, int64_t vocab, uint64_t seed);
+
+/// The CPU harness: a fresh engine with `sc` over `weights` (moved in; pass a copy to keep
+/// them), prefill of `prompts`, then gen - 1 greedy decode steps (the last token needs none);
+/// wall times, stage times, tokens and prefill logits. Error(kUsage) as the engine raises it.
+SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const std::vector<std::vector<int32_t>>& prompts,
+                          int gen, const SystemConfig& sc);
 
 /// One iteration of the loop.
 struct LoopIteration {

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
-#include <random>
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
@@ -19,6 +18,7 @@
 #include "thrive/model/attribution.hpp"
 #include "thrive/model/cuda_engine.hpp"
 #include "thrive/model/qwen3.hpp"
+#include "thrive/model/system_loop.hpp"
 #include "thrive/ops/op.hpp"
 #include "thrive/tools/toolbox.hpp"
 
@@ -128,12 +128,7 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
     }
     return prompts;
   }
-  std::mt19937_64 rng(parse_seed(f.seed, "--seed"));
-  std::uniform_int_distribution<int32_t> tok(0, int32_t(vocab - 1));
-  std::vector<std::vector<int32_t>> prompts(size_t(f.batch));
-  for (auto& p : prompts)
-    for (int i = 0; i < f.prompt; ++i) p.push_back(tok(rng));
-  return prompts;
+  return model::random_prompts(f.batch, f.prompt, vocab, parse_seed(f.seed, "--seed"));
 }
 
 E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg) {
@@ -142,36 +137,24 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // the copy ceiling, measured once per device
   r.device = "cpu";
   r.precision = "float32";
-  auto t = std::chrono::steady_clock::now();
+  const auto t = std::chrono::steady_clock::now();
   auto weights = model::load_weights(cfg, f.model);
   r.load_ms = ms_since(t);
-  model::CpuQwen3Engine engine(cfg, std::move(weights), f.batch, int64_t(f.prompt) + f.gen);
-  const auto prompts = random_prompts(f, cfg.vocab);
-  for (const auto& p : prompts) r.prompt_tokens += int64_t(p.size());
-  t = std::chrono::steady_clock::now();
-  auto logits = engine.prefill(prompts);
-  auto next = engine.greedy(logits);
-  r.prefill_ms = r.prefill_profiled_ms = ms_since(t);
-  r.prefill_logits = logits;
-  r.prefill_stages = engine.stages();
-  engine.reset_stages();
-  r.tokens.assign(size_t(f.batch), {});
-  t = std::chrono::steady_clock::now();
-  for (int s = 0; s < f.gen; ++s) {
-    for (int b = 0; b < f.batch; ++b) r.tokens[size_t(b)].push_back(next[size_t(b)]);
-    if (s + 1 == f.gen) break;  // the last token needs no forward pass
-    logits = engine.decode(next);
-    next = engine.greedy(logits);
-  }
-  r.decode_ms = r.decode_profiled_ms = ms_since(t);
-  r.decode_steps = std::max(0, f.gen - 1);
-  r.decode_stages = engine.stages();
+  auto p = model::profile_cpu(cfg, std::move(weights), random_prompts(f, cfg.vocab), f.gen, {});
+  r.prompt_tokens = p.prompt_tokens;
+  r.prefill_ms = r.prefill_profiled_ms = p.prefill_ms;
+  r.prefill_logits = std::move(p.prefill_logits);
+  r.prefill_stages = p.prefill_stages;
+  r.tokens = std::move(p.tokens);
+  r.decode_ms = r.decode_profiled_ms = p.decode_ms;
+  r.decode_steps = p.decode_steps;
+  r.decode_stages = p.decode_stages;
   set_passes(r, f, double(f.prompt) + double(r.decode_steps) / 2.0, r.decode_steps);
   r.tflops = model::cpu_gemm_gflops() / 1e3;
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.extra["peak_rss_mb"] = double(ru.ru_maxrss) / 1024.0;
-  r.extra["kv_cache_bytes"] = engine.cache_bytes();
+  r.extra["kv_cache_bytes"] = p.kv_cache_bytes;
   return r;
 }
 
