@@ -5,7 +5,9 @@
 # transformers (scripts/hf_compare.py), after the whole test suite.
 #   device tool: run command="bash scripts/device-e2e.sh" carry=[".sysroot", ".device-home"]
 # Environment: SEED_HOME=FILE.tgz (a memory with tuned kernels, e.g. .device-home/home.tgz),
-# GEN (decode tokens per sequence, default 32), RUNS (default "b256-best b256-baseline b1-best"),
+# GEN (decode tokens per sequence, default 32), RUNS (default "b256-best b256-baseline b1-best";
+# also b256-plain, b1-plain: best kernels and graphs without flash attention, fusions and GEMV;
+# b1-baseline; "baseline" = simplest kernels, no graphs, no flash attention, fusions or GEMV),
 # TESTS (a ctest -R regex; default: the whole suite), SKIP_TESTS=1, SKIP_HF=1.
 # Out ($OUT): build.log, ctest.log, e2e-*.json, e2e-stderr.log, hf-compare.json.
 set -uo pipefail
@@ -20,6 +22,7 @@ t0=$(date +%s)
 timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 || exit 1
 echo "checkpoint written in $(( $(date +%s) - t0 )) s"
 gen=${GEN:-32}
+plain="--attention gemm --fusions off --gemv off"  # the engine without its own fast paths
 run() {  # name, then e2e flags
   local name=$1; shift
   timeout 150 $bin e2e --device cuda --model $model --json "$@" > "$OUT/e2e-$name.json" 2>> "$OUT/e2e-stderr.log"
@@ -41,9 +44,11 @@ PY
 for r in ${RUNS:-b256-best b256-baseline b1-best}; do
   case $r in
     b256-best) run b256-best --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on ;;
-    b256-baseline) run b256-baseline --batch 256 --prompt 512 --gen "$gen" --kernels baseline --graphs off ;;
+    b256-baseline) run b256-baseline --batch 256 --prompt 512 --gen "$gen" --kernels baseline --graphs off $plain ;;
+    b256-plain) run b256-plain --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on $plain ;;
     b1-best) run b1-best --batch 1 --prompt 512 --gen 64 --kernels best --graphs on ;;
-    b1-baseline) run b1-baseline --batch 1 --prompt 512 --gen 64 --kernels baseline --graphs off ;;
+    b1-plain) run b1-plain --batch 1 --prompt 512 --gen 64 --kernels best --graphs on $plain ;;
+    b1-baseline) run b1-baseline --batch 1 --prompt 512 --gen 64 --kernels baseline --graphs off $plain ;;
     *) echo "unknown run $r" ;;
   esac
 done

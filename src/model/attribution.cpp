@@ -21,6 +21,7 @@ std::map<std::string, StageWork> stage_work(const Qwen3Config& c, const PassShap
   m["qk_norm"] = {L * 2 * T * qkv * a, 0};  // the fused projection read, q/k/v written
   m["rope"] = {L * 2 * T * (NQ + NKV) * D * a, 0};
   m["kv_cache_write"] = {L * 2 * T * 2 * NKV * D * a, 0};
+  m["qk_norm_rope_kv"] = {L * 2 * T * qkv * a, 0};  // the fused projection read once, q/k/v written once
   m["attention"] = {L * (double(p.kv_read) * 2 * NKV * D * a + 2 * T * nqd * a + (p.kv_read ? 0 : 2 * T * NKV * D * a)),
                     L * 4 * double(p.attended) * NQ * D};
   m["o_gemm"] = gemm(H, nqd);

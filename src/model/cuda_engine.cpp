@@ -30,21 +30,65 @@ config::ModelDims model_dims(const Qwen3Config& c) {
   return m;
 }
 
-// The engine kernels' launch plans (block, grid over the symbols each call passes).
+// The engine kernels' launch plans (block, grid, dynamic shared memory over the symbols each
+// call passes).
 struct EngineKernel {
   const char* entry;
   const char* block;
   const char* grid;
+  const char* grid_y = "1";
+  const char* grid_z = "1";
+  const char* smem = "0";
 };
 constexpr EngineKernel kEngineKernels[] = {
     {"engine_embed", "256", "T"},
     {"engine_rmsnorm", "256", "R"},
     {"engine_qk_norm_split", "256", "cdiv(T*(NQ+2*NKV),8)"},
     {"engine_kv_write", "256", "T"},
+    {"engine_qk_norm_rope_kv", "256", "cdiv(T*(NQ+NKV),8)"},
     {"engine_causal_softmax", "256", "B*P"},
+    {"engine_flash_attention_d16", "128", "cdiv(P,64)", "NQ", "B"},
+    {"engine_flash_attention_d32", "128", "cdiv(P,64)", "NQ", "B"},
+    {"engine_flash_attention_d64", "128", "cdiv(P,64)", "NQ", "B"},
+    {"engine_flash_attention_d128", "128", "cdiv(P,64)", "NQ", "B"},
+    {"engine_gemv", "256", "cdiv(N,8)"},
+    {"engine_gemv_swiglu", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "1024", "R"},
 };
+
+// The GEMV path's limits (kernels/cuda/engine/qwen3_engine.cu): at most 4 tokens, 16-byte rows;
+// the fused SwiGLU stages T x intermediate bf16 in the 48 KiB of static-limit shared memory.
+constexpr int64_t kGemvMaxTokens = 4;
+constexpr int64_t kSmemLimitBytes = 48 * 1024;
+
+bool flash_supported(const Qwen3Config& c) {
+  return c.head_dim == 16 || c.head_dim == 32 || c.head_dim == 64 || c.head_dim == 128;
+}
+bool gemv_supported(const Qwen3Config& c) {
+  return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
+}
+// The options as the engine runs them: a knob the model's dims do not allow is off.
+CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
+  o.flash_prefill = o.flash_prefill && flash_supported(c);
+  o.gemv = o.gemv && gemv_supported(c);
+  o.fuse_swiglu_down = o.fuse_swiglu_down && o.gemv;
+  return o;
+}
+bool gemv_at(const CudaEngineOptions& o, int64_t t) { return o.gemv && t <= kGemvMaxTokens; }
+bool swiglu_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) {
+  return gemv_at(o, t) && o.fuse_swiglu_down && t * c.intermediate * 2 <= kSmemLimitBytes;
+}
+// Engine kernels the options use (the flash entry of the model's head dim only).
+bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const CudaEngineOptions& o) {
+  if (entry.rfind("engine_flash_attention_d", 0) == 0)
+    return o.flash_prefill && entry == "engine_flash_attention_d" + std::to_string(c.head_dim);
+  if (entry == "engine_gemv" || entry == "engine_gemv_swiglu") return o.gemv;
+  if (entry == "engine_qk_norm_rope_kv") return o.fuse_qk_rope_kv;
+  if (entry == "engine_qk_norm_split" || entry == "engine_kv_write") return !o.fuse_qk_rope_kv;
+  if (entry == "engine_causal_softmax") return !o.flash_prefill;
+  return true;
+}
 
 void* at(void* base, int64_t elements, int64_t elem_bytes = 2) {
   return static_cast<uint8_t*>(base) + elements * elem_bytes;
@@ -69,7 +113,8 @@ struct CudaQwen3Engine::Impl {
   std::vector<void*> allocations;
   int64_t allocated = 0;
   struct Layer {
-    void *wqkv, *wo, *wgu, *wdown, *in_norm, *post_norm, *q_norm, *k_norm;
+    void *wqkv, *wo, *wgu, *wdown, *in_norm, *post_norm;
+    void *q_norm, *k_norm;  // k_norm = q_norm + head_dim: one [2, D] tensor for the fused kernel
   };
   std::vector<Layer> layers;
   void *embed = nullptr, *final_norm = nullptr, *lm_head = nullptr;
@@ -140,6 +185,14 @@ struct CudaQwen3Engine::Impl {
     const auto rope_shape = token_shape("rope", c, T, L).shape;
     const ops::Shape gqa_shape{{"B", nb}, {"L", L}, {"NQ", NQ}, {"NKV", NKV}, {"D", D}};
     const double eps = c.rms_eps;
+    const bool gemv = gemv_at(opts, T);
+    // y[T, n] = x[T, k] . W^T: the GEMV at small T, cuBLASLt otherwise
+    auto proj = [&](int64_t n, int64_t k, void* x, void* w, void* y) {
+      if (gemv)
+        engine("engine_gemv", {{"T", T}, {"N", n}}, {x, w, y}, {T, n, k});
+      else
+        lt->run({.m = T, .n = n, .k = k, .ldx = k, .ldw = k, .ldy = n}, x, w, y);
+    };
     mark_start();
     engine("engine_embed", {{"T", T}}, {ids, embed, h}, {T, H, c.vocab});
     done("embedding");
@@ -147,18 +200,27 @@ struct CudaQwen3Engine::Impl {
     done("input_norm");
     for (int64_t l = 0; l < c.layers; ++l) {
       const auto& W = layers[size_t(l)];
-      lt->run({.m = T, .n = QKV, .k = H, .ldx = H, .ldw = H, .ldy = QKV}, n1, W.wqkv, qkv);
+      proj(QKV, H, n1, W.wqkv, qkv);
       done("qkv_gemm");
-      engine("engine_qk_norm_split", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, W.k_norm, q, k, v},
-             {T, NQ, NKV, D}, {eps});
-      done("qk_norm");
-      op("rope@" + tkey, rope_shape, {pos, q, k, cos_sin});
-      done("rope");
       void* kc = at(k_cache, l * int64_t(opts.batch) * L * NKV * D);
       void* vc = at(v_cache, l * int64_t(opts.batch) * L * NKV * D);
-      engine("engine_kv_write", {{"T", T}}, {k, v, pos, seq, kc, vc}, {T, NKV, D, L});
-      done("kv_cache_write");
-      if (prefill) {
+      if (opts.fuse_qk_rope_kv) {
+        engine("engine_qk_norm_rope_kv", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, pos, seq, cos_sin, q, kc, vc},
+               {T, NQ, NKV, D, L}, {eps});
+        done("qk_norm_rope_kv");
+      } else {
+        engine("engine_qk_norm_split", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, W.k_norm, q, k, v},
+               {T, NQ, NKV, D}, {eps});
+        done("qk_norm");
+        op("rope@" + tkey, rope_shape, {pos, q, k, cos_sin});
+        done("rope");
+        engine("engine_kv_write", {{"T", T}}, {k, v, pos, seq, kc, vc}, {T, NKV, D, L});
+        done("kv_cache_write");
+      }
+      if (prefill && opts.flash_prefill) {
+        engine("engine_flash_attention_d" + std::to_string(D), {{"P", p}, {"NQ", NQ}, {"B", nb}}, {q, kc, vc, attn},
+               {nb, p, NQ, NKV, D, L}, {1.0 / std::sqrt(double(D))});
+      } else if (prefill) {
         for (int64_t hq = 0; hq < NQ; ++hq) {
           const int64_t g = hq / G;
           lt->run({.m = p, .n = p, .k = D, .ldx = NQ * D, .ldw = NKV * D, .ldy = p, .y_f32 = true, .batch = int(nb),
@@ -174,15 +236,19 @@ struct CudaQwen3Engine::Impl {
         op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
       }
       done("attention");
-      lt->run({.m = T, .n = H, .k = NQ * D, .ldx = NQ * D, .ldw = NQ * D, .ldy = H}, attn, W.wo, o);
+      proj(H, NQ * D, attn, W.wo, o);
       done("o_gemm");
       op("rmsnorm_residual@" + tkey, norm_shape, {o, h, W.post_norm, n2});
       done("residual_norm");
-      lt->run({.m = T, .n = 2 * I, .k = H, .ldx = H, .ldw = H, .ldy = 2 * I}, n2, W.wgu, gu);
+      proj(2 * I, H, n2, W.wgu, gu);
       done("mlp_gate_up_gemm");
-      op("swiglu_act@" + tkey, act_shape, {gu, act});
-      done("swiglu");
-      lt->run({.m = T, .n = H, .k = I, .ldx = I, .ldw = I, .ldy = H}, act, W.wdown, d);
+      if (swiglu_fused_at(c, opts, T)) {
+        engine("engine_gemv_swiglu", {{"T", T}, {"N", H}, {"K", I}}, {gu, W.wdown, d}, {T, H, I});
+      } else {
+        op("swiglu_act@" + tkey, act_shape, {gu, act});
+        done("swiglu");
+        proj(H, I, act, W.wdown, d);
+      }
       done("mlp_down_gemm");
       // h += d, then the next layer's input norm (the final norm after the last layer)
       void* next_norm = l + 1 < c.layers ? layers[size_t(l + 1)].in_norm : final_norm;
@@ -228,12 +294,17 @@ struct CudaQwen3Engine::Impl {
   }
 };
 
-std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, const CudaEngineOptions& o) {
+std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, const CudaEngineOptions& opts) {
+  const auto o = effective(cfg, opts);
   std::vector<OpCallSite> out;
   std::vector<int64_t> ts = {int64_t(o.batch) * o.max_prompt};
   if (o.max_prompt != 1) ts.push_back(o.batch);
   for (int64_t t : ts)
-    for (const char* op : {"rmsnorm_residual", "swiglu_act", "rope"}) out.push_back({op, token_shape(op, cfg, t, o.max_context)});
+    for (const std::string op : {"rmsnorm_residual", "swiglu_act", "rope"}) {
+      if (op == "rope" && o.fuse_qk_rope_kv) continue;
+      if (op == "swiglu_act" && swiglu_fused_at(cfg, o, t)) continue;
+      out.push_back({op, token_shape(op, cfg, t, o.max_context)});
+    }
   out.push_back({"gqa_decode_attention",
                  {fmt::format("B={},L={}", o.batch, o.max_context),
                   {{"B", o.batch}, {"L", o.max_context}, {"NQ", cfg.heads}, {"NKV", cfg.kv_heads}, {"D", cfg.head_dim}}}});
@@ -252,7 +323,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
          opts.batch, opts.max_prompt, opts.max_context, cfg.max_position);
   auto& m = *impl_;
   m.cfg = cfg;
-  m.opts = opts;
+  m.opts = effective(cfg, opts);
   m.dims = model_dims(cfg);
   for (const auto& site : call_sites(cfg, opts))
     if (!registry.count(site.key()))
@@ -269,12 +340,16 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
                                                        "kernels/cuda/engine/qwen3_engine.cu");
   for (const auto& ek : kEngineKernels) {
+    if (!engine_kernel_used(ek.entry, cfg, m.opts)) continue;
     auto k = engine_src;
     k.entries = {ek.entry};
     backend::LaunchSpec spec;
     spec.entry = ek.entry;
     spec.block = ek.block;
     spec.grid[0] = ek.grid;
+    spec.grid[1] = ek.grid_y;
+    spec.grid[2] = ek.grid_z;
+    spec.smem = ek.smem;
     k.launches = {spec};
     auto r = m.be->compile(k);
     if (!r.module) fail(ErrorCategory::kBackend, "engine kernel {} does not compile:\n{}", ek.entry, r.log);
@@ -324,9 +399,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     put(p + "input_layernorm.weight", W.in_norm);
     W.post_norm = m.alloc(H * 2);
     put(p + "post_attention_layernorm.weight", W.post_norm);
-    W.q_norm = m.alloc(D * 2);
+    W.q_norm = m.alloc(2 * D * 2);
+    W.k_norm = at(W.q_norm, D);
     put(p + "self_attn.q_norm.weight", W.q_norm);
-    W.k_norm = m.alloc(D * 2);
     put(p + "self_attn.k_norm.weight", W.k_norm);
     m.layers.push_back(W);
   }
@@ -357,8 +432,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.last_h = m.alloc(B * H * 2);
   m.logits = m.alloc(B * cfg.vocab * 4);
   m.next = m.alloc(B * 4);
-  m.scores = P > 1 ? m.alloc(B * P * P * 4) : nullptr;
-  m.probs = P > 1 ? m.alloc(B * P * P * 2) : nullptr;
+  const bool gemm_attention = P > 1 && !m.opts.flash_prefill;
+  m.scores = gemm_attention ? m.alloc(B * P * P * 4) : nullptr;
+  m.probs = gemm_attention ? m.alloc(B * P * P * 2) : nullptr;
   // cos|sin cache [L, D] f32, as the rope op takes it (angles in double, then rounded).
   std::vector<float> cs(size_t(L * D));
   for (int64_t p = 0; p < L; ++p)
@@ -417,6 +493,7 @@ double CudaQwen3Engine::measure_gemm_tflops() {
 
 int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_memory_used(); }
 const backend::DeviceInfo& CudaQwen3Engine::device() const { return impl_->be->device(); }
+const CudaEngineOptions& CudaQwen3Engine::options() const { return impl_->opts; }
 
 std::vector<int32_t> CudaQwen3Engine::prefill(const std::vector<std::vector<int32_t>>& prompts,
                                               std::vector<std::vector<float>>* logits) {

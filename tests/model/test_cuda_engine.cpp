@@ -1,8 +1,10 @@
 // The CUDA Qwen3 engine against the float32 CPU engine on a tiny random checkpoint: prefill
 // logits of ragged prompts and teacher-forced decode steps agree within bf16 tolerance, greedy
 // tokens agree wherever the CPU's top-2 margin exceeds the observed error, with the registry's
-// baseline (each template's simplest variant) and its defaults, graphs on and off. Skips
-// visibly without a GPU.
+// baseline (each template's simplest variant) and its defaults, graphs on and off, and the
+// engine's knobs all on (flash prefill attention, fused q/k norm + RoPE + KV write, GEMV with
+// SwiGLU fused at small batch) or all off. Long ragged prompts (several flash tiles) at head
+// dims 16, 64 and 128. Skips visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,12 +42,13 @@ std::string tiny_checkpoint(const test::TempDir& home, const Qwen3Config& cfg, u
   return dir;
 }
 
-CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bool graphs) {
+CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bool graphs, bool knobs = true) {
   CudaEngineOptions o;
   o.batch = batch;
   o.max_prompt = max_prompt;
   o.max_context = max_context;
   o.graphs = graphs;
+  o.flash_prefill = o.fuse_qk_rope_kv = o.gemv = o.fuse_swiglu_down = knobs;
   return o;
 }
 
@@ -70,16 +73,16 @@ void expect_same_greedy(const std::vector<float>& cpu, int32_t gpu_token, double
   }
 }
 
-class CudaEngine : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+class CudaEngine : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
 
 TEST_P(CudaEngine, MatchesTheCpuReferenceOnATinyCheckpoint) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [simplest, graphs] = GetParam();
+  const auto [simplest, graphs, knobs] = GetParam();
   test::TempDir home;
   const auto cfg = Qwen3Config::preset("tiny");
   const auto dir = tiny_checkpoint(home, cfg, 7);
-  const auto o = options(3, 9, 20, graphs);
+  const auto o = options(3, 9, 20, graphs, knobs);
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, simplest));
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), o.batch, o.max_context);
   const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 200, 3}, {7, 7, 7, 7, 7, 7, 7, 7, 255}, {42, 0}};
@@ -105,10 +108,55 @@ TEST_P(CudaEngine, MatchesTheCpuReferenceOnATinyCheckpoint) {
     next = cpu.greedy(cl);
   }
   EXPECT_GT(gpu.allocated_bytes(), 0);
+  EXPECT_EQ(gpu.options().flash_prefill, knobs);
+  EXPECT_EQ(gpu.options().gemv, knobs);
 }
 
-INSTANTIATE_TEST_SUITE_P(RegistryAndGraphs, CudaEngine,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(RegistryGraphsAndKnobs, CudaEngine,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool()));
+
+// Prompts of 130, 71 and 1 tokens: the flash kernel's 64-row tiles (3 query tiles, a ragged last
+// tile, a sequence of one token), the causal diagonal inside a tile, right padding, at the head
+// dims the flash entries cover (16, 64, 128 = Qwen3's). The flash engine is compared with the
+// float32 CPU engine and with the same checkpoint on the cuBLASLt attention path.
+class CudaEngineLongPrompts : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaEngineLongPrompts, FlashPrefillMatchesTheCpuAndTheGemmPath) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const int head_dim = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.head_dim = head_dim;
+  cfg.layers = 1;
+  const auto dir = tiny_checkpoint(home, cfg, 11);
+  std::vector<std::vector<int32_t>> prompts(3);
+  for (int i = 0; i < 130; ++i) prompts[0].push_back((i * 37 + 5) % int(cfg.vocab));
+  for (int i = 0; i < 71; ++i) prompts[1].push_back((i * 11 + 3) % int(cfg.vocab));
+  prompts[2] = {17};
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 3, 140);
+  const auto cl = cpu.prefill(prompts);
+  std::vector<std::vector<float>> flash_logits, gemm_logits;
+  {
+    const auto o = options(3, 130, 140, true, true);
+    CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+    ASSERT_TRUE(gpu.options().flash_prefill);
+    gpu.prefill(prompts, &flash_logits);
+  }
+  {
+    auto o = options(3, 130, 140, true, true);
+    o.flash_prefill = false;
+    CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+    gpu.prefill(prompts, &gemm_logits);
+  }
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    EXPECT_LT(rel_diff(cl[b], flash_logits[b]), 3e-2) << "flash vs CPU, sequence " << b << ", D " << head_dim;
+    EXPECT_LT(rel_diff(gemm_logits[b], flash_logits[b]), 3e-2) << "flash vs gemm path, sequence " << b;
+    for (float x : flash_logits[b]) ASSERT_TRUE(std::isfinite(x)) << "sequence " << b;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, CudaEngineLongPrompts, ::testing::Values(16, 64, 128));
 
 TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   std::string why;
@@ -116,19 +164,34 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   test::TempDir home;
   const auto cfg = Qwen3Config::preset("tiny");
   const auto dir = tiny_checkpoint(home, cfg, 3);
+  {  // knobs off: every stage separate
+    const auto o = options(2, 4, 6, true, false);
+    CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+    gpu.set_stage_timing(true);
+    auto t = gpu.prefill({{1, 2, 3, 4}, {5}});
+    for (const char* stage : {"embedding", "qkv_gemm", "qk_norm", "rope", "kv_cache_write", "attention", "o_gemm",
+                              "residual_norm", "mlp_gate_up_gemm", "swiglu", "mlp_down_gemm", "mlp_residual_norm",
+                              "lm_head", "sampling", "copies_in", "copies_out"})
+      EXPECT_GT(gpu.stages().us.count(stage), 0u) << stage;
+    EXPECT_EQ(gpu.stages().calls.at("qkv_gemm"), cfg.layers);
+  }
+  // knobs on: q/k norm + RoPE + KV write fused; decode at batch 2 has SwiGLU inside the down GEMV
   const auto o = options(2, 4, 6, true);
+  for (const auto& site : CudaQwen3Engine::call_sites(cfg, o)) EXPECT_NE(site.op, "rope") << site.key();
+  EXPECT_EQ(CudaQwen3Engine::call_sites(cfg, o).size(), 4u);  // rmsnorm and swiglu at T=8, rmsnorm at T=2, gqa
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   gpu.set_stage_timing(true);
   auto t = gpu.prefill({{1, 2, 3, 4}, {5}});
-  for (const char* stage : {"embedding", "qkv_gemm", "qk_norm", "rope", "kv_cache_write", "attention", "o_gemm",
-                            "residual_norm", "mlp_gate_up_gemm", "swiglu", "mlp_down_gemm", "mlp_residual_norm",
-                            "lm_head", "sampling", "copies_in", "copies_out"})
+  for (const char* stage : {"qk_norm_rope_kv", "attention", "swiglu", "mlp_down_gemm"})
     EXPECT_GT(gpu.stages().us.count(stage), 0u) << stage;
-  EXPECT_EQ(gpu.stages().calls.at("qkv_gemm"), cfg.layers);
+  for (const char* stage : {"qk_norm", "rope", "kv_cache_write"}) EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;
+  gpu.reset_stages();
+  t = gpu.decode(t);
+  EXPECT_EQ(gpu.stages().us.count("swiglu"), 0u);
+  EXPECT_EQ(gpu.stages().calls.at("mlp_down_gemm"), cfg.layers);
   EXPECT_THROW(gpu.decode({1}), Error);                 // one token for a batch of two
   EXPECT_THROW(gpu.decode({1, int32_t(cfg.vocab)}), Error);  // id out of range
   EXPECT_THROW(gpu.prefill({{1, 2, 3, 4, 5}, {1}}), Error);  // longer than max_prompt
-  t = gpu.decode(t);  // position 4
   t = gpu.decode(t);  // position 5, the last of the context of 6
   EXPECT_THROW(gpu.decode(t), Error);
 }

@@ -30,7 +30,7 @@ struct StageWork {
 };
 
 /// Work per stage name (both engines' names: embedding, input_norm, qkv_gemm, qk_norm, rope,
-/// kv_cache_write, attention, o_gemm, residual_norm, mlp_gate_up_gemm, swiglu, mlp_down_gemm,
+/// kv_cache_write, qk_norm_rope_kv (the three fused), attention, o_gemm, residual_norm, mlp_gate_up_gemm, swiglu, mlp_down_gemm,
 /// mlp_residual_norm, residual, final_norm, lm_head, sampling) for one pass of `p`, with
 /// activations of `act_bytes` and weights of `weight_bytes` per element (float32 CPU engine: 4, 4;
 /// bf16 CUDA engine: 2, 2). Formulas: GEMM flops 2 T N K (Qwen3 projection sizes from `c`),

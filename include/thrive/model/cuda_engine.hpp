@@ -9,13 +9,17 @@
 //   q, k, v = split, per-head RMSNorm of q and k        -> qk_norm (engine kernel)
 //   RoPE(q, k) at each token's position                 -> rope (THRIVE op `rope`)
 //   k, v -> KV cache at (sequence, position)            -> kv_cache_write
-//   prefill: per query head, S = Q K^T (cuBLASLt, batched over sequences, f32), causal softmax,
-//   O = P V (cuBLASLt); decode: THRIVE op `gqa_decode_attention` over the cache -> attention
+//   (with fuse_qk_rope_kv, the three stages above are one kernel        -> qk_norm_rope_kv)
+//   prefill: FlashAttention-2 over the cache (flash_prefill), or per query head S = Q K^T
+//   (cuBLASLt, batched over sequences, f32), causal softmax, O = P V (cuBLASLt); decode: THRIVE
+//   op `gqa_decode_attention` over the cache                              -> attention
 //   o = attn . Wo^T                                     -> o_gemm
 //   h += o; n2 = RMSNorm(h)                             -> residual_norm (THRIVE op `rmsnorm_residual`)
 //   gu = n2 . Wgu^T (gate|up rows, one GEMM)            -> mlp_gate_up_gemm
 //   act = silu(gate) * up                               -> swiglu (THRIVE op `swiglu_act`)
 //   d = act . Wdown^T                                   -> mlp_down_gemm
+//   (T <= 4 with gemv: the projections are the engine's GEMV, and with fuse_swiglu_down the
+//   down GEMV computes act itself: no swiglu stage)
 //   h += d; n1 = RMSNorm(h) with the next layer's input norm (the final norm after the last
 //   layer)                                               -> mlp_residual_norm (`rmsnorm_residual`)
 // then lm_head on each sequence's last token (f32 logits) and argmax -> lm_head, sampling.
@@ -43,6 +47,20 @@ struct CudaEngineOptions {
   int64_t max_prompt = 1;     ///< longest prompt prefill() accepts (sets prefill buffers)
   int64_t max_context = 2;    ///< KV-cache length per sequence (L): prompt + generated tokens
   bool graphs = true;         ///< decode steps replayed as one CUDA graph
+  /// Prefill attention: true = engine_flash_attention (FlashAttention-2 on tensor cores, one
+  /// kernel per layer; head_dim 16/32/64/128), false = per query head cuBLASLt S = QK^T (f32),
+  /// causal softmax, O = PV. Other head dims always take the cuBLASLt path.
+  bool flash_prefill = true;
+  /// q/k RMSNorm + RoPE + KV-cache write as one kernel (engine_qk_norm_rope_kv, stage
+  /// "qk_norm_rope_kv"); the `rope` op's call sites are then not used.
+  bool fuse_qk_rope_kv = true;
+  /// Projections at T <= 4 tokens (decode at small batch) through the engine's GEMV
+  /// (weight-streaming, one warp per output row) instead of cuBLASLt. Needs hidden,
+  /// intermediate and heads x head_dim multiples of 8.
+  bool gemv = true;
+  /// With the GEMV path: SwiGLU computed inside the down projection (no swiglu stage; the
+  /// `swiglu_act` call site at that T is then not used). Needs T x intermediate x 2 <= 48 KiB.
+  bool fuse_swiglu_down = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.
@@ -65,7 +83,8 @@ using KernelRegistry = std::map<std::string, OpKernel>;
 /// bf16 Qwen3 on the GPU. Not thread-safe; one per process (it owns a CUDA backend).
 class CudaQwen3Engine {
  public:
-  /// Every THRIVE-op call site the engine will launch for `opts` (prefill and decode shapes),
+  /// Every THRIVE-op call site the engine will launch for `opts` (prefill and decode shapes;
+  /// fused-away sites are left out),
   /// so a caller can resolve the registry before the engine creates its CUDA context (kernel
   /// verification forks sandbox workers, which must happen before CUDA is initialised).
   static std::vector<OpCallSite> call_sites(const Qwen3Config& cfg, const CudaEngineOptions& opts);
@@ -107,6 +126,8 @@ class CudaQwen3Engine {
   /// Which kernel runs at each call site.
   const KernelRegistry& registry() const { return registry_; }
   const backend::DeviceInfo& device() const;
+  /// The options the engine runs with (after the head-dim and alignment fallbacks).
+  const CudaEngineOptions& options() const;
 
  private:
   struct Impl;

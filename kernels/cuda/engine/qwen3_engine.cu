@@ -128,6 +128,302 @@ extern "C" __global__ void engine_kv_write(ThriveCudaArgs a) {
   }
 }
 
+// q/k per-head RMSNorm, neox RoPE and the KV-cache write in one pass over the fused QKV
+// projection (the compilation specialist's fusion of qk_norm, rope and kv_cache_write): one warp
+// per (token, q or k head); a k-head warp also copies the matching v head into the cache. The
+// normalized values are rounded to bf16 before the rotation, as the unfused stages round them
+// between kernels, so both paths give the same bits. Rotation as the `rope` op: for i < D/2,
+// out[i] = x[i] c - x[i + D/2] s, out[i + D/2] = x[i + D/2] c + x[i] s, with c = cs[pos, i],
+// s = cs[pos, D/2 + i] (Su et al. 2021, the GPT-NeoX half-split layout transformers uses).
+// tensors: qkv bf16 [T, (NQ + 2 NKV) D], qk_w bf16 [2 D] (q_norm | k_norm), positions i64 [T],
+// seq i32 [T], cos_sin f32 [L, D], q bf16 [T, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D];
+// dims: T, NQ, NKV, D, L; scalars: eps. Positions outside [0, L) write nothing.
+extern "C" __global__ void engine_qk_norm_rope_kv(ThriveCudaArgs a) {
+  const long long T = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
+  const long long heads = NQ + NKV;
+  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= T * heads) return;
+  const long long t = row / heads, h = row % heads;
+  const long long pos = ((const long long*)a.tensors[2])[t];
+  if (pos < 0 || pos >= L) return;
+  const bf16_t* src = (const bf16_t*)a.tensors[0] + t * (NQ + 2 * NKV) * D + h * D;
+  const bool is_q = h < NQ;
+  const bf16_t* w = (const bf16_t*)a.tensors[1] + (is_q ? 0 : D);
+  float ss = 0.f;
+  for (long long i = lane; i < D; i += 32) {
+    const float v = thrive_bf16_to_f32(src[i]);
+    ss += v * v;
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = rsqrtf(ss / (float)D + (float)a.scalars[0]);
+  const long long half = D / 2;
+  const float* cs = (const float*)a.tensors[4] + pos * D;
+  bf16_t* dst;
+  if (is_q) {
+    dst = (bf16_t*)a.tensors[5] + (t * NQ + h) * D;
+  } else {
+    const long long seq = ((const int*)a.tensors[3])[t];
+    const long long off = ((seq * L + pos) * NKV + (h - NQ)) * D;
+    dst = (bf16_t*)a.tensors[6] + off;
+    const bf16_t* vs = src + NKV * D;  // v head h - NQ sits NKV heads after k head h - NQ
+    bf16_t* vd = (bf16_t*)a.tensors[7] + off;
+    for (long long i = lane; i < D; i += 32) vd[i] = vs[i];
+  }
+  for (long long i = lane; i < half; i += 32) {
+    const float x1 = thrive_bf16_to_f32(thrive_f32_to_bf16(thrive_bf16_to_f32(src[i]) * inv * thrive_bf16_to_f32(w[i])));
+    const float x2 = thrive_bf16_to_f32(
+        thrive_f32_to_bf16(thrive_bf16_to_f32(src[i + half]) * inv * thrive_bf16_to_f32(w[i + half])));
+    const float c = cs[i], s = cs[half + i];
+    dst[i] = thrive_f32_to_bf16(x1 * c - x2 * s);
+    dst[i + half] = thrive_f32_to_bf16(x2 * c + x1 * s);
+  }
+}
+
+// ---- Tensor-core helpers (PTX ISA 8.x, sm_80+: mma.sync m16n8k16 bf16 with f32 accumulation,
+// ldmatrix). Fragment layouts are the PTX ISA's "Matrix Fragments for mma.m16n8k16": with
+// g = lane / 4 and c = lane % 4, A (16x16, row) holds rows g and g+8 at columns 2c, 2c+1 and
+// 2c+8, 2c+9; B (16x8, col) holds column g at rows 2c, 2c+1 and 2c+8, 2c+9; C (16x8, f32) holds
+// rows g and g+8 at columns 2c, 2c+1.
+__device__ __forceinline__ unsigned engine_pack_bf16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ void engine_mma_bf16(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned engine_smem_u32(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// Four 8x8 b16 matrices, transposed: lane i gives the row address of matrix i / 8, row i % 8.
+__device__ __forceinline__ void engine_ldmatrix_x4_trans(unsigned r[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Causal prefill attention in one kernel (FlashAttention-2, Dao 2023: tiles of queries against
+// tiles of keys with an online softmax, the scores never leave registers), GQA by reading the
+// query head's KV group, bf16 tensor cores (mma.sync m16n8k16) with f32 accumulation. A block
+// of 4 warps owns 64 query rows of one (sequence, query head); each warp 16 rows. Key/value
+// tiles of 64 rows are staged in shared memory with rows padded to D + 8 elements, which makes
+// the B-fragment reads and ldmatrix row reads bank-conflict free. Query tiles are scheduled
+// longest first. Row i of sequence b attends to keys 0..i of the same sequence, so right padding
+// is exact for the real rows (pad rows compute finite values that no real token reads).
+// tensors: q bf16 [B*P, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D] (prefill keys at positions
+// 0..P-1), out bf16 [B*P, NQ, D]; dims: B, P, NQ, NKV, D, L; scalars: softmax scale.
+// Launch: block 128, grid (cdiv(P, 64), NQ, B).
+template <int D>
+__device__ __forceinline__ void engine_flash_attention(const ThriveCudaArgs& a) {
+  constexpr int BQ = 64, BK = 64, LD = D + 8, KC = D / 16, DT = D / 8;
+  __shared__ __align__(16) bf16_t ks[BK * LD];
+  __shared__ __align__(16) bf16_t vs[BK * LD];
+  const long long P = a.dims[1], NQ = a.dims[2], NKV = a.dims[3], L = a.dims[5];
+  const long long qt = (long long)gridDim.x - 1 - blockIdx.x;
+  const long long hq = blockIdx.y, b = blockIdx.z, g = hq / (NQ / NKV);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+  const long long r0 = qt * BQ + warp * 16 + gr, r1 = r0 + 8;
+  const bf16_t* q = (const bf16_t*)a.tensors[0];
+  unsigned qf[KC][4];
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc) {
+    const int c = kc * 16 + 2 * tq;
+    const bf16_t* q0 = q + ((b * P + r0) * NQ + hq) * D + c;
+    const bf16_t* q1 = q + ((b * P + r1) * NQ + hq) * D + c;
+    qf[kc][0] = r0 < P ? *(const unsigned*)q0 : 0u;
+    qf[kc][1] = r1 < P ? *(const unsigned*)q1 : 0u;
+    qf[kc][2] = r0 < P ? *(const unsigned*)(q0 + 8) : 0u;
+    qf[kc][3] = r1 < P ? *(const unsigned*)(q1 + 8) : 0u;
+  }
+  float o[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+  const float neg_inf = -__int_as_float(0x7f800000);
+  float m0 = neg_inf, m1 = neg_inf, l0 = 0.f, l1 = 0.f;
+  const float sl2 = (float)a.scalars[0] * 1.4426950408889634f;  // scale * log2(e): exp2 below
+  const long long kend = P < (qt + 1) * BQ ? P : (qt + 1) * BQ;  // keys this tile's rows need
+  const long long row_stride = NKV * D;
+  const bf16_t* kb = (const bf16_t*)a.tensors[1] + (b * L * NKV + g) * D;
+  const bf16_t* vb = (const bf16_t*)a.tensors[2] + (b * L * NKV + g) * D;
+  const long long warp_first = qt * BQ + warp * 16;
+  for (long long k0 = 0; k0 < kend; k0 += BK) {
+    __syncthreads();
+    for (int c = threadIdx.x; c < BK * (D / 8); c += blockDim.x) {
+      const int r = c / (D / 8), col = (c % (D / 8)) * 8;
+      const long long j = k0 + r;
+      uint4 kv, vv;
+      kv.x = kv.y = kv.z = kv.w = 0u;
+      vv = kv;
+      if (j < kend) {
+        kv = *(const uint4*)(kb + j * row_stride + col);
+        vv = *(const uint4*)(vb + j * row_stride + col);
+      }
+      *(uint4*)(ks + r * LD + col) = kv;
+      *(uint4*)(vs + r * LD + col) = vv;
+    }
+    __syncthreads();
+    if (k0 > warp_first + 15) continue;  // every key of this tile is after this warp's rows
+    float s[BK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      const bf16_t* kr = ks + (nt * 8 + gr) * LD + 2 * tq;
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc)
+        engine_mma_bf16(s[nt], qf[kc], *(const unsigned*)(kr + kc * 16), *(const unsigned*)(kr + kc * 16 + 8));
+    }
+    if (k0 + BK - 1 > warp_first) {  // the causal diagonal crosses this tile
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const long long j = k0 + nt * 8 + 2 * tq + e;
+          if (j > r0) s[nt][e] = neg_inf;
+          if (j > r1) s[nt][2 + e] = neg_inf;
+        }
+    }
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt) {
+      mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
+    }
+    // Every row has key 0 in the first tile and its own position in the last one it visits, so
+    // mx0/mx1 are finite here; exp2(-inf) = 0 rescales the empty start.
+    const float al0 = exp2f((m0 - mx0) * sl2), al1 = exp2f((m1 - mx1) * sl2);
+    m0 = mx0, m1 = mx1;
+    float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt) {
+      s[nt][0] = exp2f((s[nt][0] - m0) * sl2);
+      s[nt][1] = exp2f((s[nt][1] - m0) * sl2);
+      s[nt][2] = exp2f((s[nt][2] - m1) * sl2);
+      s[nt][3] = exp2f((s[nt][3] - m1) * sl2);
+      rs0 += s[nt][0] + s[nt][1];
+      rs1 += s[nt][2] + s[nt][3];
+    }
+    l0 = l0 * al0 + rs0;
+    l1 = l1 * al1 + rs1;
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      o[dt][0] *= al0, o[dt][1] *= al0;
+      o[dt][2] *= al1, o[dt][3] *= al1;
+    }
+#pragma unroll
+    for (int kc = 0; kc < BK / 16; ++kc) {
+      const unsigned pa[4] = {engine_pack_bf16x2(s[2 * kc][0], s[2 * kc][1]),
+                              engine_pack_bf16x2(s[2 * kc][2], s[2 * kc][3]),
+                              engine_pack_bf16x2(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                              engine_pack_bf16x2(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      const bf16_t* vrow = vs + (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
+#pragma unroll
+      for (int d2 = 0; d2 < D / 16; ++d2) {
+        unsigned bv[4];
+        engine_ldmatrix_x4_trans(bv, engine_smem_u32(vrow + d2 * 16));
+        engine_mma_bf16(o[2 * d2], pa, bv[0], bv[1]);
+        engine_mma_bf16(o[2 * d2 + 1], pa, bv[2], bv[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
+  }
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  bf16_t* out = (bf16_t*)a.tensors[3];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) {
+    const int col = dt * 8 + 2 * tq;
+    if (r0 < P) *(unsigned*)(out + ((b * P + r0) * NQ + hq) * D + col) = engine_pack_bf16x2(o[dt][0] * inv0, o[dt][1] * inv0);
+    if (r1 < P) *(unsigned*)(out + ((b * P + r1) * NQ + hq) * D + col) = engine_pack_bf16x2(o[dt][2] * inv1, o[dt][3] * inv1);
+  }
+}
+// One entry per supported head dimension (the host compiles the one the model needs).
+extern "C" __global__ void __launch_bounds__(128) engine_flash_attention_d16(ThriveCudaArgs a) { engine_flash_attention<16>(a); }
+extern "C" __global__ void __launch_bounds__(128) engine_flash_attention_d32(ThriveCudaArgs a) { engine_flash_attention<32>(a); }
+extern "C" __global__ void __launch_bounds__(128) engine_flash_attention_d64(ThriveCudaArgs a) { engine_flash_attention<64>(a); }
+extern "C" __global__ void __launch_bounds__(128) engine_flash_attention_d128(ThriveCudaArgs a) { engine_flash_attention<128>(a); }
+
+// ---- GEMV for decode at small batch: y[t, n] = sum_k x[t, k] W[n, k] for T <= 4 tokens, f32
+// accumulation, bf16 out. One warp per output row; each lane streams 16-byte pieces of the
+// weight row (L1 bypassed: every weight byte is read once per step) and the matching x pieces
+// (tiny, cached). Decode at batch 1 reads each weight once per step, so this path is bound by
+// HBM bandwidth; cuBLASLt's M=1 kernels reach 1-2.5 TB/s on the H200 at these shapes (stage
+// timings of 2026-11-30), below the 4.2 TB/s copy ceiling. K % 8 == 0 and 16-byte aligned rows
+// (the host checks; cuBLASLt runs otherwise).
+__device__ __forceinline__ uint4 engine_ld_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+__device__ __forceinline__ float engine_dot2(unsigned w, unsigned x) {
+  return __uint_as_float(w << 16) * __uint_as_float(x << 16) +
+         __uint_as_float(w & 0xffff0000u) * __uint_as_float(x & 0xffff0000u);
+}
+__device__ __forceinline__ float engine_dot8(uint4 w, uint4 x) {
+  return engine_dot2(w.x, x.x) + engine_dot2(w.y, x.y) + engine_dot2(w.z, x.z) + engine_dot2(w.w, x.w);
+}
+// x is read through `xs` (global, or the shared-memory SwiGLU result) with row stride K.
+__device__ __forceinline__ void engine_gemv_rows(const bf16_t* xs, const bf16_t* W, bf16_t* y, long long T,
+                                                 long long N, long long K) {
+  const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (n >= N) return;
+  const bf16_t* w = W + n * K;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+  for (long long k = lane * 8; k < K; k += 256) {
+    const uint4 wv = engine_ld_stream(w + k);
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      if (t < T) acc[t] += engine_dot8(wv, *(const uint4*)(xs + t * K + k));
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (t >= T) break;
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) y[t * N + n] = thrive_f32_to_bf16(v);
+  }
+}
+// tensors: x bf16 [T, K], W bf16 [N, K], y bf16 [T, N]; dims: T, N, K. Block 256, grid cdiv(N, 8).
+extern "C" __global__ void engine_gemv(ThriveCudaArgs a) {
+  engine_gemv_rows((const bf16_t*)a.tensors[0], (const bf16_t*)a.tensors[1], (bf16_t*)a.tensors[2], a.dims[0],
+                   a.dims[1], a.dims[2]);
+}
+// The down projection with SwiGLU fused in (the compilation specialist's fusion of swiglu and
+// mlp_down_gemm): each block first computes act[t, k] = bf16(silu(gate) * up), silu(a) =
+// a / (1 + exp(-a)) in f32 as the `swiglu_act` op defines it, into shared memory (T*K*2 bytes),
+// then runs the GEMV on it. tensors: gu bf16 [T, 2K] (gate | up), W bf16 [N, K], y bf16 [T, N];
+// dims: T, N, K. Block 256, grid cdiv(N, 8), dynamic shared memory T*K*2 bytes (<= 48 KiB).
+extern "C" __global__ void engine_gemv_swiglu(ThriveCudaArgs a) {
+  extern __shared__ __align__(16) bf16_t act[];
+  const long long T = a.dims[0], K = a.dims[2];
+  const bf16_t* gu = (const bf16_t*)a.tensors[0];
+  for (long long i = threadIdx.x; i < T * K; i += blockDim.x) {
+    const long long t = i / K, k = i % K;
+    const float g = thrive_bf16_to_f32(gu[t * 2 * K + k]), u = thrive_bf16_to_f32(gu[t * 2 * K + K + k]);
+    act[i] = thrive_f32_to_bf16(g / (1.0f + expf(-g)) * u);
+  }
+  __syncthreads();
+  engine_gemv_rows(act, (const bf16_t*)a.tensors[1], (bf16_t*)a.tensors[2], T, a.dims[1], K);
+}
+
 // Causal softmax of prefill scores: for row i of sequence b, probs[b, i, j] = softmax_j<=i
 // (scale * S[b, i, j]), 0 for j > i. tensors: S f32 [B, P, P], probs bf16 [B, P, P]; dims: B, P;
 // scalars: scale. One block per row.

@@ -1,7 +1,7 @@
 // thrive model init --preset qwen3-1.7b|tiny --out DIR [--seed S] [--dtype bf16|f32]: a random-
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
-// [--kernels baseline|best] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off] [--gemv on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -32,6 +32,7 @@ struct InitFlags {
 
 struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
+  std::string attention = "flash", fusions = "on", gemv = "on";
   int batch = 1, prompt = 16, gen = 16;
   std::string seed = "1";
   bool json = false;
@@ -201,6 +202,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.max_prompt = f.prompt;
   o.max_context = int64_t(f.prompt) + std::max(f.gen, 1);
   o.graphs = f.graphs == "on";
+  o.flash_prefill = f.attention == "flash";
+  o.fuse_qk_rope_kv = o.fuse_swiglu_down = f.fusions == "on";
+  o.gemv = f.gemv == "on";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), f.kernels);
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -258,9 +262,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
     keep();
   }
   r.decode_steps = steps - first - profiled - warm;
+  r.decode_ms = ms_since(t);
   set_passes(r, f, double(f.prompt) + first + (profiled + 1) / 2.0, profiled);
   r.tflops = engine.measure_gemm_tflops();
-  r.decode_ms = ms_since(t);
   if (r.decode_steps == 0) {  // too few steps for a separate measurement: the profiled ones
     r.decode_steps = profiled;
     r.decode_ms = r.decode_profiled_ms;
@@ -268,7 +272,11 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   nlohmann::json sites = nlohmann::json::array();
   for (const auto& [key, k] : engine.registry())
     sites.push_back({{"call_site", key}, {"origin", k.origin}, {"kernel_id", k.kernel_id}});
+  const auto& eo = engine.options();  // as run: a knob the model's dims do not allow is off
   r.extra = {{"graphs", f.graphs},
+             {"prefill_attention", eo.flash_prefill ? "flash" : "gemm"},
+             {"fusions", {{"qk_norm_rope_kv", eo.fuse_qk_rope_kv}, {"swiglu_into_down_gemv", eo.fuse_swiglu_down}}},
+             {"gemv", eo.gemv},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -319,9 +327,10 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
   if (doc.contains("peak_rss_mb")) fmt::print("peak RSS {:.0f} MB\n", doc["peak_rss_mb"].get<double>());
   if (doc.contains("gpu_memory_allocated_bytes"))
     fmt::print("GPU memory: {:.2f} GiB allocated by the engine, {:.2f} GiB in use on the device; graphs {}, kernels "
-               "{}; eager decode step with stage timing: {:.3f} ms\n",
+               "{}, prefill attention {}, fusions {}, gemv {}; eager decode step with stage timing: {:.3f} ms\n",
                double(doc["gpu_memory_allocated_bytes"].get<int64_t>()) / (1 << 30),
                double(doc["gpu_memory_used_bytes"].get<int64_t>()) / (1 << 30), f.graphs, f.kernels,
+               doc["prefill_attention"].get<std::string>(), f.fusions, doc["gemv"].get<bool>() ? "on" : "off",
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("registry"))
     for (const auto& s : doc["registry"])
@@ -342,14 +351,17 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
-  if (f.graphs != "on" && f.graphs != "off") fail(ErrorCategory::kUsage, "--graphs {}: expected on or off", f.graphs);
+  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--fusions", f.fusions}, {"--gemv", f.gemv}})
+    if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
+  if (f.attention != "flash" && f.attention != "gemm")
+    fail(ErrorCategory::kUsage, "--attention {}: expected flash or gemm", f.attention);
   parse_seed(f.seed, "--seed");
   if (f.kernels != "baseline" && f.kernels != "best")
     fail(ErrorCategory::kUsage, "--kernels {}: expected baseline or best", f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels: the CPU engine is the float32 reference with neither; they "
-         "apply to --device cuda");
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv: the CPU engine is the float32 "
+         "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
     fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
@@ -390,6 +402,13 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--kernels", f.kernels,
                   "best (default): the best verified kernel in memory per op and shape, re-verified | baseline: "
                   "each op template's simplest variant");
+  cmd->add_option("--attention", f.attention,
+                  "Prefill attention: flash (default; FlashAttention-2 kernel on tensor cores) | gemm (cuBLASLt "
+                  "S=QK^T, causal softmax, PV per query head)");
+  cmd->add_option("--fusions", f.fusions,
+                  "on (default): q/k norm + RoPE + KV-cache write as one kernel, and SwiGLU inside the down GEMV at "
+                  "batch <= 4 | off");
+  cmd->add_option("--gemv", f.gemv, "on (default): projections at <= 4 tokens through the engine's GEMV | off: cuBLASLt");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]) and PREFIX.tokens.json");
@@ -402,7 +421,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
     if (!f.dump.empty() && (f.dump.back() == '/' || std::filesystem::is_directory(f.dump)))
       fail(ErrorCategory::kUsage, "--dump {}: is a folder; expected a path prefix such as DIR/run (PREFIX.logits.f32 and "
            "PREFIX.tokens.json are written)", f.dump);
-    run_e2e(ctx, f, cmd->count("--graphs") + cmd->count("--kernels") > 0);
+    run_e2e(ctx, f,
+            cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
+                    cmd->count("--gemv") > 0);
   });
 }
 
