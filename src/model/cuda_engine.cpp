@@ -220,17 +220,17 @@ struct CudaQwen3Engine::Impl {
       if (prefill && opts.flash_prefill) {
         engine("engine_flash_attention_d" + std::to_string(D), {{"P", p}, {"NQ", NQ}, {"B", nb}}, {q, kc, vc, attn},
                {nb, p, NQ, NKV, D, L}, {1.0 / std::sqrt(double(D))});
-      } else if (prefill) {
+      } else if (prefill) {  // K and V from the cache, where both q/k/v paths leave them
         for (int64_t hq = 0; hq < NQ; ++hq) {
           const int64_t g = hq / G;
           lt->run({.m = p, .n = p, .k = D, .ldx = NQ * D, .ldw = NKV * D, .ldy = p, .y_f32 = true, .batch = int(nb),
-                   .stride_x = p * NQ * D, .stride_w = p * NKV * D, .stride_y = p * p},
-                  at(q, hq * D), at(k, g * D), scores);
+                   .stride_x = p * NQ * D, .stride_w = L * NKV * D, .stride_y = p * p},
+                  at(q, hq * D), at(kc, g * D), scores);
           engine("engine_causal_softmax", {{"B", nb}, {"P", p}}, {scores, probs}, {nb, p},
                  {1.0 / std::sqrt(double(D))});
           lt->run({.m = p, .n = D, .k = p, .ldx = p, .ldw = NKV * D, .ldy = NQ * D, .w_is_kn = true, .batch = int(nb),
-                   .stride_x = p * p, .stride_w = p * NKV * D, .stride_y = p * NQ * D},
-                  probs, at(v, g * D), at(attn, hq * D));
+                   .stride_x = p * p, .stride_w = L * NKV * D, .stride_y = p * NQ * D},
+                  probs, at(vc, g * D), at(attn, hq * D));
         }
       } else {
         op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
@@ -293,6 +293,8 @@ struct CudaQwen3Engine::Impl {
     return tokens;
   }
 };
+
+config::ModelDims CudaQwen3Engine::op_dims(const Qwen3Config& cfg) { return model_dims(cfg); }
 
 std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, const CudaEngineOptions& opts) {
   const auto o = effective(cfg, opts);

@@ -24,34 +24,14 @@ SystemProfile profile_once(const Qwen3Config& cfg, const Qwen3Weights& w, const 
   return profile_cpu(cfg, w, random_prompts(o.batch, o.prompt, cfg.vocab, o.seed), o.gen, sc);
 }
 
-// The fastest of `repeats` runs by the metric (timings on a shared machine only err upwards).
-SystemProfile profile(const Qwen3Config& cfg, const Qwen3Weights& w, const LoopOptions& o, const SystemConfig& sc,
-                      double weight) {
-  SystemProfile best;
-  double best_score = -1;
-  for (int i = 0; i < std::max(1, o.repeats); ++i) {
-    auto p = profile_once(cfg, w, o, sc);
-    const double score = weight * p.decode_tps + (1 - weight) * p.prefill_tps;
-    if (score > best_score) best_score = score, best = std::move(p);
-  }
-  return best;
-}
-
 double metric_t(const SystemProfile& p, const SystemProfile& start, double weight) {
   const double d = start.decode_tps > 0 ? p.decode_tps / start.decode_tps : 0;
   const double f = start.prefill_tps > 0 ? p.prefill_tps / start.prefill_tps : 0;
   return weight * d + (1 - weight) * f;
 }
 
-// A specialist's proposal for a stage, or nothing (with the reason in `why`).
-struct Proposal {
-  std::string specialist, change;
-  SystemConfig next;
-  bool any = false;
-};
-
-Proposal dispatch(const std::string& stage, const SystemConfig& cur, const std::set<std::string>& tried,
-                  std::string& why) {
+Proposal dispatch_cpu(const std::string& stage, const SystemConfig& cur, const std::set<std::string>& tried,
+                      std::string& why) {
   static const std::set<std::string> gemms = {"qkv_gemm", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm", "lm_head"};
   static const std::set<std::string> norms = {"input_norm", "residual", "residual_norm", "mlp_residual_norm",
                                               "final_norm"};
@@ -147,46 +127,98 @@ double metric_weight(const std::string& metric) {
        metric);
 }
 
-LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, const LoopOptions& o,
-                           const SystemConfig& start, double bandwidth_gbps, double tflops,
-                           const std::function<void(const LoopIteration&)>& sink) {
+nlohmann::json SystemConfig::to_json() const {
+  if (device != "cuda") return {{"threads", threads}, {"fuse_residual_norm", fuse_residual_norm}};
+  return {{"device", "cuda"},
+          {"graphs", graphs},
+          {"flash_prefill", flash_prefill},
+          {"fuse_qk_rope_kv", fuse_qk_rope_kv},
+          {"gemv", gemv},
+          {"fuse_swiglu_down", fuse_swiglu_down},
+          {"best_ops", best_ops}};
+}
+
+SystemConfig SystemConfig::from_json(const nlohmann::json& j, const std::string& device) {
+  SystemConfig c;
+  c.device = device;
+  if (!j.is_object()) return c;
+  auto flag = [&](const char* k, bool& v) {
+    if (j.contains(k) && j[k].is_boolean()) v = j[k].get<bool>();
+  };
+  if (j.contains("threads") && j["threads"].is_number_integer()) c.threads = j["threads"].get<int>();
+  flag("fuse_residual_norm", c.fuse_residual_norm);
+  flag("graphs", c.graphs);
+  flag("flash_prefill", c.flash_prefill);
+  flag("fuse_qk_rope_kv", c.fuse_qk_rope_kv);
+  flag("gemv", c.gemv);
+  flag("fuse_swiglu_down", c.fuse_swiglu_down);
+  if (j.contains("best_ops") && j["best_ops"].is_array())
+    for (const auto& o : j["best_ops"])
+      if (o.is_string()) c.best_ops.insert(o.get<std::string>());
+  return c;
+}
+
+LoopResult run_outer_loop(const LoopOptions& o, const SystemConfig& start, const SystemDriver& d,
+                          const std::function<void(const LoopIteration&)>& sink) {
   const double weight = metric_weight(o.metric);
   if (o.budget < 0 || !(o.r_t >= 0) || !(o.a_t >= 0) || o.batch < 1 || o.prompt < 1 || o.gen < 2)
     fail(ErrorCategory::kUsage, "system loop: budget {}, r_t {}, a_t {}, batch {}, prompt {}, gen {}: expected "
          "budget >= 0, thresholds >= 0, batch >= 1, prompt >= 1, gen >= 2", o.budget, o.r_t, o.a_t, o.batch, o.prompt, o.gen);
+  // The best of `repeats` measurements by the metric (timings on a shared machine only err upwards).
+  auto measure = [&](const SystemConfig& sc) {
+    SystemProfile best;
+    double best_score = -1;
+    for (int i = 0; i < std::max(1, o.repeats); ++i) {
+      auto p = d.profile(sc);
+      const double score = weight * p.decode_tps + (1 - weight) * p.prefill_tps;
+      if (score > best_score) best_score = score, best = std::move(p);
+    }
+    return best;
+  };
   LoopResult r;
   r.start = r.best = start;
-  r.notes.push_back("communication: one device, nothing to do");
-  r.start_profile = profile(cfg, weights, o, start, weight);
+  r.notes = d.notes;
+  r.start_profile = measure(start);
   r.best_profile = r.start_profile;
   const auto& ref = r.start_profile;
   std::set<std::string> tried(o.tried.begin(), o.tried.end());
   tried.insert(start.to_json().dump());
+  std::set<std::string> wrong;  // changes whose system failed verification: never proposed again
   for (int it = 1; it <= o.budget; ++it) {
-    // Attribute the phase the metric weighs most
-    const bool decode = weight >= 0.5;
-    const auto& bp = r.best_profile;
-    const int64_t B = o.batch, P = o.prompt;
-    const PassShape pass = decode ? PassShape{B, B * (P + o.gen / 2), B * (P + o.gen / 2), B}
-                                  : PassShape{B * P, B * P * (P + 1) / 2, 0, B};
-    const auto ranking = attribute(decode ? bp.decode_stages : bp.prefill_stages, decode ? bp.decode_ms : bp.prefill_ms,
-                                   decode ? std::max(1, bp.decode_steps) : 1, stage_work(cfg, pass, 4, 4),
-                                   bandwidth_gbps, tflops);
+    // Attribute: both phases, each stage's headroom weighted by the metric's weight of its phase
+    struct Ranked {
+      std::string phase;
+      StageRank rank;
+      double weighted;
+    };
+    std::vector<Ranked> ranked;
+    for (const bool decode : {true, false}) {
+      const double w = decode ? weight : 1 - weight;
+      if (w <= 0) continue;
+      for (const auto& x : d.rank(r.best_profile, decode)) ranked.push_back({decode ? "decode" : "prefill", x, w * x.headroom});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.weighted > b.weighted; });
     LoopIteration li;
     li.index = it;
-    for (const auto& x : ranking)
-      li.ranking.push_back({{"stage", x.stage}, {"share", x.share}, {"floor_ms", x.floor_ms}, {"headroom", x.headroom}});
+    for (const auto& x : ranked)
+      li.ranking.push_back({{"phase", x.phase}, {"stage", x.rank.stage}, {"share", x.rank.share},
+                            {"floor_ms", x.rank.floor_ms}, {"headroom", x.weighted}});
     Proposal pick;
-    for (const auto& x : ranking) {
-      if (x.headroom < 0.001) break;  // ranked by headroom: the rest have less than 0.1%
+    for (const auto& x : ranked) {
+      if (x.weighted < 0.001) break;  // ranked by headroom: the rest have less than 0.1%
       std::string why;
-      auto p = dispatch(x.stage, r.best, tried, why);
+      auto p = d.dispatch(x.phase, x.rank.stage, r.best, tried, why);
+      if (p.any && wrong.count(p.change)) {
+        p.any = false;
+        why = "failed verification earlier: " + p.change;
+      }
       if (p.any) {
-        li.stage = x.stage;
-        pick = p;
+        li.phase = x.phase;
+        li.stage = x.rank.stage;
+        pick = std::move(p);
         break;
       }
-      const std::string note = p.specialist + " (" + x.stage + "): " + why;
+      const std::string note = p.specialist + " (" + x.phase + " " + x.rank.stage + "): " + why;
       if (std::find(r.notes.begin(), r.notes.end(), note) == r.notes.end()) r.notes.push_back(note);
     }
     if (!pick.any) {
@@ -199,29 +231,22 @@ LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, 
     li.before = r.best;
     li.after = pick.next;
     li.t_before = r.t_best;
-    const auto cand = profile(cfg, weights, o, pick.next, weight);
+    if (pick.prepare) li.prepared = pick.prepare();
+    const auto cand = measure(pick.next);
     li.t_after = metric_t(cand, ref, weight);
-    // Verify end to end against the starting system: same greedy tokens, logits within tolerance
-    double err = 0;
-    for (size_t b = 0; b < ref.prefill_logits.size(); ++b) {
-      double num = 0, den = 0;
-      for (size_t i = 0; i < ref.prefill_logits[b].size(); ++i) {
-        num = std::max(num, double(std::abs(cand.prefill_logits[b][i] - ref.prefill_logits[b][i])));
-        den = std::max(den, double(std::abs(ref.prefill_logits[b][i])));
-      }
-      err = std::max(err, den > 0 ? num / den : num);
-    }
-    li.verified = cand.tokens == ref.tokens && err <= o.logits_tol;
+    std::string detail;
+    li.verified = d.verify(cand, ref, detail);
     const bool gain = li.t_after / li.t_before > 1 + o.r_t || li.t_after - li.t_before > o.a_t;
     li.accepted = li.verified && gain;
+    if (!li.verified) wrong.insert(pick.change);
     if (!li.verified)
-      li.verdict = fmt::format("rejected: the changed system's tokens or logits differ (logit error {:.2e})", err);
+      li.verdict = "rejected: the changed system does not match the starting one (" + detail + ")";
     else if (li.accepted)
-      li.verdict = fmt::format("accepted: T {:.3f} -> {:.3f} ({:.2f}x; needs > {:.2f}x or +{:.2f})", li.t_before,
-                               li.t_after, li.t_after / li.t_before, 1 + o.r_t, o.a_t);
+      li.verdict = fmt::format("accepted: T {:.3f} -> {:.3f} ({:.2f}x; needs > {:.2f}x or +{:.2f}); {}", li.t_before,
+                               li.t_after, li.t_after / li.t_before, 1 + o.r_t, o.a_t, detail);
     else
-      li.verdict = fmt::format("reverted: T {:.3f} -> {:.3f} ({:.2f}x; needs > {:.2f}x or +{:.2f})", li.t_before,
-                               li.t_after, li.t_after / li.t_before, 1 + o.r_t, o.a_t);
+      li.verdict = fmt::format("reverted: T {:.3f} -> {:.3f} ({:.2f}x; needs > {:.2f}x or +{:.2f}); {}", li.t_before,
+                               li.t_after, li.t_after / li.t_before, 1 + o.r_t, o.a_t, detail);
     if (li.accepted) {
       r.best = pick.next;
       r.t_best = li.t_after;
@@ -232,6 +257,168 @@ LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, 
   }
   if (r.stop_reason.empty()) r.stop_reason = fmt::format("budget of {} changes spent", o.budget);
   return r;
+}
+
+LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, const LoopOptions& o,
+                           const SystemConfig& start, double bandwidth_gbps, double tflops,
+                           const std::function<void(const LoopIteration&)>& sink) {
+  SystemDriver d;
+  d.notes = {"communication: one device, nothing to do"};
+  d.profile = [&](const SystemConfig& sc) { return profile_once(cfg, weights, o, sc); };
+  d.rank = [&](const SystemProfile& p, bool decode) {
+    const int64_t B = o.batch, P = o.prompt;
+    const PassShape pass = decode ? PassShape{B, B * (P + o.gen / 2), B * (P + o.gen / 2), B}
+                                  : PassShape{B * P, B * P * (P + 1) / 2, 0, B};
+    return attribute(decode ? p.decode_stages : p.prefill_stages, decode ? p.decode_ms : p.prefill_ms,
+                     decode ? std::max(1, p.decode_steps) : 1, stage_work(cfg, pass, 4, 4), bandwidth_gbps, tflops);
+  };
+  d.dispatch = [](const std::string&, const std::string& stage, const SystemConfig& cur,
+                  const std::set<std::string>& tried, std::string& why) { return dispatch_cpu(stage, cur, tried, why); };
+  // The float32 engine's changes reorder nothing numerically that matters: same tokens, logits
+  // within o.logits_tol
+  d.verify = [&](const SystemProfile& cand, const SystemProfile& ref, std::string& detail) {
+    const double err = max_logit_error(cand, ref);
+    detail = fmt::format("logit error {:.2e}, tokens {}", err, cand.tokens == ref.tokens ? "identical" : "differ");
+    return cand.tokens == ref.tokens && err <= o.logits_tol;
+  };
+  return run_outer_loop(o, start, d, sink);
+}
+
+double max_logit_error(const SystemProfile& cand, const SystemProfile& ref) {
+  double err = 0;
+  if (cand.prefill_logits.size() != ref.prefill_logits.size()) return INFINITY;
+  for (size_t b = 0; b < ref.prefill_logits.size(); ++b) {
+    if (cand.prefill_logits[b].size() != ref.prefill_logits[b].size()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.prefill_logits[b].size(); ++i) {
+      const double diff = std::abs(double(cand.prefill_logits[b][i]) - double(ref.prefill_logits[b][i]));
+      num = std::isnan(diff) ? INFINITY : std::max(num, diff);
+      den = std::max(den, double(std::abs(ref.prefill_logits[b][i])));
+    }
+    err = std::max(err, den > 0 ? num / den : num);
+  }
+  return err;
+}
+
+Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const SystemConfig& cur,
+                       const std::set<std::string>& tried, int batch, std::string& why) {
+  static const std::set<std::string> projections = {"qkv_gemm", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm"};
+  const bool decode = phase == "decode";
+  const bool small = decode && batch <= 4;  // the GEMV path's limit (model/cuda_engine.hpp)
+  Proposal p;
+  p.next = cur;
+  // A change of `cur` by `edit`, unless tried.
+  auto propose = [&](const char* specialist, const std::string& change, auto edit) {
+    p.specialist = specialist;
+    p.next = cur;
+    edit(p.next);
+    p.change = change;
+    p.any = !tried.count(p.next.to_json().dump());
+    if (!p.any) why = "tried already: " + change;
+    return p;
+  };
+  auto inner = [&](const std::string& op) {
+    p = propose("kernels", fmt::format("inner loop for {} at the engine's {} shape, then memory's best kernel at its "
+                                       "call sites", op, phase),
+                [&](SystemConfig& c) { c.best_ops.insert(op); });
+    p.inner_op = op;
+    p.inner_phase = phase;
+    return p;
+  };
+  if (stage == "host_other") {
+    p.specialist = "compilation";
+    if (decode && !cur.graphs) return propose("compilation", "capture the decode step as one CUDA graph", [](SystemConfig& c) { c.graphs = true; });
+    why = decode ? "the decode step is one CUDA graph already; what is left is the graph's own launch latency"
+                 : "prefill launches large kernels back to back; the host gap is launch latency";
+    return p;
+  }
+  if (stage == "qk_norm" || stage == "rope" || stage == "kv_cache_write") {
+    if (!cur.fuse_qk_rope_kv) {
+      auto f = propose("compilation", "fuse q/k RMSNorm, RoPE and the KV-cache write into one kernel",
+                       [](SystemConfig& c) { c.fuse_qk_rope_kv = true; });
+      if (f.any || stage != "rope") return f;
+    }
+    if (stage == "rope") return inner("rope");
+    p.specialist = stage == "kv_cache_write" ? "memory" : "compilation";
+    why = stage == "kv_cache_write" ? "the contiguous per-sequence KV cache is this engine's one layout"
+                                    : "the q/k norm is an engine kernel; its fusion was tried";
+    return p;
+  }
+  if (stage == "qk_norm_rope_kv") {
+    p.specialist = "compilation";
+    why = "q/k norm, RoPE and the KV-cache write are one kernel already";
+    return p;
+  }
+  if (stage == "swiglu") {
+    if (small && cur.gemv && !cur.fuse_swiglu_down) {
+      auto f = propose("compilation", "compute SwiGLU inside the down projection's GEMV",
+                       [](SystemConfig& c) { c.fuse_swiglu_down = true; });
+      if (f.any) return f;
+    }
+    return inner("swiglu_act");
+  }
+  if (stage == "residual_norm" || stage == "mlp_residual_norm") return inner("rmsnorm_residual");
+  if (stage == "attention") {
+    if (decode) return inner("gqa_decode_attention");
+    if (!cur.flash_prefill)
+      return propose("kernels", "prefill attention by the FlashAttention-2 kernel (tensor cores, scores in registers)",
+                     [](SystemConfig& c) { c.flash_prefill = true; });
+    p.specialist = "kernels";
+    why = "prefill attention runs the FlashAttention-2 kernel already";
+    return p;
+  }
+  if (projections.count(stage)) {
+    p.specialist = "kernels";
+    if (small && !cur.gemv)
+      return propose("kernels", "projections at <= 4 tokens by the engine's weight-streaming GEMV",
+                     [](SystemConfig& c) { c.gemv = true; });
+    why = small ? "the GEMV path is on already" : "cuBLASLt's heuristic kernel is the engine's GEMM above 4 tokens";
+    return p;
+  }
+  if (stage == "lm_head") {
+    p.specialist = "kernels";
+    why = "the vocabulary projection is one cuBLASLt GEMM (f32 logits) with no alternative here";
+    return p;
+  }
+  p.specialist = "data";
+  why = "token ids in and greedy tokens out are 4 bytes per sequence, sampling and the embedding run on the GPU";
+  return p;
+}
+
+bool verify_bf16(const SystemProfile& cand, const SystemProfile& ref, double tol, std::string& detail) {
+  const double err = max_logit_error(cand, ref);
+  int decisive = 0, decisive_same = 0;
+  int64_t tokens = 0, agree = 0;
+  for (size_t b = 0; b < ref.prefill_logits.size() && b < cand.prefill_logits.size(); ++b) {
+    const auto& rl = ref.prefill_logits[b];
+    const auto& cl = cand.prefill_logits[b];
+    if (rl.size() != cl.size() || rl.empty()) continue;
+    double diff = 0;
+    size_t top = 0;
+    for (size_t i = 0; i < rl.size(); ++i) {
+      diff = std::max(diff, std::abs(double(cl[i]) - double(rl[i])));
+      if (rl[i] > rl[top]) top = i;
+    }
+    double second = -INFINITY;
+    for (size_t i = 0; i < rl.size(); ++i)
+      if (i != top) second = std::max(second, double(rl[i]));
+    if (double(rl[top]) - second > 2 * diff && b < ref.tokens.size() && b < cand.tokens.size() &&
+        !ref.tokens[b].empty() && !cand.tokens[b].empty()) {
+      ++decisive;
+      decisive_same += cand.tokens[b][0] == ref.tokens[b][0];
+    }
+  }
+  for (size_t b = 0; b < ref.tokens.size(); ++b) {
+    tokens += int64_t(ref.tokens[b].size());
+    for (size_t i = 0; b < cand.tokens.size() && i < ref.tokens[b].size() && i < cand.tokens[b].size(); ++i) {
+      if (cand.tokens[b][i] != ref.tokens[b][i]) break;  // later tokens follow from a different prefix
+      ++agree;
+    }
+  }
+  detail = fmt::format("logit error {:.2e} (tolerance {:.0e}), first token unchanged in {}/{} sequences with a "
+                       "decisive margin, {}/{} greedy tokens agree up to the first divergence",
+                       err, tol, decisive_same, decisive, agree, tokens);
+  return err <= tol && decisive_same == decisive && cand.tokens.size() == ref.tokens.size();
 }
 
 }  // namespace thrive::model

@@ -3,6 +3,7 @@
 // residual/RMSNorm fusion: bit-identical and within noise), both verified end to end.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "tests/support/test_support.hpp"
@@ -52,7 +53,9 @@ TEST(SystemLoop, AcceptsTheThreadChangeAndRevertsTheFusionOnATinyModel) {
   EXPECT_GT(r.t_best, 1.3);
   EXPECT_GT(r.best_profile.decode_tps, r.start_profile.decode_tps);
   // A configuration memory saw tried is not tried again.
-  o.tried = {SystemConfig{1, true}.to_json().dump(), SystemConfig{0, false}.to_json().dump()};
+  SystemConfig one_fused, all_unfused;
+  one_fused.threads = 1, one_fused.fuse_residual_norm = true;
+  o.tried = {one_fused.to_json().dump(), all_unfused.to_json().dump()};
   o.budget = 3;
   const auto again = run_system_loop(cfg, w, o, r.best, 20.0, 0.05);
   EXPECT_TRUE(again.iterations.empty()) << again.iterations.front().change;
@@ -67,6 +70,139 @@ TEST(SystemLoop, BadOptionsAreUsageErrors) {
   o.gen = 4;
   o.r_t = -1;
   EXPECT_THROW(run_system_loop(cfg, w, o, {}, 20.0, 0.05), Error);
+}
+
+// ---- the engine-neutral loop and the CUDA specialists (pure functions, no GPU needed) ----
+
+TEST(SystemConfig, CpuFormIsUnchangedAndCudaRoundTrips) {
+  SystemConfig cpu;
+  EXPECT_EQ(cpu.to_json(), nlohmann::json({{"threads", 0}, {"fuse_residual_norm", false}}));
+  SystemConfig c;
+  c.device = "cuda";
+  c.graphs = c.gemv = true;
+  c.best_ops = {"rope", "gqa_decode_attention"};
+  const auto back = SystemConfig::from_json(c.to_json(), "cuda");
+  EXPECT_EQ(back.to_json(), c.to_json());
+  EXPECT_TRUE(back.graphs);
+  EXPECT_FALSE(back.flash_prefill);
+  EXPECT_EQ(back.best_ops.size(), 2u);
+  EXPECT_EQ(SystemConfig::from_json(nlohmann::json::parse("[1]"), "cuda").to_json(), SystemConfig::from_json({}, "cuda").to_json());
+}
+
+TEST(DispatchCuda, EachStageGoesToItsSpecialist) {
+  SystemConfig base;
+  base.device = "cuda";
+  std::string why;
+  auto p = dispatch_cuda("decode", "host_other", base, {}, 256, why);
+  EXPECT_TRUE(p.any && p.specialist == "compilation" && p.next.graphs);
+  p = dispatch_cuda("prefill", "attention", base, {}, 256, why);
+  EXPECT_TRUE(p.any && p.specialist == "kernels" && p.next.flash_prefill && p.inner_op.empty());
+  p = dispatch_cuda("decode", "attention", base, {}, 256, why);
+  EXPECT_TRUE(p.any && p.inner_op == "gqa_decode_attention" && p.inner_phase == "decode");
+  EXPECT_EQ(p.next.best_ops.count("gqa_decode_attention"), 1u);
+  p = dispatch_cuda("decode", "residual_norm", base, {}, 256, why);
+  EXPECT_EQ(p.inner_op, "rmsnorm_residual");
+  p = dispatch_cuda("decode", "rope", base, {}, 256, why);
+  EXPECT_TRUE(p.any && p.specialist == "compilation" && p.next.fuse_qk_rope_kv);
+  // The fusion tried: the rope stage goes to the kernels specialist instead
+  p = dispatch_cuda("decode", "rope", base, {p.next.to_json().dump()}, 256, why);
+  EXPECT_TRUE(p.any && p.inner_op == "rope");
+  p = dispatch_cuda("decode", "qkv_gemm", base, {}, 1, why);
+  EXPECT_TRUE(p.any && p.next.gemv);
+  p = dispatch_cuda("decode", "qkv_gemm", base, {}, 256, why);
+  EXPECT_FALSE(p.any);
+  EXPECT_NE(why.find("cuBLASLt"), std::string::npos);
+  auto gemv = base;
+  gemv.gemv = true;
+  p = dispatch_cuda("decode", "swiglu", gemv, {}, 1, why);
+  EXPECT_TRUE(p.any && p.specialist == "compilation" && p.next.fuse_swiglu_down);
+  p = dispatch_cuda("decode", "swiglu", base, {}, 256, why);
+  EXPECT_EQ(p.inner_op, "swiglu_act");
+  for (const char* stage : {"lm_head", "sampling", "copies_in", "qk_norm_rope_kv"}) {
+    why.clear();
+    EXPECT_FALSE(dispatch_cuda("decode", stage, base, {}, 256, why).any) << stage;
+    EXPECT_FALSE(why.empty()) << stage;
+  }
+  auto graphs = base;
+  graphs.graphs = true;
+  EXPECT_FALSE(dispatch_cuda("decode", "host_other", graphs, {}, 256, why).any);
+  // Nothing tried twice
+  EXPECT_FALSE(dispatch_cuda("decode", "host_other", base, {graphs.to_json().dump()}, 256, why).any);
+}
+
+SystemProfile profile_with(std::vector<std::vector<float>> logits, std::vector<std::vector<int32_t>> tokens) {
+  SystemProfile p;
+  p.prefill_logits = std::move(logits);
+  p.tokens = std::move(tokens);
+  return p;
+}
+
+TEST(VerifyBf16, ToleranceAndDecisiveFirstTokens) {
+  const auto ref = profile_with({{0.f, 1.f, 10.f}, {5.f, 5.01f, 0.f}}, {{2, 7, 7}, {1, 3, 3}});
+  std::string detail;
+  EXPECT_TRUE(verify_bf16(ref, ref, 5e-2, detail)) << detail;
+  // Within tolerance, the near-tie of sequence 1 flips and decode then diverges: allowed
+  auto flip = profile_with({{0.f, 1.1f, 10.f}, {5.01f, 5.f, 0.f}}, {{2, 7, 7}, {0, 4, 4}});
+  EXPECT_TRUE(verify_bf16(flip, ref, 5e-2, detail)) << detail;
+  EXPECT_NE(detail.find("3/6"), std::string::npos) << detail;
+  // A decisive first token that changes, or logits far off, or NaN: rejected
+  auto wrong = profile_with({{0.f, 1.f, 10.f}, {5.f, 5.01f, 0.f}}, {{1, 7, 7}, {1, 3, 3}});
+  EXPECT_FALSE(verify_bf16(wrong, ref, 5e-2, detail)) << detail;
+  auto far = profile_with({{0.f, 2.f, 10.f}, {5.f, 5.01f, 0.f}}, ref.tokens);
+  EXPECT_FALSE(verify_bf16(far, ref, 5e-2, detail)) << detail;
+  auto nan = profile_with({{0.f, NAN, 10.f}, {5.f, 5.01f, 0.f}}, ref.tokens);
+  EXPECT_FALSE(verify_bf16(nan, ref, 5e-2, detail)) << detail;
+}
+
+// A scripted engine: two phases, a stage per phase; the loop must weigh phases by the metric,
+// run a proposal's preparation before profiling it, and never keep an unverified change.
+TEST(OuterLoop, WeighsPhasesPreparesAndRejectsUnverifiedChanges) {
+  SystemDriver d;
+  int prepared = 0;
+  d.profile = [](const SystemConfig& sc) {
+    SystemProfile p;
+    p.decode_tps = sc.graphs ? 300 : 100;
+    p.prefill_tps = sc.flash_prefill ? 100 : 100;
+    p.prefill_logits = {{sc.flash_prefill ? 9.f : 1.f, 0.f}};  // the "flash" change is wrong
+    p.tokens = {{0}};
+    return p;
+  };
+  d.rank = [](const SystemProfile&, bool decode) {
+    StageRank r;
+    r.stage = decode ? "host_other" : "attention";
+    r.share = r.headroom = decode ? 0.2 : 0.6;
+    return std::vector<StageRank>{r};
+  };
+  d.dispatch = [&](const std::string& phase, const std::string& stage, const SystemConfig& cur,
+                   const std::set<std::string>& tried, std::string& why) {
+    auto p = dispatch_cuda(phase, stage, cur, tried, 256, why);
+    p.prepare = [&] { return "prepared " + std::to_string(++prepared); };
+    return p;
+  };
+  d.verify = [](const SystemProfile& cand, const SystemProfile& ref, std::string& detail) {
+    return verify_bf16(cand, ref, 5e-2, detail);
+  };
+  LoopOptions o;
+  o.metric = "mix:0.5";
+  o.budget = 4;
+  o.gen = 4;
+  SystemConfig start;
+  start.device = "cuda";
+  const auto r = run_outer_loop(o, start, d);
+  ASSERT_EQ(r.iterations.size(), 2u);
+  // prefill attention ranks first (0.5 x 0.6 > 0.5 x 0.2): flash, which fails verification
+  EXPECT_EQ(r.iterations[0].phase, "prefill");
+  EXPECT_TRUE(r.iterations[0].after.flash_prefill);
+  EXPECT_FALSE(r.iterations[0].verified);
+  EXPECT_FALSE(r.iterations[0].accepted);
+  EXPECT_EQ(r.iterations[0].prepared, "prepared 1");
+  // then the decode gaps: graphs, 3x decode = T 2.0 (mix 0.5): accepted
+  EXPECT_EQ(r.iterations[1].phase, "decode");
+  EXPECT_TRUE(r.iterations[1].accepted) << r.iterations[1].verdict;
+  EXPECT_TRUE(r.best.graphs);
+  EXPECT_FALSE(r.best.flash_prefill);
+  EXPECT_DOUBLE_EQ(r.t_best, 2.0);
+  EXPECT_EQ(prepared, 2);
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ class CudaQwen3Engine {
   /// so a caller can resolve the registry before the engine creates its CUDA context (kernel
   /// verification forks sandbox workers, which must happen before CUDA is initialised).
   static std::vector<OpCallSite> call_sites(const Qwen3Config& cfg, const CudaEngineOptions& opts);
+  /// The op-level model dims (config::ModelDims: hidden, heads, eps, RoPE theta, ...) of `cfg`,
+  /// which the toolbox verifies THRIVE kernels with when it tunes them for this engine.
+  static config::ModelDims op_dims(const Qwen3Config& cfg);
 
   /// Loads the checkpoint in `dir` (bf16/fp16/fp32 tensors, converted to bf16), allocates the
   /// weights, KV cache ([layer][B][L][NKV][D] bf16) and activation buffers, compiles the engine

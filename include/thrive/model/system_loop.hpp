@@ -7,26 +7,44 @@
 // W x decode + (1 - W) x prefill for mix:W, each as a multiple of the starting system's), so the
 // starting system has T = 1 and a_t = 0.3 means "30% of the starting throughput", a gain that
 // still counts once T_best has grown and the relative test has become harder.
-// This release drives the float32 CPU engine, whose knobs are the GEMMs' thread count (the
+// The loop itself (run_outer_loop) is engine-neutral: a SystemDriver profiles a configuration,
+// ranks its stages, maps a stage to its specialist's proposal and verifies a changed system.
+// run_system_loop drives the float32 CPU engine, whose knobs are the GEMMs' thread count (the
 // kernels specialist) and the fusion of the residual add with the next RMSNorm (the compilation
 // specialist); the memory, data and communication specialists have nothing to change there and
-// say so. The CUDA engine's knobs (graphs, the kernel registry) are the next step.
+// say so. The CUDA engine's driver (src/cli/commands/system.cpp) changes CudaEngineOptions'
+// knobs and runs the inner kernel loop at the engine's call-site shapes.
 #pragma once
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "thrive/model/attribution.hpp"
 #include "thrive/model/qwen3.hpp"
 
 namespace thrive::model {
 
-/// The system configuration the loop changes.
+/// The system configuration the loop changes. device "cpu": the CPU engine's knobs; "cuda": the
+/// CUDA engine's (model/cuda_engine.hpp CudaEngineOptions) and which ops' call sites take
+/// memory's best verified kernel (the others: their template's simplest variant).
 struct SystemConfig {
-  int threads = 0;                  ///< GEMM threads, 0 = all cores
-  bool fuse_residual_norm = false;  ///< residual add + next RMSNorm in one pass
-  nlohmann::json to_json() const { return {{"threads", threads}, {"fuse_residual_norm", fuse_residual_norm}}; }
+  int threads = 0;                  ///< cpu: GEMM threads, 0 = all cores
+  bool fuse_residual_norm = false;  ///< cpu: residual add + next RMSNorm in one pass
+  std::string device = "cpu";       ///< "cpu" | "cuda"
+  bool graphs = false;              ///< cuda: decode steps as one CUDA graph
+  bool flash_prefill = false;       ///< cuda: FlashAttention-2 prefill kernel (else cuBLASLt S, softmax, PV)
+  bool fuse_qk_rope_kv = false;     ///< cuda: q/k norm + RoPE + KV-cache write in one kernel
+  bool gemv = false;                ///< cuda: GEMV for projections at <= 4 tokens
+  bool fuse_swiglu_down = false;    ///< cuda: SwiGLU inside the down GEMV
+  std::set<std::string> best_ops;   ///< cuda: ops whose call sites take memory's best kernel
+  /// cpu: {"threads", "fuse_residual_norm"} (the stored form since the first release); cuda: the
+  /// CUDA fields. The dump of this JSON is the configuration's identity in memory.
+  nlohmann::json to_json() const;
+  /// Inverse of to_json for `device`; missing fields keep their defaults.
+  static SystemConfig from_json(const nlohmann::json& j, const std::string& device);
 };
 
 /// What the loop optimizes and how it decides.
@@ -50,6 +68,9 @@ struct SystemProfile {
   std::vector<std::vector<float>> prefill_logits;
   int64_t prompt_tokens = 0;   ///< real prompt tokens the prefill ran
   int64_t kv_cache_bytes = 0;  ///< the engine's float32 KV cache
+  /// The harness's own headroom rankings when it computed them (CUDA: `thrive e2e --json`'s
+  /// prefill_headroom / decode_headroom rows), else null.
+  nlohmann::json prefill_ranking, decode_ranking;
 };
 
 /// `batch` prompts of `prompt` token ids uniform in [0, vocab), from mt19937_64(seed): the
@@ -62,11 +83,42 @@ std::vector<std::vector<int32_t>> random_prompts(int batch, int prompt, int64_t 
 SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const std::vector<std::vector<int32_t>>& prompts,
                           int gen, const SystemConfig& sc);
 
+/// A specialist's proposal for a stage: the changed configuration and, optionally, work to do
+/// before the changed system is profiled (the kernels specialist's inner loop), which returns a
+/// line for the report.
+struct Proposal {
+  std::string specialist, change;
+  SystemConfig next;
+  bool any = false;  ///< false: the specialist has nothing (left) to try; `why` says so
+  std::function<std::string()> prepare;
+  /// The kernels specialist on the CUDA engine: run the inner loop for this op at the engine's
+  /// call-site shape of `inner_phase` ("decode": T = batch; "prefill": T = batch x prompt) before
+  /// its call sites take memory's best kernel. Empty: no inner loop.
+  std::string inner_op, inner_phase;
+};
+
+/// What the loop needs from an engine.
+struct SystemDriver {
+  /// One measurement of the system in configuration `sc`.
+  std::function<SystemProfile(const SystemConfig& sc)> profile;
+  /// Headroom ranking of one phase of a profile (decode = true: decode steps; else prefill).
+  std::function<std::vector<StageRank>(const SystemProfile& p, bool decode)> rank;
+  /// The specialist for `stage` of `phase` ("decode" | "prefill"), from `cur`; configurations in
+  /// `tried` (SystemConfig::to_json().dump()) are not proposed again. Sets `why` when it has none.
+  std::function<Proposal(const std::string& phase, const std::string& stage, const SystemConfig& cur,
+                         const std::set<std::string>& tried, std::string& why)>
+      dispatch;
+  /// End-to-end check of `cand` against the starting system `ref`; `detail` says what was seen.
+  std::function<bool(const SystemProfile& cand, const SystemProfile& ref, std::string& detail)> verify;
+  std::vector<std::string> notes;  ///< reports that hold for the whole run (communication, ...)
+};
+
 /// One iteration of the loop.
 struct LoopIteration {
   int index = 0;
-  nlohmann::json ranking;  ///< the Attribute step's ranking of the phase the metric weighs most
-  std::string stage, specialist, change;
+  nlohmann::json ranking;  ///< the Attribute step's ranking: both phases, headroom x the metric's phase weight
+  std::string phase, stage, specialist, change;
+  std::string prepared;    ///< what the specialist did before the profile (e.g. the inner loop's result)
   SystemConfig before, after;
   double t_before = 0, t_after = 0;  ///< T (multiples of the starting throughput)
   bool verified = false, accepted = false;
@@ -83,9 +135,40 @@ struct LoopResult {
   SystemProfile start_profile, best_profile;
 };
 
+/// The prefill-logit error of `cand` against `ref`: the largest over sequences of
+/// max_i |cand_i - ref_i| / max_i |ref_i|; +inf when the shapes differ or a NaN appears.
+double max_logit_error(const SystemProfile& cand, const SystemProfile& ref);
+
+/// The CUDA engine's specialists, as a pure function of the stage, the phase, the current
+/// configuration and what was tried (the caller attaches the inner loop for proposals with
+/// `inner_op`); `batch` decides whether the GEMV path (<= 4 tokens) applies. Stages:
+/// host_other (decode) -> compilation: CUDA graphs; qk_norm, rope, kv_cache_write ->
+/// compilation: the q/k norm + RoPE + KV-write fusion, then (rope) the kernels specialist;
+/// swiglu -> compilation: SwiGLU into the down GEMV (with GEMV), else kernels; residual_norm,
+/// mlp_residual_norm, decode attention, rope, swiglu -> kernels: inner loop + best kernel;
+/// prefill attention -> kernels: the FlashAttention-2 kernel; projections at <= 4 tokens ->
+/// kernels: GEMV; the rest report why they have nothing to change.
+Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const SystemConfig& cur,
+                       const std::set<std::string>& tried, int batch, std::string& why);
+
+/// End-to-end check of a bf16 system against the starting one: prefill logits within `tol`
+/// (max_logit_error), and each sequence's first greedy token unchanged wherever the starting
+/// system's top-2 logit margin exceeds twice the observed error on that sequence (below that, two
+/// correct bf16 systems may pick either token; on random weights such near-ties are common, so
+/// later decode tokens, which follow from the first divergence, are reported, not required).
+/// `detail` gets the error, the decisive first tokens and the decode tokens that agree.
+bool verify_bf16(const SystemProfile& cand, const SystemProfile& ref, double tol, std::string& detail);
+
 /// Parses --metric: "decode", "prefill" or "mix:W" with W in [0, 1]; Error(kUsage) otherwise.
 /// Returns W, the decode weight (1 for decode, 0 for prefill).
 double metric_weight(const std::string& metric);
+
+/// The loop over any engine: profile `start`, then up to opts.budget times rank both phases
+/// (each stage's headroom times the metric's weight of its phase), dispatch the top stage a
+/// specialist can act on, prepare, profile, verify, accept or revert. Error(kUsage) for bad
+/// options.
+LoopResult run_outer_loop(const LoopOptions& opts, const SystemConfig& start, const SystemDriver& driver,
+                          const std::function<void(const LoopIteration&)>& sink = {});
 
 /// Runs the loop on the CPU engine over `weights` from `start`. `bandwidth_gbps` and `tflops`
 /// are the measured ceilings for the stage floors. `sink` sees each iteration as it ends.

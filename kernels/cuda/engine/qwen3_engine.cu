@@ -366,9 +366,7 @@ extern "C" __global__ void __launch_bounds__(128) engine_flash_attention_d128(Th
 // (the host checks; cuBLASLt runs otherwise).
 __device__ __forceinline__ uint4 engine_ld_stream(const void* p) {
   uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
 __device__ __forceinline__ float engine_dot2(unsigned w, unsigned x) {
@@ -378,20 +376,30 @@ __device__ __forceinline__ float engine_dot2(unsigned w, unsigned x) {
 __device__ __forceinline__ float engine_dot8(uint4 w, uint4 x) {
   return engine_dot2(w.x, x.x) + engine_dot2(w.y, x.y) + engine_dot2(w.z, x.z) + engine_dot2(w.w, x.w);
 }
-// x is read through `xs` (global, or the shared-memory SwiGLU result) with row stride K.
+// x is read through `xs` (global, or the shared-memory SwiGLU result) with row stride K. Each
+// lane issues up to 8 weight loads (128 bytes) before it uses any, so a warp keeps 4 KiB of its
+// row in flight: enough, over 8 warps a block and several blocks an SM, to cover HBM latency.
 __device__ __forceinline__ void engine_gemv_rows(const bf16_t* xs, const bf16_t* W, bf16_t* y, long long T,
                                                  long long N, long long K) {
+  constexpr int U = 8;
   const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (n >= N) return;
   const bf16_t* w = W + n * K;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-  for (long long k = lane * 8; k < K; k += 256) {
-    const uint4 wv = engine_ld_stream(w + k);
+  for (long long k0 = lane * 8; k0 < K; k0 += 256 * U) {
+    uint4 wv[U];
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
-      if (t < T) acc[t] += engine_dot8(wv, *(const uint4*)(xs + t * K + k));
+    for (int u = 0; u < U; ++u)
+      if (k0 + u * 256 < K) wv[u] = engine_ld_stream(w + k0 + u * 256);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long k = k0 + u * 256;
+      if (k >= K) break;
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        if (t < T) acc[t] += engine_dot8(wv[u], *(const uint4*)(xs + t * K + k));
+    }
   }
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
@@ -407,18 +415,28 @@ extern "C" __global__ void engine_gemv(ThriveCudaArgs a) {
                    a.dims[1], a.dims[2]);
 }
 // The down projection with SwiGLU fused in (the compilation specialist's fusion of swiglu and
-// mlp_down_gemm): each block first computes act[t, k] = bf16(silu(gate) * up), silu(a) =
-// a / (1 + exp(-a)) in f32 as the `swiglu_act` op defines it, into shared memory (T*K*2 bytes),
-// then runs the GEMV on it. tensors: gu bf16 [T, 2K] (gate | up), W bf16 [N, K], y bf16 [T, N];
-// dims: T, N, K. Block 256, grid cdiv(N, 8), dynamic shared memory T*K*2 bytes (<= 48 KiB).
+// mlp_down_gemm): each block first computes act[t, k] = bf16(silu(gate) * up) into shared memory
+// (T*K*2 bytes; 16-byte loads of gate and up), silu(a) = a / (1 + exp(-a)) in f32 with __expf
+// and __fdividef (the `swiglu_act` template's EXP=fast, a few ulp in f32), then runs the GEMV on
+// it. tensors: gu bf16 [T, 2K] (gate | up), W bf16 [N, K], y bf16 [T, N]; dims: T, N, K.
+// Block 256, grid cdiv(N, 8), dynamic shared memory T*K*2 bytes (<= 48 KiB).
 extern "C" __global__ void engine_gemv_swiglu(ThriveCudaArgs a) {
   extern __shared__ __align__(16) bf16_t act[];
   const long long T = a.dims[0], K = a.dims[2];
   const bf16_t* gu = (const bf16_t*)a.tensors[0];
-  for (long long i = threadIdx.x; i < T * K; i += blockDim.x) {
-    const long long t = i / K, k = i % K;
-    const float g = thrive_bf16_to_f32(gu[t * 2 * K + k]), u = thrive_bf16_to_f32(gu[t * 2 * K + K + k]);
-    act[i] = thrive_f32_to_bf16(g / (1.0f + expf(-g)) * u);
+  for (long long i = threadIdx.x * 8; i < T * K; i += blockDim.x * 8) {
+    const long long t = i / K, k = i % K;  // K % 8 == 0: a piece never crosses a row
+    const uint4 g = *(const uint4*)(gu + t * 2 * K + k), u = *(const uint4*)(gu + t * 2 * K + K + k);
+    const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+    unsigned ow[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float g0 = __uint_as_float(gw[e] << 16), g1 = __uint_as_float(gw[e] & 0xffff0000u);
+      const float u0 = __uint_as_float(uw[e] << 16), u1 = __uint_as_float(uw[e] & 0xffff0000u);
+      ow[e] = (unsigned)thrive_f32_to_bf16(__fdividef(g0, 1.0f + __expf(-g0)) * u0) |
+              ((unsigned)thrive_f32_to_bf16(__fdividef(g1, 1.0f + __expf(-g1)) * u1) << 16);
+    }
+    *(uint4*)(act + i) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
   }
   __syncthreads();
   engine_gemv_rows(act, (const bf16_t*)a.tensors[1], (bf16_t*)a.tensors[2], T, a.dims[1], K);

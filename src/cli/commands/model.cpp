@@ -9,6 +9,8 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
@@ -159,12 +161,48 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   return r;
 }
 
+// --kernels: "best" (every op), "baseline" (none) or "best:OP,OP" -> the ops whose call sites
+// take memory's best kernel.
+std::set<std::string> parse_kernels(const std::string& v) {
+  std::set<std::string> ops_best;
+  if (v == "baseline") return ops_best;
+  if (v == "best") {
+    for (const auto& op : ops::registry()) ops_best.insert(op->name());
+    return ops_best;
+  }
+  if (v.rfind("best:", 0) == 0) {
+    std::stringstream ss(v.substr(5));
+    for (std::string op; std::getline(ss, op, ',');) {
+      if (op.empty()) continue;
+      (void)ops::find_op(op);  // a clear error naming the op and the known ones
+      ops_best.insert(op);
+    }
+    return ops_best;
+  }
+  fail(ErrorCategory::kUsage, "--kernels {}: expected best, baseline or best:OP[,OP...]", v);
+}
+
+// --fusions: "on" (both), "off", or a comma list of qk_rope_kv, swiglu_down.
+std::set<std::string> parse_fusions(const std::string& v) {
+  if (v == "on") return {"qk_rope_kv", "swiglu_down"};
+  if (v == "off") return {};
+  std::set<std::string> out;
+  std::stringstream ss(v);
+  for (std::string x; std::getline(ss, x, ',');) {
+    if (x != "qk_rope_kv" && x != "swiglu_down")
+      fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down", v);
+    out.insert(x);
+  }
+  if (out.empty()) fail(ErrorCategory::kUsage, "--fusions \"\": expected on, off or a comma list of qk_rope_kv, swiglu_down");
+  return out;
+}
+
 // The registry of the CUDA engine: per call site, the template's simplest variant (baseline),
 // or the best verified kernel in memory for that shape (else the nearest shape's), re-verified
 // in the sandbox before it is trusted, falling back to the template's defaults. Runs before the
 // engine creates its CUDA context: verification forks sandbox workers.
 model::KernelRegistry resolve_registry(Context& ctx, const std::vector<model::OpCallSite>& sites,
-                                       const std::string& choice) {
+                                       const std::set<std::string>& best_ops) {
   ctx.config().device = "cuda";  // the toolbox verifies on the engine's device
   auto& tb = ctx.toolbox();
   model::KernelRegistry reg;
@@ -172,7 +210,7 @@ model::KernelRegistry resolve_registry(Context& ctx, const std::vector<model::Op
     const auto& op = ops::find_op(site.op);
     const auto tmpl = tb.op_template(site.op);
     model::OpKernel k;
-    if (choice == "baseline") {
+    if (!best_ops.count(site.op)) {
       k.kernel = tmpl.instantiate(tmpl.simplest());
       k.origin = "baseline: template, simplest variant";
     } else if (auto rec = tb.best_or_nearest(op, site.shape)) {
@@ -203,9 +241,11 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.max_context = int64_t(f.prompt) + std::max(f.gen, 1);
   o.graphs = f.graphs == "on";
   o.flash_prefill = f.attention == "flash";
-  o.fuse_qk_rope_kv = o.fuse_swiglu_down = f.fusions == "on";
+  const auto fusions = parse_fusions(f.fusions);
+  o.fuse_qk_rope_kv = fusions.count("qk_rope_kv") > 0;
+  o.fuse_swiglu_down = fusions.count("swiglu_down") > 0;
   o.gemv = f.gemv == "on";
-  const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), f.kernels);
+  const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
   r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // before the engine's CUDA context
@@ -351,13 +391,13 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
-  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--fusions", f.fusions}, {"--gemv", f.gemv}})
+  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
+  parse_fusions(f.fusions);
   if (f.attention != "flash" && f.attention != "gemm")
     fail(ErrorCategory::kUsage, "--attention {}: expected flash or gemm", f.attention);
   parse_seed(f.seed, "--seed");
-  if (f.kernels != "baseline" && f.kernels != "best")
-    fail(ErrorCategory::kUsage, "--kernels {}: expected baseline or best", f.kernels);
+  parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
     fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv: the CPU engine is the float32 "
@@ -401,18 +441,19 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--graphs", f.graphs, "on (default): decode steps replayed as one CUDA graph | off");
   cmd->add_option("--kernels", f.kernels,
                   "best (default): the best verified kernel in memory per op and shape, re-verified | baseline: "
-                  "each op template's simplest variant");
+                  "each op template's simplest variant | best:OP[,OP...]: best for those ops, baseline for the rest");
   cmd->add_option("--attention", f.attention,
                   "Prefill attention: flash (default; FlashAttention-2 kernel on tensor cores) | gemm (cuBLASLt "
                   "S=QK^T, causal softmax, PV per query head)");
   cmd->add_option("--fusions", f.fusions,
-                  "on (default): q/k norm + RoPE + KV-cache write as one kernel, and SwiGLU inside the down GEMV at "
-                  "batch <= 4 | off");
+                  "on (default): q/k norm + RoPE + KV-cache write as one kernel (qk_rope_kv), and SwiGLU inside the "
+                  "down GEMV at batch <= 4 (swiglu_down) | off | a comma list of those names");
   cmd->add_option("--gemv", f.gemv, "on (default): projections at <= 4 tokens through the engine's GEMV | off: cuBLASLt");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]) and PREFIX.tokens.json");
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
+  add_common_flags(*cmd, ctx.flags, false);  // --home, --log-level (--device is the engine's, above)
   cmd->callback([&ctx, cmd] {
     for (const char* flag : {"--prompts-file", "--dump", "--model"})
       if (cmd->count(flag) > 0 && cmd->get_option(flag)->as<std::string>().empty())

@@ -1,21 +1,163 @@
-// thrive optimize --system --model DIR [--budget N] [--metric decode|prefill|mix:W] [--r-t X]
-// [--a-t Y] [--batch B] [--prompt P] [--gen G] [--json]: the outer loop over the Qwen3 engine
-// (model/system_loop.hpp), recorded in memory so the next run starts from the best system.
+// thrive optimize --system --model DIR [--device cpu|cuda] [--budget N] [--metric
+// decode|prefill|mix:W] [--r-t X] [--a-t Y] [--batch B] [--prompt P] [--gen G] [--json]: the
+// outer loop over the Qwen3 engine (model/system_loop.hpp), recorded in memory so the next run
+// starts from the best system. On CUDA each profile is `thrive e2e --device cuda` in a child
+// process, so this process never creates a CUDA context and the kernels specialist's inner loop
+// (whose sandbox workers fork) runs here.
 #include "src/cli/commands/system.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 
+#include "thrive/agents/search_agent.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
+#include "thrive/core/json.hpp"
+#include "thrive/model/cuda_engine.hpp"
 #include "thrive/model/system_loop.hpp"
 #include "thrive/tools/toolbox.hpp"
 
+extern char** environ;
+
 namespace thrive::cli {
 namespace {
+
+// bf16 prefill logits of two correct systems differ by about 3% of the largest logit on random
+// Qwen3-1.7B weights (ours vs transformers' float32: 2.3-3.4%, transformers bf16 vs float32:
+// 2.2-3.7%, bench/results/h200-hf-compare-2026-11-30b.json); 5% separates that from a wrong
+// kernel, which moves logits by the logits' own scale.
+constexpr double kBf16LogitTol = 5e-2;
+
+// The engine options a CUDA system configuration runs with.
+model::CudaEngineOptions engine_options(const model::SystemConfig& sc, const model::LoopOptions& o) {
+  model::CudaEngineOptions e;
+  e.batch = o.batch;
+  e.max_prompt = o.prompt;
+  e.max_context = int64_t(o.prompt) + o.gen;
+  e.graphs = sc.graphs;
+  e.flash_prefill = sc.flash_prefill;
+  e.fuse_qk_rope_kv = sc.fuse_qk_rope_kv;
+  e.gemv = sc.gemv;
+  e.fuse_swiglu_down = sc.fuse_swiglu_down;
+  return e;
+}
+
+// The e2e command line that measures configuration `sc`.
+std::vector<std::string> e2e_args(const std::string& self, const std::string& home, const std::string& model,
+                                  const model::LoopOptions& o, const model::SystemConfig& sc, const std::string& dump) {
+  std::string kernels = "baseline";
+  if (!sc.best_ops.empty()) {
+    kernels = "best:";
+    for (const auto& op : sc.best_ops) kernels += (kernels.back() == ':' ? "" : ",") + op;
+  }
+  std::string fusions;
+  if (sc.fuse_qk_rope_kv) fusions = "qk_rope_kv";
+  if (sc.fuse_swiglu_down) fusions += std::string(fusions.empty() ? "" : ",") + "swiglu_down";
+  return {self, "e2e", "--device", "cuda", "--home", home, "--log-level", "warn", "--model", model,
+          "--batch", std::to_string(o.batch), "--prompt", std::to_string(o.prompt), "--gen", std::to_string(o.gen),
+          "--seed", std::to_string(o.seed), "--graphs", sc.graphs ? "on" : "off", "--kernels", kernels,
+          "--attention", sc.flash_prefill ? "flash" : "gemm", "--fusions", fusions.empty() ? "off" : fusions,
+          "--gemv", sc.gemv ? "on" : "off", "--json", "--dump", dump};
+}
+
+// Runs argv with stdout into `out_path` and stderr into `err_path`; returns the exit status
+// (128 + signal when killed). Error(kInternal) when it cannot start.
+int run_child(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) fail(ErrorCategory::kInternal, "cannot start {}: {}", argv[0], std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) fail(ErrorCategory::kInternal, "waitpid for {}: {}", argv[0], std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+model::StageTimes stage_times(const nlohmann::json& rows) {
+  model::StageTimes st;
+  for (const auto& r : rows) {
+    const std::string name = r.value("stage", "");
+    if (name.empty() || name == "host_other") continue;
+    st.us[name] = r.value("ms", 0.0) * 1e3;
+    st.calls[name] = r.value("calls", int64_t{1});
+  }
+  return st;
+}
+
+// One CUDA profile: the e2e harness in a child process, its JSON and dumped prefill logits.
+model::SystemProfile profile_cuda(const std::string& home, const std::string& model_dir, const model::LoopOptions& o,
+                                  const model::SystemConfig& sc, const std::string& work, int64_t vocab) {
+  const std::string dump = work + "/profile";
+  const auto argv = e2e_args(std::filesystem::read_symlink("/proc/self/exe").string(), home, model_dir, o, sc, dump);
+  const int rc = run_child(argv, work + "/e2e.json", work + "/e2e.log");
+  if (rc != 0) {
+    std::string log = read_file(work + "/e2e.log");
+    if (log.size() > 2000) log = "..." + log.substr(log.size() - 2000);
+    fail(ErrorCategory::kBackend, "profiling {} failed (exit {}): {}", sc.to_json().dump(), rc, log);
+  }
+  const auto doc = parse_json_bounded(read_file(work + "/e2e.json"));
+  if (!doc.is_object()) fail(ErrorCategory::kInternal, "e2e --json printed no JSON object ({}/e2e.json)", work);
+  model::SystemProfile p;
+  p.prefill_ms = doc.at("prefill_ms").get<double>();
+  p.decode_ms = doc.at("decode_ms").get<double>();
+  p.decode_steps = doc.at("decode_steps").get<int>();
+  p.prefill_tps = doc.at("prefill_tokens_per_s").get<double>();
+  p.decode_tps = doc.at("decode_tokens_per_s").get<double>();
+  p.prompt_tokens = doc.value("prompt_tokens", int64_t{0});
+  p.prefill_stages = stage_times(doc.at("prefill_stages"));
+  p.decode_stages = stage_times(doc.at("decode_stages"));
+  p.prefill_ranking = doc.value("prefill_headroom", nlohmann::json::array());
+  p.decode_ranking = doc.value("decode_headroom", nlohmann::json::array());
+  p.tokens = doc.at("tokens").get<std::vector<std::vector<int32_t>>>();
+  const std::string bytes = read_file(dump + ".logits.f32");
+  if (bytes.size() != size_t(o.batch) * size_t(vocab) * 4)
+    fail(ErrorCategory::kInternal, "{}.logits.f32: {} bytes, expected {} x {} float32", dump, bytes.size(), o.batch, vocab);
+  p.prefill_logits.assign(size_t(o.batch), std::vector<float>(size_t(vocab)));
+  for (int b = 0; b < o.batch; ++b)
+    std::memcpy(p.prefill_logits[size_t(b)].data(), bytes.data() + size_t(b) * size_t(vocab) * 4, size_t(vocab) * 4);
+  return p;
+}
+
+// A fresh private directory under $TMPDIR (else /tmp). Error(kStorage) when none can be made.
+std::string make_temp_dir(const char* prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr)
+    fail(ErrorCategory::kStorage, "cannot create a temporary directory {}: {}", tmpl, std::strerror(errno));
+  return tmpl;
+}
+
+std::vector<model::StageRank> ranks_of(const nlohmann::json& rows) {
+  std::vector<model::StageRank> out;
+  for (const auto& r : rows) {
+    model::StageRank x;
+    x.stage = r.value("stage", "");
+    x.ms = r.value("ms", 0.0);
+    x.share = r.value("share", 0.0);
+    x.floor_ms = r.value("floor_ms", 0.0);
+    x.bound = r.value("bound", "none");
+    x.headroom = r.value("headroom", 0.0);
+    out.push_back(x);
+  }
+  return out;
+}
 
 // THRIVE_ACCEPT_RT / THRIVE_ACCEPT_AT when the flag was not given.
 double threshold(const char* env, double flag_value, bool flag_given) {
@@ -27,6 +169,79 @@ double threshold(const char* env, double flag_value, bool flag_given) {
   if (end == v || *end != '\0' || !(x >= 0) || !std::isfinite(x))
     fail(ErrorCategory::kUsage, "{}={}: expected a number >= 0", env, v);
   return x;
+}
+
+// The loop on the CUDA engine: profiles through `thrive e2e` children, the CUDA specialists
+// (model::dispatch_cuda), the kernels specialist's inner loop run here with the search agent at
+// the engine's call-site shape, and bf16 end-to-end verification (model::verify_bf16).
+model::LoopResult run_cuda_loop(Context& ctx, const SystemFlags& f, const model::Qwen3Config& qcfg,
+                                const model::LoopOptions& o, const model::SystemConfig& start, std::FILE* out,
+                                const std::function<void(const model::LoopIteration&)>& sink) {
+  auto& cfg = ctx.config();
+  auto& tb = ctx.toolbox();
+  (void)tb.peak_bandwidth_gbps();  // measured once here and cached, so each child reuses it
+  const std::string work = make_temp_dir("thrive-system");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{work};
+  model::SystemDriver d;
+  d.notes = {"communication: one device, nothing to do",
+             "data: token ids in and greedy tokens out are 4 bytes per sequence per step, and sampling runs on the GPU"};
+  int profiles = 0;
+  d.profile = [&](const model::SystemConfig& sc) {
+    fmt::print(out, "  profiling {} ...\n", sc.to_json().dump());
+    std::fflush(out);
+    auto p = profile_cuda(cfg.home, f.model, o, sc, work, qcfg.vocab);
+    ++profiles;
+    fmt::print(out, "  prefill {:.0f} tokens/s, decode {:.0f} tokens/s ({:.3f} ms per step)\n", p.prefill_tps, p.decode_tps,
+               p.decode_steps > 0 ? p.decode_ms / p.decode_steps : 0.0);
+    return p;
+  };
+  d.rank = [](const model::SystemProfile& p, bool decode) {
+    return ranks_of(decode ? p.decode_ranking : p.prefill_ranking);
+  };
+  agents::SearchAgent agent(tb);
+  const int64_t run_id = ctx.store().begin_run(ctx.command_line, tb.device_key(), agent.name());
+  d.dispatch = [&](const std::string& phase, const std::string& stage, const model::SystemConfig& cur,
+                   const std::set<std::string>& tried, std::string& why) {
+    auto p = model::dispatch_cuda(phase, stage, cur, tried, o.batch, why);
+    if (!p.any || p.inner_op.empty()) return p;
+    // The inner loop at the call site's exact shape: decode T = batch (attention: B, L), prefill
+    // T = batch x prompt.
+    const int64_t t = p.inner_phase == "decode" ? o.batch : int64_t(o.batch) * o.prompt;
+    std::optional<ops::ShapeCase> shape;
+    for (const auto& site : model::CudaQwen3Engine::call_sites(qcfg, engine_options(p.next, o)))
+      if (site.op == p.inner_op && (site.op == "gqa_decode_attention" || site.shape.shape.at("T") == t)) shape = site.shape;
+    if (!shape) {
+      p.any = false;
+      why = fmt::format("the engine has no {} call site at T={} in this configuration", p.inner_op, t);
+      return p;
+    }
+    p.change += " (" + shape->label + ")";
+    p.prepare = [&, op = p.inner_op, sc = *shape] {
+      agents::Task task{op, sc, cfg.rounds, 1, run_id, ctx.command_line, cfg.target_speedup};
+      const auto r = agent.run(task, [](const agents::Progress& pr) { print_progress("inner loop", pr); });
+      return r.verified ? fmt::format("inner loop {} at {}: {} at {} ({:.2f}x over eager, {} rounds, {})", op, sc.label,
+                                      r.best_kernel_id, format_us(r.best_us), r.speedup, r.rounds_used,
+                                      r.recalled ? "started from memory" : "cold")
+                        : fmt::format("inner loop {} at {}: no verified kernel; the call sites keep the template's "
+                                      "defaults", op, sc.label);
+    };
+    return p;
+  };
+  d.verify = [](const model::SystemProfile& cand, const model::SystemProfile& ref, std::string& detail) {
+    return model::verify_bf16(cand, ref, kBf16LogitTol, detail);
+  };
+  auto lo = o;
+  lo.repeats = 1;  // GPU timings repeat within a run (CUDA events); a child costs a weight load
+  auto r = model::run_outer_loop(lo, start, d, sink);
+  ctx.store().end_run(run_id);
+  fmt::print(out, "{} profiles of the CUDA engine\n", profiles);
+  return r;
 }
 
 }  // namespace
@@ -46,29 +261,22 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 2", o.batch,
          o.prompt, o.gen);
   auto& cfg = ctx.config();
-  if (backend::resolve_backend_name(cfg.device) != "cpu")
-    fail(ErrorCategory::kUsage, "optimize --system --device {}: this release drives the CPU engine; the CUDA engine's "
-         "knobs (graphs, the kernel registry) are the loop's next step", cfg.device);
-  cfg.device = "cpu";
+  const std::string device = backend::resolve_backend_name(cfg.device);
+  cfg.device = device;
   const auto qcfg = model::Qwen3Config::load(f.model);
   if (int64_t(o.prompt) + o.gen > qcfg.max_position)
     fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", o.prompt, o.gen, qcfg.max_position);
-  const auto weights = model::load_weights(qcfg, f.model);
+  if (device == "cuda") cfg.model = model::CudaQwen3Engine::op_dims(qcfg);  // the inner loop verifies at the engine's dims
   auto& tb = ctx.toolbox();
-  const double bw = tb.peak_bandwidth_gbps();
-  const double tflops = model::cpu_gemm_gflops() / 1e3;
   const std::string system_key = fmt::format("qwen3-{}:b{}:p{}:g{}", fnv1a_hex(read_file(f.model + "/config.json")),
                                              o.batch, o.prompt, o.gen);
   auto& store = ctx.store();
-  model::SystemConfig start;
+  // The start: the best system memory holds for this model, shape, device and metric, else the
+  // engine as it comes (CPU: all cores, unfused; CUDA: baseline kernels, no graphs, no flash
+  // attention, fusions or GEMV).
   const std::string stored = store.best_system(system_key, tb.device_key(), o.metric);
-  if (!stored.empty()) {
-    const auto j = nlohmann::json::parse(stored, nullptr, false);
-    if (j.is_object()) {
-      start.threads = j.value("threads", 0);
-      start.fuse_residual_norm = j.value("fuse_residual_norm", false);
-    }
-  }
+  const auto start = model::SystemConfig::from_json(nlohmann::json::parse(stored.empty() ? "{}" : stored, nullptr, false),
+                                                   device);
   for (const auto& c : store.system_changes(system_key))  // never re-try what an earlier run tried
     if (c.device_key == tb.device_key() && c.metric == o.metric) o.tried.push_back(c.config_after);
   std::FILE* out = f.json ? stderr : stdout;
@@ -82,14 +290,22 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
       if (shown++ == 5) break;
       fmt::print(out, " {} {:.1f}%", r["stage"].get<std::string>(), 100 * r["headroom"].get<double>());
     }
-    fmt::print(out, "\n[{}] stage {} -> {} specialist: {}\n[{}] {}\n", it.index, it.stage, it.specialist, it.change,
-               it.index, it.verdict);
+    fmt::print(out, "\n[{}] {} stage {} -> {} specialist: {}\n", it.index, it.phase, it.stage, it.specialist,
+               it.change);
+    if (!it.prepared.empty()) fmt::print(out, "[{}] {}\n", it.index, it.prepared);
+    fmt::print(out, "[{}] {}\n", it.index, it.verdict);
     std::fflush(out);
     store.record_system_change({system_key, tb.device_key(), o.metric, it.stage, it.specialist, it.change,
                                 it.before.to_json().dump(), it.after.to_json().dump(), it.t_before, it.t_after,
                                 it.accepted, it.verdict, ""});
   };
-  const auto r = model::run_system_loop(qcfg, weights, o, start, bw, tflops, sink);
+  model::LoopResult r;
+  if (device == "cpu") {
+    const auto weights = model::load_weights(qcfg, f.model);
+    r = model::run_system_loop(qcfg, weights, o, start, tb.peak_bandwidth_gbps(), model::cpu_gemm_gflops() / 1e3, sink);
+  } else {
+    r = run_cuda_loop(ctx, f, qcfg, o, start, out, sink);
+  }
   store.set_best_system(system_key, tb.device_key(), o.metric, r.best.to_json().dump());
   const auto& s0 = r.start_profile;
   const auto& s1 = r.best_profile;
@@ -100,7 +316,7 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
             [](const auto& a, const auto& b) { return a["share"].template get<double>() > b["share"].template get<double>(); });
   nlohmann::json its = nlohmann::json::array();
   for (const auto& it : r.iterations)
-    its.push_back({{"iteration", it.index}, {"stage", it.stage}, {"specialist", it.specialist}, {"change", it.change},
+    its.push_back({{"iteration", it.index}, {"phase", it.phase}, {"prepared", it.prepared}, {"stage", it.stage}, {"specialist", it.specialist}, {"change", it.change},
                    {"before", it.before.to_json()}, {"after", it.after.to_json()}, {"t_before", it.t_before},
                    {"t_after", it.t_after}, {"verified", it.verified}, {"accepted", it.accepted},
                    {"verdict", it.verdict}, {"ranking", it.ranking}});
