@@ -475,16 +475,27 @@ extern "C" __global__ void engine_gather_rows(ThriveCudaArgs a) {
 }
 
 // Greedy sampling: out[r] = argmax_j logits[r, j], the lowest index on ties; NaN entries are
-// skipped (a row of NaNs gives -1). tensors: logits f32 [R, V], out i32 [R]; dims: R, V.
+// skipped (a row of NaNs gives -1). tensors: logits f32 [R, V], out i32 [R]; dims: R, V. One
+// block per row; each thread keeps 4 loads in flight (a vocabulary row is 600 KB at Qwen3's
+// 151936, which one block would otherwise walk at one load latency per step).
+__device__ __forceinline__ void engine_argmax_take(float v, long long j, float& best, long long& at) {
+  if (v == v && (at < 0 || v > best || (v == best && j < at))) best = v, at = j;
+}
 extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
   const long long r = blockIdx.x, V = a.dims[1];
   const float* x = (const float*)a.tensors[0] + r * V;
   float best = -__int_as_float(0x7f800000);
   long long at = -1;
-  for (long long j = threadIdx.x; j < V; j += blockDim.x) {
-    const float v = x[j];
-    if (v == v && (at < 0 || v > best)) best = v, at = j;
+  const long long step = blockDim.x;
+  long long j = threadIdx.x;
+  for (; j + 3 * step < V; j += 4 * step) {
+    const float v0 = x[j], v1 = x[j + step], v2 = x[j + 2 * step], v3 = x[j + 3 * step];
+    engine_argmax_take(v0, j, best, at);
+    engine_argmax_take(v1, j + step, best, at);
+    engine_argmax_take(v2, j + 2 * step, best, at);
+    engine_argmax_take(v3, j + 3 * step, best, at);
   }
+  for (; j < V; j += step) engine_argmax_take(x[j], j, best, at);
   for (int o = 16; o > 0; o >>= 1) {
     const float ob = __shfl_xor_sync(0xffffffffu, best, o);
     const long long oa = __shfl_xor_sync(0xffffffffu, at, o);

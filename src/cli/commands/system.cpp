@@ -279,6 +279,9 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
                                                    device);
   for (const auto& c : store.system_changes(system_key))  // never re-try what an earlier run tried
     if (c.device_key == tb.device_key() && c.metric == o.metric) o.tried.push_back(c.config_after);
+  // --json: only the document reaches stdout; the iterations, the inner loop's progress and any
+  // child's chatter go to stderr
+  std::FILE* json_out = f.json ? take_stdout("optimize --system --json") : nullptr;
   std::FILE* out = f.json ? stderr : stdout;
   fmt::print(out, "THRIVE outer loop on {} ({}), metric {} (T: multiples of the starting throughput), r_t {} a_t {}, "
              "budget {}; start {}{}\n", f.model, tb.device_key(), o.metric, o.r_t, o.a_t, o.budget,
@@ -335,7 +338,10 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
     fmt::print(out, " {} {:.1f}%", remaining[i]["stage"].get<std::string>(), 100 * remaining[i]["share"].get<double>());
   fmt::print(out, "\n");
   for (const auto& n : r.notes) fmt::print(out, "specialist report: {}\n", n);
-  if (f.json) fmt::print("{}\n", doc.dump(2));
+  if (json_out != nullptr) {
+    fmt::print(json_out, "{}\n", doc.dump(2));
+    std::fclose(json_out);
+  }
 }
 
 }  // namespace thrive::cli
