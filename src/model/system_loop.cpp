@@ -385,40 +385,74 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
   return p;
 }
 
-bool verify_bf16(const SystemProfile& cand, const SystemProfile& ref, double tol, std::string& detail) {
-  const double err = max_logit_error(cand, ref);
-  int decisive = 0, decisive_same = 0;
-  int64_t tokens = 0, agree = 0;
-  for (size_t b = 0; b < ref.prefill_logits.size() && b < cand.prefill_logits.size(); ++b) {
-    const auto& rl = ref.prefill_logits[b];
-    const auto& cl = cand.prefill_logits[b];
-    if (rl.size() != cl.size() || rl.empty()) continue;
-    double diff = 0;
-    size_t top = 0;
-    for (size_t i = 0; i < rl.size(); ++i) {
-      diff = std::max(diff, std::abs(double(cl[i]) - double(rl[i])));
-      if (rl[i] > rl[top]) top = i;
-    }
-    double second = -INFINITY;
-    for (size_t i = 0; i < rl.size(); ++i)
-      if (i != top) second = std::max(second, double(rl[i]));
-    if (double(rl[top]) - second > 2 * diff && b < ref.tokens.size() && b < cand.tokens.size() &&
-        !ref.tokens[b].empty() && !cand.tokens[b].empty()) {
-      ++decisive;
-      decisive_same += cand.tokens[b][0] == ref.tokens[b][0];
-    }
+namespace {
+
+// Row b's error (max |c - r| / max |r|, +inf on NaN) and whether the greedy token is decisive
+// in `r` (top-2 margin > 2 x the absolute difference).
+struct RowCheck {
+  double rel = 0;
+  bool decisive = false;
+};
+RowCheck check_row(const std::vector<float>& c, const std::vector<float>& r) {
+  RowCheck out;
+  if (c.size() != r.size() || r.empty()) return {INFINITY, false};
+  double diff = 0, scale = 0;
+  size_t top = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const double d = std::abs(double(c[i]) - double(r[i]));
+    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+    scale = std::max(scale, double(std::abs(r[i])));
+    if (r[i] > r[top]) top = i;
   }
+  double second = -INFINITY;
+  for (size_t i = 0; i < r.size(); ++i)
+    if (i != top) second = std::max(second, double(r[i]));
+  out.rel = scale > 0 ? diff / scale : diff;
+  out.decisive = double(r[top]) - second > 2 * diff;
+  return out;
+}
+
+int32_t token_at(const std::vector<std::vector<int32_t>>& t, size_t b, size_t i) {
+  return b < t.size() && i < t[b].size() ? t[b][i] : -1;
+}
+
+}  // namespace
+
+bool verify_bf16(const SystemProfile& cand, const SystemProfile& ref, double tol, std::string& detail) {
+  const size_t B = ref.prefill_logits.size();
+  if (cand.prefill_logits.size() != B || cand.tokens.size() != ref.tokens.size()) {
+    detail = "the systems ran different batches";
+    return false;
+  }
+  double prefill_err = 0, decode_err = 0;
+  int decisive[2] = {0, 0}, same[2] = {0, 0}, decode_rows = 0;
+  for (size_t b = 0; b < B; ++b) {
+    const auto pc = check_row(cand.prefill_logits[b], ref.prefill_logits[b]);
+    prefill_err = std::max(prefill_err, pc.rel);
+    if (pc.decisive) ++decisive[0], same[0] += token_at(cand.tokens, b, 0) == token_at(ref.tokens, b, 0);
+    // The decode step saw the same input only where the first token agrees
+    if (token_at(cand.tokens, b, 0) != token_at(ref.tokens, b, 0) || b >= ref.decode_logits.size()) continue;
+    if (b >= cand.decode_logits.size()) {
+      decode_err = INFINITY;
+      continue;
+    }
+    const auto dc = check_row(cand.decode_logits[b], ref.decode_logits[b]);
+    ++decode_rows;
+    decode_err = std::max(decode_err, dc.rel);
+    if (dc.decisive) ++decisive[1], same[1] += token_at(cand.tokens, b, 1) == token_at(ref.tokens, b, 1);
+  }
+  int64_t tokens = 0, agree = 0;
   for (size_t b = 0; b < ref.tokens.size(); ++b) {
     tokens += int64_t(ref.tokens[b].size());
-    for (size_t i = 0; b < cand.tokens.size() && i < ref.tokens[b].size() && i < cand.tokens[b].size(); ++i) {
-      if (cand.tokens[b][i] != ref.tokens[b][i]) break;  // later tokens follow from a different prefix
-      ++agree;
-    }
+    for (size_t i = 0; i < ref.tokens[b].size() && token_at(cand.tokens, b, i) == ref.tokens[b][i]; ++i)
+      ++agree;  // up to the first divergence: later tokens follow from a different prefix
   }
-  detail = fmt::format("logit error {:.2e} (tolerance {:.0e}), first token unchanged in {}/{} sequences with a "
-                       "decisive margin, {}/{} greedy tokens agree up to the first divergence",
-                       err, tol, decisive_same, decisive, agree, tokens);
-  return err <= tol && decisive_same == decisive && cand.tokens.size() == ref.tokens.size();
+  detail = fmt::format("prefill logit error {:.2e}, decode {:.2e} over {} sequences (tolerance {:.0e}); decisive "
+                       "greedy tokens unchanged: first {}/{}, second {}/{}; {}/{} greedy tokens agree up to the first "
+                       "divergence",
+                       prefill_err, decode_err, decode_rows, tol, same[0], decisive[0], same[1], decisive[1], agree,
+                       tokens);
+  return prefill_err <= tol && decode_err <= tol && same[0] == decisive[0] && same[1] == decisive[1];
 }
 
 }  // namespace thrive::model

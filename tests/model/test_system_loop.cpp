@@ -137,21 +137,37 @@ SystemProfile profile_with(std::vector<std::vector<float>> logits, std::vector<s
   return p;
 }
 
-TEST(VerifyBf16, ToleranceAndDecisiveFirstTokens) {
-  const auto ref = profile_with({{0.f, 1.f, 10.f}, {5.f, 5.01f, 0.f}}, {{2, 7, 7}, {1, 3, 3}});
+TEST(VerifyBf16, ToleranceAndDecisiveTokensOnBothPaths) {
+  auto ref = profile_with({{0.f, 1.f, 10.f}, {5.f, 5.01f, 0.f}}, {{2, 0, 0}, {1, 3, 3}});
+  ref.decode_logits = {{8.f, 1.f, 0.f}, {0.f, 1.f, 9.f}};
   std::string detail;
   EXPECT_TRUE(verify_bf16(ref, ref, 5e-2, detail)) << detail;
-  // Within tolerance, the near-tie of sequence 1 flips and decode then diverges: allowed
-  auto flip = profile_with({{0.f, 1.1f, 10.f}, {5.01f, 5.f, 0.f}}, {{2, 7, 7}, {0, 4, 4}});
+  // Within tolerance, the near-tie of sequence 1 flips and decode then diverges (its decode
+  // logits are not comparable and are not compared): allowed
+  auto flip = profile_with({{0.f, 1.1f, 10.f}, {5.01f, 5.f, 0.f}}, {{2, 0, 0}, {0, 4, 4}});
+  flip.decode_logits = {{8.f, 1.f, 0.f}, {7.f, 0.f, 0.f}};
   EXPECT_TRUE(verify_bf16(flip, ref, 5e-2, detail)) << detail;
   EXPECT_NE(detail.find("3/6"), std::string::npos) << detail;
-  // A decisive first token that changes, or logits far off, or NaN: rejected
-  auto wrong = profile_with({{0.f, 1.f, 10.f}, {5.f, 5.01f, 0.f}}, {{1, 7, 7}, {1, 3, 3}});
+  // A decisive first token that changes, prefill logits far off, or NaN: rejected
+  auto wrong = ref;
+  wrong.tokens[0][0] = 1;
   EXPECT_FALSE(verify_bf16(wrong, ref, 5e-2, detail)) << detail;
-  auto far = profile_with({{0.f, 2.f, 10.f}, {5.f, 5.01f, 0.f}}, ref.tokens);
+  auto far = ref;
+  far.prefill_logits[0][1] = 2.f;
   EXPECT_FALSE(verify_bf16(far, ref, 5e-2, detail)) << detail;
-  auto nan = profile_with({{0.f, NAN, 10.f}, {5.f, 5.01f, 0.f}}, ref.tokens);
+  auto nan = ref;
+  nan.prefill_logits[0][1] = NAN;
   EXPECT_FALSE(verify_bf16(nan, ref, 5e-2, detail)) << detail;
+  // A decode-path error behind identical prefill: decode logits off, or the decisive second token
+  auto decode_off = ref;
+  decode_off.decode_logits[1][0] = 3.f;
+  EXPECT_FALSE(verify_bf16(decode_off, ref, 5e-2, detail)) << detail;
+  auto decode_token = ref;
+  decode_token.tokens[0][1] = 1;
+  EXPECT_FALSE(verify_bf16(decode_token, ref, 5e-2, detail)) << detail;
+  auto decode_missing = ref;
+  decode_missing.decode_logits.clear();
+  EXPECT_FALSE(verify_bf16(decode_missing, ref, 5e-2, detail)) << detail;
 }
 
 // A scripted engine: two phases, a stage per phase; the loop must weigh phases by the metric,

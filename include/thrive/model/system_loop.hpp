@@ -66,6 +66,7 @@ struct SystemProfile {
   StageTimes prefill_stages, decode_stages;
   std::vector<std::vector<int32_t>> tokens;      ///< greedy tokens per sequence
   std::vector<std::vector<float>> prefill_logits;
+  std::vector<std::vector<float>> decode_logits;  ///< the first decode step's [B][vocab] (CUDA profiles), or empty
   int64_t prompt_tokens = 0;   ///< real prompt tokens the prefill ran
   int64_t kv_cache_bytes = 0;  ///< the engine's float32 KV cache
   /// The harness's own headroom rankings when it computed them (CUDA: `thrive e2e --json`'s
@@ -151,12 +152,14 @@ double max_logit_error(const SystemProfile& cand, const SystemProfile& ref);
 Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const SystemConfig& cur,
                        const std::set<std::string>& tried, int batch, std::string& why);
 
-/// End-to-end check of a bf16 system against the starting one: prefill logits within `tol`
-/// (max_logit_error), and each sequence's first greedy token unchanged wherever the starting
-/// system's top-2 logit margin exceeds twice the observed error on that sequence (below that, two
-/// correct bf16 systems may pick either token; on random weights such near-ties are common, so
-/// later decode tokens, which follow from the first divergence, are reported, not required).
-/// `detail` gets the error, the decisive first tokens and the decode tokens that agree.
+/// End-to-end check of a bf16 system against the starting one, on both paths: prefill logits
+/// within `tol` (max_logit_error) and each sequence's first greedy token unchanged wherever the
+/// starting system's top-2 logit margin exceeds twice the observed error on that sequence; then,
+/// for the sequences whose first token agrees (so both systems decoded the same input), the
+/// first decode step's logits within `tol` and its greedy token unchanged where decisive. Below
+/// a decisive margin two correct bf16 systems may pick either token; on random weights such
+/// near-ties are common, so later tokens, which follow from the first divergence, are reported,
+/// not required. `detail` gets the errors, the decisive tokens and the tokens that agree.
 bool verify_bf16(const SystemProfile& cand, const SystemProfile& ref, double tol, std::string& detail);
 
 /// Parses --metric: "decode", "prefill" or "mix:W" with W in [0, 1]; Error(kUsage) otherwise.

@@ -62,6 +62,7 @@ struct E2eResult {
   double prefill_profiled_ms = 0, decode_profiled_ms = 0;  // wall time the stage timers cover
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<float>> prefill_logits;  // [B][vocab], each sequence's last prompt token
+  std::vector<std::vector<float>> decode_logits;   // [B][vocab], the first decode step (CUDA, --dump)
   int64_t prompt_tokens = 0;  // real prompt tokens (padding not counted)
   // Attribute: the measured ceilings and the shape of the profiled passes
   double bandwidth_gbps = 0, tflops = 0;
@@ -279,7 +280,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   keep();
   engine.set_stage_timing(false);
   for (int s = 0; s < first; ++s) {
-    next = engine.decode(next);
+    next = engine.decode(next, f.dump.empty() ? nullptr : &r.decode_logits);
     keep();
   }
   engine.set_stage_timing(true);
@@ -326,12 +327,17 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
 }
 
 // --dump PREFIX: PREFIX.logits.f32 (raw little-endian float32 [B, vocab], each sequence's last
-// prompt token) and PREFIX.tokens.json (the greedy tokens), for scripts/hf_compare.py.
+// prompt token), PREFIX.tokens.json (the greedy tokens), for scripts/hf_compare.py, and on CUDA
+// with --gen >= 2 PREFIX.decode_logits.f32 (the same layout, the first decode step: the outer
+// loop's check of the decode path).
 void dump(const E2eFlags& f, const E2eResult& r) {
-  std::string bytes;
-  for (const auto& row : r.prefill_logits)
-    bytes.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
-  write_file_atomic(f.dump + ".logits.f32", bytes);
+  auto raw = [](const std::vector<std::vector<float>>& rows) {
+    std::string bytes;
+    for (const auto& row : rows) bytes.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+    return bytes;
+  };
+  write_file_atomic(f.dump + ".logits.f32", raw(r.prefill_logits));
+  if (!r.decode_logits.empty()) write_file_atomic(f.dump + ".decode_logits.f32", raw(r.decode_logits));
   write_file_atomic(f.dump + ".tokens.json", nlohmann::json(r.tokens).dump());
 }
 
