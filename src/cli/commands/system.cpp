@@ -325,9 +325,16 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   store.set_best_system(system_key, tb.device_key(), o.metric, r.best.to_json().dump());
   const auto& s0 = r.start_profile;
   const auto& s1 = r.best_profile;
+  // Where decode time goes now: the harness's own shares when it ranked them (CUDA: stage times of
+  // the profiled steps over those steps' wall time), else the stage times over the decode wall time
   nlohmann::json remaining = nlohmann::json::array();
-  for (const auto& [stage, us] : s1.decode_stages.us)
-    remaining.push_back({{"stage", stage}, {"share", s1.decode_ms > 0 ? us / 1e3 / s1.decode_ms : 0.0}});
+  if (s1.decode_ranking.is_array() && !s1.decode_ranking.empty()) {
+    for (const auto& row : s1.decode_ranking)
+      remaining.push_back({{"stage", row.value("stage", "")}, {"share", row.value("share", 0.0)}});
+  } else {
+    for (const auto& [stage, us] : s1.decode_stages.us)
+      remaining.push_back({{"stage", stage}, {"share", s1.decode_ms > 0 ? us / 1e3 / s1.decode_ms : 0.0}});
+  }
   std::sort(remaining.begin(), remaining.end(),
             [](const auto& a, const auto& b) { return a["share"].template get<double>() > b["share"].template get<double>(); });
   nlohmann::json its = nlohmann::json::array();
