@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "tests/support/test_support.hpp"
@@ -148,26 +149,21 @@ TEST(VerifyBf16, ToleranceAndDecisiveTokensOnBothPaths) {
   flip.decode_logits = {{8.f, 1.f, 0.f}, {7.f, 0.f, 0.f}};
   EXPECT_TRUE(verify_bf16(flip, ref, 5e-2, detail)) << detail;
   EXPECT_NE(detail.find("3/6"), std::string::npos) << detail;
-  // A decisive first token that changes, prefill logits far off, or NaN: rejected
-  auto wrong = ref;
-  wrong.tokens[0][0] = 1;
-  EXPECT_FALSE(verify_bf16(wrong, ref, 5e-2, detail)) << detail;
-  auto far = ref;
-  far.prefill_logits[0][1] = 2.f;
-  EXPECT_FALSE(verify_bf16(far, ref, 5e-2, detail)) << detail;
-  auto nan = ref;
-  nan.prefill_logits[0][1] = NAN;
-  EXPECT_FALSE(verify_bf16(nan, ref, 5e-2, detail)) << detail;
-  // A decode-path error behind identical prefill: decode logits off, or the decisive second token
-  auto decode_off = ref;
-  decode_off.decode_logits[1][0] = 3.f;
-  EXPECT_FALSE(verify_bf16(decode_off, ref, 5e-2, detail)) << detail;
-  auto decode_token = ref;
-  decode_token.tokens[0][1] = 1;
-  EXPECT_FALSE(verify_bf16(decode_token, ref, 5e-2, detail)) << detail;
-  auto decode_missing = ref;
-  decode_missing.decode_logits.clear();
-  EXPECT_FALSE(verify_bf16(decode_missing, ref, 5e-2, detail)) << detail;
+  // Rejected: a decisive first token that changes, prefill logits far off or NaN, and errors of
+  // the decode path behind an identical prefill (decode logits off, the decisive second token
+  // changed, decode logits missing)
+  const std::vector<std::pair<const char*, std::function<void(SystemProfile&)>>> faults = {
+      {"first token", [](SystemProfile& p) { p.tokens[0][0] = 1; }},
+      {"prefill logits", [](SystemProfile& p) { p.prefill_logits[0][1] = 2.f; }},
+      {"prefill NaN", [](SystemProfile& p) { p.prefill_logits[0][1] = NAN; }},
+      {"decode logits", [](SystemProfile& p) { p.decode_logits[1][0] = 3.f; }},
+      {"second token", [](SystemProfile& p) { p.tokens[0][1] = 1; }},
+      {"decode logits missing", [](SystemProfile& p) { p.decode_logits.clear(); }}};
+  for (const auto& [what, fault] : faults) {
+    auto bad = ref;
+    fault(bad);
+    EXPECT_FALSE(verify_bf16(bad, ref, 5e-2, detail)) << what << ": " << detail;
+  }
 }
 
 // A scripted engine: two phases, a stage per phase; the loop must weigh phases by the metric,
