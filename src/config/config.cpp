@@ -87,7 +87,7 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"RMS_EPS", "1e-6", "-", "RMSNorm epsilon"},
       {"HOME", "~/.thrive", "path", "memory.db, kernel archive, compile cache"},
       {"DEVICE", "auto", "cpu|cuda|auto", "backend to optimize for"},
-      {"AGENT", "search", "search", "agent driving the inner loop"},
+      {"AGENT", "search", "search|llm", "agent driving the inner loop (llm: see the README's LLM agents section)"},
       {"ROUNDS", "6", "rounds", "optimizer rounds per op and shape, per pass"},
       {"PASSES", "1", "passes", "passes over all ops (pass 2 starts from memory)"},
       {"TARGET_SPEEDUP", "2.0", "x", "speedup over eager that counts as reaching the target"},
@@ -161,7 +161,7 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   };
   read_string("HOME", c.home);
   read_choice("DEVICE", c.device, {"cpu", "cuda", "auto"});
-  read_choice("AGENT", c.agent, {"search"});
+  read_choice("AGENT", c.agent, {"search", "llm"});
   read_int("ROUNDS", c.rounds, 0, 10000);
   read_int("PASSES", c.passes, 1, 1000);
   read_double("TARGET_SPEEDUP", c.target_speedup, 1e-6, 1e9);
@@ -194,9 +194,8 @@ void Config::validate() const {
   model.validate();
   if (device != "cpu" && device != "cuda" && device != "auto")
     fail(ErrorCategory::kUsage, "device={}: expected one of cpu, cuda, auto", device);
-  if (agent != "search")
-    fail(ErrorCategory::kUsage,
-         "agent={}: expected 'search' (the LLM agent is not part of this build yet)", agent);
+  if (agent != "search" && agent != "llm")
+    fail(ErrorCategory::kUsage, "agent={}: expected search or llm", agent);
   if (rounds < 0) fail(ErrorCategory::kUsage, "rounds={}: expected an integer >= 0", rounds);
   if (passes < 1) fail(ErrorCategory::kUsage, "passes={}: expected an integer >= 1", passes);
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "src/cli/context.hpp"
+#include "thrive/agents/llm_agent.hpp"
 #include "thrive/agents/search_agent.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
@@ -29,6 +30,8 @@ struct DemoFlags {
   int phases = 2;
   int rounds = -1;
   double target = 0;
+  std::string agent;
+  bool autonomous = false;
 };
 
 // One phase's figures: cumulative since the start of its run.
@@ -43,6 +46,9 @@ struct PhasePoint {
 
 struct RunSummary {
   std::string name, shape;
+  double cost_usd = 0;                              // LLM spend (0 for the search agent)
+  nlohmann::json spend = nlohmann::json::object();  // per role: usd, calls, tokens
+  std::string stop_reason;
   std::vector<PhasePoint> phases;
   int phases_to_target = -1;  // first phase reaching the target (-1: none)
   double seconds_to_target = -1;  // wall time until the round that first reached it ended (-1: none)
@@ -60,16 +66,19 @@ nlohmann::json to_json(const RunSummary& r) {
   return {{"run", r.name},           {"phases_to_target", r.phases_to_target},
           {"seconds_to_target", r.seconds_to_target}, {"best_speedup", r.best_speedup},
           {"wall_s", r.wall_s},      {"compile_s", r.compile_s},               {"bench_s", r.bench_s},
-          {"evaluations", r.evaluations}, {"cost_usd", 0.0},                   {"curve", pts}};
+          {"evaluations", r.evaluations}, {"cost_usd", r.cost_usd},            {"spend_by_role", r.spend},
+          {"stopped", r.stop_reason},    {"curve", pts}};
 }
 
 // Runs up to cfg.passes phases of `op` at `shape_label` on the memory in cfg.home.
 RunSummary run_phases(const std::string& name, const config::Config& cfg, const ops::Op& op,
-                      const std::string& shape_label, const std::string& command, bool start_simplest) {
+                      const std::string& shape_label, const std::string& command, bool start_simplest,
+                      bool autonomous) {
   memory::Store store(memory::default_store_path(cfg.home));
   tools::Toolbox tb(cfg, store, backend::resolve_backend_name(cfg.device));
   const auto shape = tb.shape_or_largest(op, shape_label);
-  agents::SearchAgent agent(tb);
+  auto agent_ptr = agents::make_agent(cfg.agent, tb, autonomous);
+  auto& agent = *agent_ptr;
   RunSummary out;
   out.name = name;
   out.shape = shape.label;
@@ -101,6 +110,13 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
     phase_start_s = pt.elapsed_s;
   }
   store.end_run(run_id);
+  if (const auto* llm = dynamic_cast<const agents::LlmAgent*>(&agent)) {
+    out.cost_usd = llm->total_usd();
+    for (const auto& [role, sp] : llm->spend())
+      out.spend[role] = {{"usd", sp.usd}, {"calls", sp.calls}, {"input_tokens", sp.input_tokens},
+                         {"output_tokens", sp.output_tokens}};
+    out.stop_reason = llm->stop_reason();
+  }
   const auto& last = out.phases.back();
   out.wall_s = last.elapsed_s;
   out.compile_s = last.compile_s;
@@ -110,13 +126,16 @@ RunSummary run_phases(const std::string& name, const config::Config& cfg, const 
 }
 
 void print_summary(const RunSummary& cold, const RunSummary& warm, double target) {
-  fmt::print("\n{:<5} {:>16} {:>11} {:>13} {:>10} {:>10} {:>9} {:>11}\n", "run", "phases->target",
-             "s->target", "best speedup", "wall s", "compile s", "bench s", "evaluations");
+  fmt::print("\n{:<5} {:>16} {:>11} {:>13} {:>10} {:>10} {:>9} {:>11} {:>10}\n", "run", "phases->target",
+             "s->target", "best speedup", "wall s", "compile s", "bench s", "evaluations", "cost USD");
   for (const auto* r : {&cold, &warm})
-    fmt::print("{:<5} {:>16} {:>11} {:>12.2f}x {:>10.1f} {:>10.1f} {:>9.1f} {:>11}\n", r->name,
+    fmt::print("{:<5} {:>16} {:>11} {:>12.2f}x {:>10.1f} {:>10.1f} {:>9.1f} {:>11} {:>10.4f}\n", r->name,
                r->phases_to_target > 0 ? std::to_string(r->phases_to_target) : "not reached",
                r->seconds_to_target >= 0 ? fmt::format("{:.1f}", r->seconds_to_target) : "-", r->best_speedup,
-               r->wall_s, r->compile_s, r->bench_s, r->evaluations);
+               r->wall_s, r->compile_s, r->bench_s, r->evaluations, r->cost_usd);
+  for (const auto* r : {&cold, &warm})
+    if (!r->spend.empty()) fmt::print("{} spend by role: {}{}\n", r->name, r->spend.dump(),
+                                      r->stop_reason.empty() ? "" : "; stopped: " + r->stop_reason);
   const double ratio = cold.best_speedup > 0 ? warm.phases.front().phase_speedup / cold.best_speedup : 0.0;
   const double time_ratio = cold.wall_s > 0 ? warm.phases.front().elapsed_s / cold.wall_s : 0.0;
   // The seed's claim is about reaching the target: time to target is the comparison; whole
@@ -146,9 +165,17 @@ void register_demo(CLI::App& app, Context& ctx) {
   cmd->add_option("--start", f.start,
                   "Where a run with nothing in memory starts: defaults (the template's defaults; the CUDA "
                   "ones are earlier H200 winners) or simplest (every parameter at its first, simplest value)");
+  cmd->add_option("--agent", f.agent, "search (default) | llm (THRIVE_AGENT): which agent runs both runs");
+  cmd->add_flag("--autonomous", f.autonomous, "--agent llm: one orchestrator model delegates to the role agents");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
     auto cfg = ctx.config();
+    if (!f.agent.empty()) {
+      if (f.agent != "search" && f.agent != "llm") fail(ErrorCategory::kUsage, "--agent {}: expected search or llm", f.agent);
+      cfg.agent = f.agent;
+    }
+    if (f.autonomous && cfg.agent != "llm") fail(ErrorCategory::kUsage, "--autonomous needs --agent llm");
+    if (cfg.agent == "llm") (void)agents::LlmSettings::from_env(f.autonomous);  // keys, models, prices: before any memory
     const auto& op = ops::find_op(f.op);
     if (f.phases < 1) fail(ErrorCategory::kUsage, "--phases={}: expected an integer >= 1", f.phases);
     for (const char* flag : {"--demo-home", "--shape", "--json-out"})
@@ -213,10 +240,10 @@ void register_demo(CLI::App& app, Context& ctx) {
                op.name(), backend::resolve_backend_name(cfg.device), cfg.passes, cfg.rounds,
                cfg.target_speedup, home);
     const bool simplest = f.start == "simplest";
-    const auto cold = run_phases("cold", cfg, op, f.shape, ctx.command_line, simplest);
+    const auto cold = run_phases("cold", cfg, op, f.shape, ctx.command_line, simplest, f.autonomous);
     std::error_code ec;
     std::filesystem::remove_all(home + "/cache", ec);  // warm gains from memory, not binaries
-    const auto warm = run_phases("warm", cfg, op, f.shape, ctx.command_line, simplest);
+    const auto warm = run_phases("warm", cfg, op, f.shape, ctx.command_line, simplest, f.autonomous);
     print_summary(cold, warm, cfg.target_speedup);
     if (!f.json_out.empty()) {
       nlohmann::json doc = {{"op", op.name()}, {"shape", cold.shape}, {"target_speedup", cfg.target_speedup},

@@ -8,6 +8,7 @@
 
 #include "src/cli/commands/system.hpp"
 #include "src/cli/context.hpp"
+#include "thrive/agents/llm_agent.hpp"
 #include "thrive/agents/search_agent.hpp"
 #include "thrive/core/error.hpp"
 
@@ -22,6 +23,7 @@ struct OptimizeFlags {
   std::string agent;
   double target = 0;
   bool json = false;
+  bool autonomous = false;
 };
 
 }  // namespace
@@ -44,7 +46,8 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_option("--shape", f.shape, "Only this shape label (e.g. T=4096); default: all that fit");
   cmd->add_option("--rounds", f.rounds, "Optimizer rounds per op and shape, per pass (THRIVE_ROUNDS)");
   cmd->add_option("--passes", f.passes, "Passes over all ops (THRIVE_PASSES)");
-  cmd->add_option("--agent", f.agent, "search (THRIVE_AGENT)");
+  cmd->add_option("--agent", f.agent, "search (default, no network) | llm (THRIVE_AGENT; see the README's LLM agents)");
+  cmd->add_flag("--autonomous", f.autonomous, "--agent llm: one orchestrator model delegates to the role agents");
   cmd->add_option("--target-speedup", f.target, "Speedup over eager that counts as reached");
   cmd->add_flag("--json", f.json, "Print the results as JSON on stdout (progress and tables go to stderr)");
   add_common_flags(*cmd, ctx.flags, true);
@@ -84,6 +87,8 @@ void register_optimize(CLI::App& app, Context& ctx) {
 
     std::FILE* json_out = f.json ? take_stdout("optimize --json") : nullptr;
     auto& tb = ctx.toolbox();
+    auto agent_ptr = agents::make_agent(cfg.agent, tb, f.autonomous);  // LLM settings checked before any work
+    auto& agent = *agent_ptr;
     auto& store = ctx.store();
     for (const auto* op : targets) (void)tb.shapes_for(*op, f.shape);  // a bad --shape fails before any measuring
     const double peak = tb.peak_bandwidth_gbps();
@@ -95,7 +100,6 @@ void register_optimize(CLI::App& app, Context& ctx) {
     fmt::print("Memory: {} ({} best kernels, {} cards)\n\n", store.path(),
                store.summary()["best_entries"].get<int64_t>(), store.cards(tb.backend_name()).size());
 
-    agents::SearchAgent agent(tb);
     const int64_t run_id = store.begin_run(ctx.command_line, tb.device_key(), agent.name());
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::vector<agents::TaskResult>> per_pass;
@@ -135,6 +139,13 @@ void register_optimize(CLI::App& app, Context& ctx) {
     }
     fmt::print("\n{} evaluations in {:.1f} s (compile {:.1f} s, verify+bench {:.1f} s); run {} in {}\n",
                tb.evaluations(), wall_s, tb.compile_seconds(), tb.bench_seconds(), run_id, store.path());
+    if (const auto* llm = dynamic_cast<const agents::LlmAgent*>(&agent)) {
+      fmt::print("LLM spend: ${:.4f}", llm->total_usd());
+      for (const auto& [role, sp] : llm->spend())
+        fmt::print("; {} ${:.4f} ({} calls, {} in / {} out tokens)", role, sp.usd, sp.calls, sp.input_tokens,
+                   sp.output_tokens);
+      fmt::print("{}\n", llm->stop_reason().empty() ? "" : "; stopped: " + llm->stop_reason());
+    }
     if (json_out != nullptr) {
       fmt::print(json_out, "{}\n", out.dump(2));
       std::fclose(json_out);
