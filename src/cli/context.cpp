@@ -16,6 +16,14 @@
 
 namespace thrive::cli {
 
+void refuse_empty_values(const CLI::App& cmd) {
+  for (const auto* opt : cmd.get_options()) {
+    if (opt->count() == 0 || opt->get_expected_min() == 0) continue;  // flags take no value
+    for (const auto& v : opt->results())
+      if (v.empty()) fail(ErrorCategory::kUsage, "{} \"\": expected a value", opt->get_name());
+  }
+}
+
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
   app.add_option("--home", flags.home, "THRIVE_HOME: memory.db, kernel archive, compile cache");
   if (with_device)

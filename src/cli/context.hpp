@@ -53,6 +53,10 @@ std::FILE* take_stdout(const char* what);
 /// Error(kUsage) naming `flag` and the path. Every command's output file goes through it.
 void check_output_path(Context& ctx, const std::string& path, const char* flag);
 
+/// Refuses any option of `cmd` given with an empty value (`--gen ""` would otherwise read as 0
+/// and `--home ""` be ignored): Error(kUsage) naming the flag.
+void refuse_empty_values(const CLI::App& cmd);
+
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);
 

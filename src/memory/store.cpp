@@ -726,6 +726,10 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
   }
   for (const auto& d : doc.value("devices", nlohmann::json::array())) {
     if (peak_bandwidth_gbps(d.value("device_key", ""))) continue;
+    const double bw = d.contains("peak_bw_gbps") && d["peak_bw_gbps"].is_number() ? d["peak_bw_gbps"].get<double>() : 0.0;
+    if (!(bw >= 0.1 && bw <= 1e6))  // GB/s: from a slow core's cache-less copy to far past any HBM
+      fail(ErrorCategory::kInput, "import: device {}: peak_bw_gbps {}: expected a measured copy bandwidth in "
+           "[0.1, 1e6] GB/s", d.value("device_key", "").substr(0, 80), bw);
     Stmt s(db_, "INSERT INTO devices(device_key, peak_bw_gbps, measured_at) VALUES(?,?,?)", path_);
     s.bind(1, d.value("device_key", "")).bind(2, d.value("peak_bw_gbps", 0.0));
     s.bind(3, d.value("measured_at", now_iso8601()));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <thread>
 
 #include "thrive/core/error.hpp"
@@ -34,7 +35,11 @@ void parallel_for(int64_t n, int64_t grain, F&& body, int max_threads = 0) {
     for (int64_t c; (c = next.fetch_add(1)) < chunks;) body(c * grain, std::min(n, (c + 1) * grain));
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  try {
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // No more threads (a pids limit, say): the started ones and this one share the chunks.
+  }
   worker();
   for (auto& t : pool) t.join();
 }

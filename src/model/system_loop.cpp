@@ -115,7 +115,9 @@ SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const st
 double metric_weight(const std::string& metric) {
   if (metric == "decode") return 1.0;
   if (metric == "prefill") return 0.0;
-  if (metric.rfind("mix:", 0) == 0) {
+  // W: plain decimal digits and a point ("0.25"), no sign, space, exponent or hex
+  if (metric.rfind("mix:", 0) == 0 && metric.size() > 4 &&
+      metric.find_first_not_of("0123456789.", 4) == std::string::npos) {
     try {
       size_t used = 0;
       const double w = std::stod(metric.substr(4), &used);
@@ -125,6 +127,13 @@ double metric_weight(const std::string& metric) {
   }
   fail(ErrorCategory::kUsage, "--metric {}: expected decode, prefill or mix:W with W in [0, 1] (the decode weight)",
        metric);
+}
+
+std::string metric_name(const std::string& metric) {
+  const double w = metric_weight(metric);
+  if (w == 1.0) return "decode";
+  if (w == 0.0) return "prefill";
+  return fmt::format("mix:{}", w);
 }
 
 nlohmann::json SystemConfig::to_json() const {

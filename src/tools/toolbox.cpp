@@ -68,7 +68,8 @@ double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   if (cfg_.peak_bw_gbps > 0) return cfg_.peak_bw_gbps;
   if (peak_ && !remeasure) return *peak_;
   if (!remeasure)
-    if (auto cached = store_.peak_bandwidth_gbps(device_key_)) return *(peak_ = *cached);
+    if (auto cached = store_.peak_bandwidth_gbps(device_key_); cached && *cached > 0 && std::isfinite(*cached))
+      return *(peak_ = *cached);  // anything else (an import's 0 or -5) is measured again
   sandbox::Status status;
   std::string detail;
   auto cfg = cfg_;

@@ -11,6 +11,7 @@
 
 #include "tests/support/test_support.hpp"
 #include "thrive/core/files.hpp"
+#include "thrive/memory/store.hpp"
 
 namespace thrive {
 namespace {
@@ -278,6 +279,53 @@ TEST_F(Cli, OptimizeSystemRecordsAndTheNextRunStartsFromTheBest) {
     const auto r = test::run_thrive(bad, env());
     EXPECT_EQ(r.exit_code, 2) << bad.back() << ": " << r.err;
   }
+}
+
+// What a break-it pass found on the outer loop and e2e (2026-11-30): a dump written through a
+// link onto memory.db, empty numeric values read as 0, a stored configuration this machine
+// cannot run, a nonsense bandwidth in an import, metrics spelt two ways.
+TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
+  const std::string dir = files.path() + "/tiny";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  ASSERT_EQ(test::run_thrive({"leaderboard"}, env()).exit_code, 0);  // creates memory.db
+  const std::string db = home.path() + "/memory.db";
+  const auto db_size = std::filesystem::file_size(db);
+  std::filesystem::create_symlink(db, files.path() + "/evil.logits.f32");
+  auto r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--gen", "2", "--dump", files.path() + "/evil"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(db), db_size);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"e2e", "--device", "cpu", "--model", dir, "--gen", ""},
+           {"e2e", "--device", "cpu", "--model", dir, "--kernels", "best:"},
+           {"e2e", "--device", "cpu", "--model", dir, "--fusions", "qk_rope_kv,"},
+           {"optimize", "--system", "--model", dir, "--budget", ""},
+           {"optimize", "--system", "--model", dir, "--r-t", "inf"},
+           {"optimize", "--system", "--model", dir, "--metric", "mix: 0.5"},
+           {"optimize", "--system", "--model", dir, "--metric", "mix:0x1p-1"}}) {
+    r = test::run_thrive(args, env());
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+  }
+  // A stored best system with a thread count no machine has: reset with a warning, not obeyed
+  const std::vector<std::string> loop = {"optimize", "--system", "--model", dir, "--batch", "1", "--prompt", "4",
+                                         "--gen", "2", "--budget", "0", "--metric", "mix:1", "--json"};
+  r = test::run_thrive(loop, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto first = nlohmann::json::parse(r.out);
+  EXPECT_EQ(first["metric"], "decode");  // mix:1 is decode: one spelling in memory
+  {
+    memory::Store store(db);
+    store.set_best_system(first["system_key"], first["device_key"], "decode", R"({"threads": 100000})");
+  }
+  r = test::run_thrive(loop, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["start"]["threads"], 0);
+  EXPECT_NE(r.err.find("threads 100000"), std::string::npos) << r.err;
+  // An import with a nonsense copy bandwidth is refused, and memory keeps working
+  const nlohmann::json bad = {{"format", "thrive-memory"},
+                              {"devices", {{{"device_key", "cpu:other"}, {"peak_bw_gbps", -5}}}}};
+  r = test::run_thrive({"memory", "import", kernel_file("bw.json", bad.dump())}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(test::run_thrive({"leaderboard"}, env()).exit_code, 0);
 }
 
 TEST_F(Cli, HomeUnderARegularFileIsAStorageError) {

@@ -25,7 +25,12 @@ TEST(SystemLoop, MetricParsing) {
   EXPECT_EQ(metric_weight("decode"), 1.0);
   EXPECT_EQ(metric_weight("prefill"), 0.0);
   EXPECT_EQ(metric_weight("mix:0.25"), 0.25);
-  for (const char* bad : {"mix:", "mix:2", "mix:-0.1", "mix:0.5x", "throughput", ""}) EXPECT_THROW(metric_weight(bad), Error) << bad;
+  for (const char* bad : {"mix:", "mix:2", "mix:-0.1", "mix:0.5x", "throughput", "", "mix: 0.5", "mix:0x1p-1", "mix:5e-1"})
+    EXPECT_THROW(metric_weight(bad), Error) << bad;
+  EXPECT_EQ(metric_name("mix:1"), "decode");
+  EXPECT_EQ(metric_name("mix:0"), "prefill");
+  EXPECT_EQ(metric_name("mix:0.50"), "mix:0.5");
+  EXPECT_EQ(metric_name("decode"), "decode");
 }
 
 TEST(SystemLoop, AcceptsTheThreadChangeAndRevertsTheFusionOnATinyModel) {

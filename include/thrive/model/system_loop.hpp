@@ -162,6 +162,11 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
 /// not required. `detail` gets the errors, the decisive tokens and the tokens that agree.
 bool verify_bf16(const SystemProfile& cand, const SystemProfile& ref, double tol, std::string& detail);
 
+/// The canonical spelling of a metric, which memory keys on: "decode" (also mix:1), "prefill"
+/// (also mix:0), else "mix:W" with W printed shortest ("mix:0.50" -> "mix:0.5"). Error(kUsage)
+/// as metric_weight.
+std::string metric_name(const std::string& metric);
+
 /// Parses --metric: "decode", "prefill" or "mix:W" with W in [0, 1]; Error(kUsage) otherwise.
 /// Returns W, the decode weight (1 for decode, 0 for prefill).
 double metric_weight(const std::string& metric);

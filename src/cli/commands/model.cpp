@@ -174,10 +174,11 @@ std::set<std::string> parse_kernels(const std::string& v) {
   if (v.rfind("best:", 0) == 0) {
     std::stringstream ss(v.substr(5));
     for (std::string op; std::getline(ss, op, ',');) {
-      if (op.empty()) continue;
+      if (op.empty()) fail(ErrorCategory::kUsage, "--kernels {}: an empty op name in the list", v);
       (void)ops::find_op(op);  // a clear error naming the op and the known ones
       ops_best.insert(op);
     }
+    if (ops_best.empty() || v.back() == ',') fail(ErrorCategory::kUsage, "--kernels {}: expected best:OP[,OP...]", v);
     return ops_best;
   }
   fail(ErrorCategory::kUsage, "--kernels {}: expected best, baseline or best:OP[,OP...]", v);
@@ -189,6 +190,8 @@ std::set<std::string> parse_fusions(const std::string& v) {
   if (v == "off") return {};
   std::set<std::string> out;
   std::stringstream ss(v);
+  if (!v.empty() && v.back() == ',')
+    fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down", v);
   for (std::string x; std::getline(ss, x, ',');) {
     if (x != "qk_rope_kv" && x != "swiglu_down")
       fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down", v);
@@ -465,13 +468,17 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
   add_common_flags(*cmd, ctx.flags, false);  // --home, --log-level (--device is the engine's, above)
   cmd->callback([&ctx, cmd] {
-    for (const char* flag : {"--prompts-file", "--dump", "--model"})
-      if (cmd->count(flag) > 0 && cmd->get_option(flag)->as<std::string>().empty())
-        fail(ErrorCategory::kUsage, "{} \"\": expected a path", flag);
-    if (!f.dump.empty()) check_output_path(ctx, f.dump, "--dump");
+    refuse_empty_values(*cmd);
     if (!f.dump.empty() && (f.dump.back() == '/' || std::filesystem::is_directory(f.dump)))
       fail(ErrorCategory::kUsage, "--dump {}: is a folder; expected a path prefix such as DIR/run (PREFIX.logits.f32 and "
            "PREFIX.tokens.json are written)", f.dump);
+    // Every file the dump writes, checked before the run (through links: never onto memory)
+    if (!f.dump.empty())
+      for (const char* ext : {".logits.f32", ".decode_logits.f32", ".tokens.json"}) {
+        check_output_path(ctx, f.dump + ext, "--dump");
+        if (std::filesystem::is_directory(f.dump + ext))
+          fail(ErrorCategory::kUsage, "--dump {}: {}{} is a folder", f.dump, f.dump, ext);
+      }
     run_e2e(ctx, f,
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
                     cmd->count("--gemv") > 0);

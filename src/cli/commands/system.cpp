@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "thrive/agents/search_agent.hpp"
 #include "thrive/core/error.hpp"
@@ -263,11 +265,11 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   if (f.model.empty()) fail(ErrorCategory::kUsage, "--system needs --model DIR (a Qwen3 checkpoint directory)");
   if (f.budget < 0) fail(ErrorCategory::kUsage, "--budget {}: expected an integer >= 0", f.budget);
   model::LoopOptions o;
-  o.metric = f.metric;
-  model::metric_weight(o.metric);  // validates
+  o.metric = model::metric_name(f.metric);  // validates; one spelling per metric in memory
   o.r_t = threshold("THRIVE_ACCEPT_RT", f.r_t, rt_given);
   o.a_t = threshold("THRIVE_ACCEPT_AT", f.a_t, at_given);
-  if (!(o.r_t >= 0) || !(o.a_t >= 0)) fail(ErrorCategory::kUsage, "--r-t {} --a-t {}: expected numbers >= 0", o.r_t, o.a_t);
+  if (!(o.r_t >= 0) || !(o.a_t >= 0) || !std::isfinite(o.r_t) || !std::isfinite(o.a_t))
+    fail(ErrorCategory::kUsage, "--r-t {} --a-t {}: expected finite numbers >= 0", o.r_t, o.a_t);
   o.budget = f.budget;
   o.batch = f.batch, o.prompt = f.prompt, o.gen = f.gen;
   if (o.batch < 1 || o.prompt < 1 || o.gen < 2)
@@ -288,8 +290,28 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   // engine as it comes (CPU: all cores, unfused; CUDA: baseline kernels, no graphs, no flash
   // attention, fusions or GEMV).
   const std::string stored = store.best_system(system_key, tb.device_key(), o.metric);
-  const auto start = model::SystemConfig::from_json(nlohmann::json::parse(stored.empty() ? "{}" : stored, nullptr, false),
-                                                   device);
+  const auto stored_json = parse_json_bounded(stored.empty() ? "{}" : stored);
+  auto start = model::SystemConfig::from_json(stored_json, device);
+  bool from_memory = !stored.empty();
+  if (from_memory && !stored_json.is_object()) {
+    spdlog::warn("memory's best system for {} is not a JSON object ({}); starting from the engine's defaults",
+                 system_key, stored.substr(0, 80));
+    from_memory = false;
+  }
+  // A stored configuration is data: values this machine cannot run are reset, with a warning
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (start.threads < 0 || start.threads > cores) {
+    spdlog::warn("memory's best system has threads {}: expected 0 (all cores) to {}; using 0", start.threads, cores);
+    start.threads = 0;
+  }
+  for (auto it = start.best_ops.begin(); it != start.best_ops.end();) {
+    if (std::none_of(ops::registry().begin(), ops::registry().end(), [&](const auto& op) { return op->name() == *it; })) {
+      spdlog::warn("memory's best system names an unknown op '{}'; dropped", it->substr(0, 80));
+      it = start.best_ops.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (const auto& c : store.system_changes(system_key))  // never re-try what an earlier run tried
     if (c.device_key == tb.device_key() && c.metric == o.metric) o.tried.push_back(c.config_after);
   // --json: only the document reaches stdout; the iterations, the inner loop's progress and any
@@ -298,7 +320,7 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   std::FILE* out = f.json ? stderr : stdout;
   fmt::print(out, "THRIVE outer loop on {} ({}), metric {} (T: multiples of the starting throughput), r_t {} a_t {}, "
              "budget {}; start {}{}\n", f.model, tb.device_key(), o.metric, o.r_t, o.a_t, o.budget,
-             start.to_json().dump(), stored.empty() ? "" : " (the best system memory holds)");
+             start.to_json().dump(), from_memory ? " (the best system memory holds)" : "");
   auto sink = [&](const model::LoopIteration& it) {
     fmt::print(out, "\n[{}] ranking:", it.index);
     int shown = 0;
