@@ -245,17 +245,20 @@ LoopResult run_outer_loop(const LoopOptions& o, const SystemConfig& start, const
     li.t_after = metric_t(cand, ref, weight);
     std::string detail;
     li.verified = d.verify(cand, ref, detail);
-    const bool gain = li.t_after / li.t_before > 1 + o.r_t || li.t_after - li.t_before > o.a_t;
+    const bool rel = li.t_after / li.t_before > 1 + o.r_t, abs = li.t_after - li.t_before > o.a_t;
+    const bool gain = rel || abs;
     li.accepted = li.verified && gain;
+    const std::string test = fmt::format("{:.2f}x (relative rule: > {:.2f}x) and {:+.3f} (absolute rule: > +{:.2f}){}",
+                                         li.t_after / li.t_before, 1 + o.r_t, li.t_after - li.t_before, o.a_t,
+                                         rel && abs ? ": both rules hold" : rel ? ": the relative rule holds"
+                                                                          : abs ? ": the absolute rule holds"
+                                                                                : ": neither rule holds");
     if (!li.verified) wrong.insert(pick.change);
     if (!li.verified)
       li.verdict = "rejected: the changed system does not match the starting one (" + detail + ")";
-    else if (li.accepted)
-      li.verdict = fmt::format("accepted: T {:.3f} -> {:.3f} ({:.2f}x; needs > {:.2f}x or +{:.2f}); {}", li.t_before,
-                               li.t_after, li.t_after / li.t_before, 1 + o.r_t, o.a_t, detail);
     else
-      li.verdict = fmt::format("reverted: T {:.3f} -> {:.3f} ({:.2f}x; needs > {:.2f}x or +{:.2f}); {}", li.t_before,
-                               li.t_after, li.t_after / li.t_before, 1 + o.r_t, o.a_t, detail);
+      li.verdict = fmt::format("{}: T {:.3f} -> {:.3f}, {}; {}", li.accepted ? "accepted" : "reverted", li.t_before,
+                               li.t_after, test, detail);
     if (li.accepted) {
       r.best = pick.next;
       r.t_best = li.t_after;

@@ -464,7 +464,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--gemv", f.gemv, "on (default): projections at <= 4 tokens through the engine's GEMV | off: cuBLASLt");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
-  cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]) and PREFIX.tokens.json");
+  cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
+                  "PREFIX.decode_logits.f32 (the first decode step's logits)");
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
   add_common_flags(*cmd, ctx.flags, false);  // --home, --log-level (--device is the engine's, above)
   cmd->callback([&ctx, cmd] {
