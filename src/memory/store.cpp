@@ -597,6 +597,21 @@ nlohmann::json Store::export_json() {
   while (s.step())
     devices.push_back({{"device_key", s.text(0)}, {"peak_bw_gbps", s.real(1)}, {"measured_at", s.text(2)}});
   doc["devices"] = devices;
+  // The outer loop's record: every change tried and the best system per model, device, metric
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& c : system_changes())
+    changes.push_back({{"system_key", c.system_key}, {"device_key", c.device_key}, {"metric", c.metric},
+                       {"stage", c.stage}, {"specialist", c.specialist}, {"change", c.change},
+                       {"config_before", c.config_before}, {"config_after", c.config_after}, {"t_before", c.t_before},
+                       {"t_after", c.t_after}, {"accepted", c.accepted}, {"verdict", c.verdict},
+                       {"created_at", c.created_at}});
+  doc["system_changes"] = changes;
+  nlohmann::json best_systems = nlohmann::json::array();
+  Stmt b(db_, "SELECT system_key, device_key, metric, config, updated_at FROM system_best ORDER BY system_key", path_);
+  while (b.step())
+    best_systems.push_back({{"system_key", b.text(0)}, {"device_key", b.text(1)}, {"metric", b.text(2)},
+                            {"config", b.text(3)}, {"updated_at", b.text(4)}});
+  doc["system_best"] = best_systems;
   return doc;
 }
 
@@ -734,6 +749,39 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
     s.bind(1, d.value("device_key", "")).bind(2, d.value("peak_bw_gbps", 0.0));
     s.bind(3, d.value("measured_at", now_iso8601()));
     s.step();
+  }
+  // The outer loop's record: short strings, configurations that are JSON objects, finite T.
+  auto text = [](const nlohmann::json& e, const char* k, size_t max) {
+    const std::string v = e.at(k).get<std::string>();
+    if (v.size() > max || v.find('\0') != std::string::npos)
+      fail(ErrorCategory::kInput, "import: system entry: '{}' is {} bytes or holds NUL; at most {}", k, v.size(), max);
+    return v;
+  };
+  auto config = [&](const nlohmann::json& e, const char* k) {
+    const std::string v = text(e, k, 4096);
+    if (!parse_json_bounded(v).is_object())
+      fail(ErrorCategory::kInput, "import: system entry: '{}' is {}: expected a JSON object", k, json_excerpt(v));
+    return v;
+  };
+  for (const auto& c : doc.value("system_changes", nlohmann::json::array())) {
+    SystemChange r;
+    r.system_key = text(c, "system_key", 512), r.device_key = text(c, "device_key", 512), r.metric = text(c, "metric", 64);
+    r.stage = text(c, "stage", 128), r.specialist = text(c, "specialist", 64), r.change = text(c, "change", 4096);
+    r.config_before = config(c, "config_before"), r.config_after = config(c, "config_after");
+    r.t_before = c.at("t_before").get<double>(), r.t_after = c.at("t_after").get<double>();
+    r.accepted = c.at("accepted").get<bool>(), r.verdict = text(c, "verdict", 8192);
+    if (!std::isfinite(r.t_before) || !std::isfinite(r.t_after) || r.t_before < 0 || r.t_after < 0)
+      fail(ErrorCategory::kInput, "import: system change {}: T {} -> {}: expected finite values >= 0", r.change.substr(0, 80),
+           r.t_before, r.t_after);
+    Stmt dup(db_, "SELECT 1 FROM system_changes WHERE system_key=? AND device_key=? AND metric=? AND config_before=? "
+                  "AND config_after=?", path_);
+    dup.bind(1, r.system_key).bind(2, r.device_key).bind(3, r.metric).bind(4, r.config_before).bind(5, r.config_after);
+    if (!dup.step()) record_system_change(r);  // re-importing the same export adds nothing
+  }
+  for (const auto& b : doc.value("system_best", nlohmann::json::array())) {
+    const std::string key = text(b, "system_key", 512), dev = text(b, "device_key", 512), metric = text(b, "metric", 64);
+    const std::string cfg = config(b, "config");
+    if (best_system(key, dev, metric).empty()) set_best_system(key, dev, metric, cfg);  // this memory's own best wins
   }
   tx.commit();
   return sum;

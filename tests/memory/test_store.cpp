@@ -656,4 +656,30 @@ TEST_F(StoreTest, SigkillMidWriteKeepsEveryCommittedRow) {
 }
 
 }  // namespace
+// The outer loop's record travels with an export: every change tried and the best system;
+// re-importing adds nothing twice, a local best is kept, and a malformed entry changes nothing.
+TEST_F(StoreTest, SystemChangesAndBestSystemsTravelWithAnExport) {
+  Store a(dir.path() + "/a.db");
+  a.record_system_change({"qwen3-x:b1:p4:g2", "cpu:x", "decode", "lm_head", "kernels", "one thread",
+                          R"({"threads":0})", R"({"threads":1})", 1.0, 2.5, true, "accepted", ""});
+  a.set_best_system("qwen3-x:b1:p4:g2", "cpu:x", "decode", R"({"threads":1})");
+  const auto doc = a.export_json();
+  ASSERT_EQ(doc["system_changes"].size(), 1u);
+  Store b(dir.path() + "/b.db");
+  b.set_best_system("qwen3-y:b1:p4:g2", "cpu:x", "decode", R"({"threads":2})");
+  b.import_json(doc);
+  b.import_json(doc);
+  EXPECT_EQ(b.system_changes().size(), 1u);
+  EXPECT_EQ(b.best_system("qwen3-x:b1:p4:g2", "cpu:x", "decode"), R"({"threads":1})");
+  EXPECT_EQ(b.best_system("qwen3-y:b1:p4:g2", "cpu:x", "decode"), R"({"threads":2})");
+  for (const char* field : {"config_after", "t_after"}) {
+    auto bad = doc;
+    bad["system_changes"][0][field] = std::string(field) == "t_after" ? nlohmann::json(NAN) : nlohmann::json("[1]");
+    bad["system_changes"][0]["change"] = "another";
+    Store c(dir.path() + "/c.db");
+    EXPECT_THROW(c.import_json(bad), Error) << field;
+    EXPECT_TRUE(c.system_changes().empty()) << field;
+  }
+}
+
 }  // namespace thrive::memory
