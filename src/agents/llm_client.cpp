@@ -119,7 +119,14 @@ class OpenAiClient : public HttpClient {
   std::string provider() const override { return "openai"; }
   Reply complete(const std::string& model, const std::string& system, const std::vector<Message>& messages,
                  const std::vector<ToolSpec>& tools, int max_tokens) override {
-    return post(openai_request(model, system, messages, tools, max_tokens), openai_reply);
+    auto req = openai_request(model, system, messages, tools, max_tokens);
+    // OpenAI's own API deprecated max_tokens and its reasoning models refuse it; local servers
+    // (vLLM, llama.cpp, Ollama) read max_tokens.
+    if (url_.find("://api.openai.com/") != std::string::npos) {
+      req["max_completion_tokens"] = req["max_tokens"];
+      req.erase("max_tokens");
+    }
+    return post(req, openai_reply);
   }
 };
 

@@ -9,7 +9,8 @@
 //     input}, tool_result {tool_use_id, content, is_error}; reply {content: [blocks],
 //     stop_reason, usage: {input_tokens, output_tokens}}.
 //   OpenAI: POST {base}/chat/completions (base includes /v1), header Authorization: Bearer;
-//     body {model, max_tokens, messages: [{role: system|user|assistant|tool, content,
+//     body {model, max_tokens (max_completion_tokens at api.openai.com, which deprecated
+//     max_tokens), messages: [{role: system|user|assistant|tool, content,
 //     tool_calls: [{id, type: function, function: {name, arguments (a JSON string)}}],
 //     tool_call_id}], tools: [{type: function, function: {name, description, parameters}}]};
 //     reply {choices: [{message: {content, tool_calls}, finish_reason}], usage:
