@@ -137,6 +137,7 @@ LlmSettings LlmSettings::from_env(bool autonomous) {
 // ---- the agent ---------------------------------------------------------------------------------
 
 struct LlmAgent::Run {
+  Run(const Task& t, const ProgressSink& p) : task(t), progress(p) {}
   const Task& task;
   const ProgressSink& progress;
   TaskResult result;
@@ -400,7 +401,7 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
 }
 
 TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
-  Run run{task, progress, {}, std::nullopt, "", "", Clock::now(), 0, false};
+  Run run(task, progress);
   stop_reason_.clear();
   auto& result = run.result;
   result.op = task.op;
