@@ -45,10 +45,15 @@ double env_number(const char* name, double fallback, double min) {
   return x;
 }
 
+// `s` cut to `max` bytes on a UTF-8 boundary (a model's text or a compiler log may hold
+// multi-byte characters, and a split one would make the request unserializable).
 std::string cut(std::string s, size_t max = kMaxToolText) {
-  if (s.size() > max) s = s.substr(0, max) + "\n[... cut at " + std::to_string(max) + " bytes]";
+  if (s.size() > max) s = utf8_prefix(s, max) + "\n[... cut at " + std::to_string(max) + " bytes]";
   return s;
 }
+
+// JSON text of `j` with invalid UTF-8 replaced (never throws for bytes a tool passed through).
+std::string dump_safe(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 // THRIVE_MODEL_KERNEL_GENERATOR for "kernel-generator"
 std::string role_env(const std::string& prefix, const std::string& role) {
@@ -123,7 +128,10 @@ LlmSettings LlmSettings::from_env(bool autonomous) {
   else fail(ErrorCategory::kUsage, "THRIVE_EFFORT={}: expected low, medium or high", effort.substr(0, 40));
   s.usd_cap = env_number("THRIVE_PER_RUN_USD", 5, 0);
   s.wall_s = env_number("THRIVE_LLM_WALL_S", 1800, 1);
-  s.max_turns = int(env_number("THRIVE_LLM_MAX_TURNS", 16, 1));
+  const double turns = env_number("THRIVE_LLM_MAX_TURNS", 16, 1);
+  if (turns != std::floor(turns) || turns > 1000)
+    fail(ErrorCategory::kUsage, "THRIVE_LLM_MAX_TURNS={}: expected an integer from 1 to 1000", env_or("THRIVE_LLM_MAX_TURNS"));
+  s.max_turns = int(turns);
   s.prices = PriceTable::load(env_or("THRIVE_LLM_PRICES", std::string(THRIVE_DATA_DIR) + "/config/llm_prices.json"));
   for (const auto& [role, model] : s.models) (void)s.prices.usd(model, 0, 0);  // every model priced
   s.prompts_dir = env_or("THRIVE_PROMPTS_DIR", std::string(THRIVE_DATA_DIR) + "/prompts/roles");
@@ -207,28 +215,45 @@ std::string LlmAgent::converse(Run& run, const std::string& role, const std::str
   const auto tools = tools_for(role);
   const std::string model = settings_.models.at(role);
   std::string last_text;
-  for (int turn = 0; turn < settings_.max_turns; ++turn) {
-    if (run.stop) return last_text;
+  // The caps, checked before every model call and every tool call: sets run.stop when one is hit
+  auto capped = [&] {
+    if (run.stop) return true;
     const double elapsed = std::chrono::duration<double>(Clock::now() - run.t0).count();
-    if (total_usd() >= settings_.usd_cap) {
+    if (total_usd() >= settings_.usd_cap)
       stop_reason_ = fmt::format("USD cap reached: {:.4f} of {:.4f} (THRIVE_PER_RUN_USD)", total_usd(), settings_.usd_cap);
-      run.stop = true;
-      return last_text;
-    }
-    if (elapsed >= settings_.wall_s) {
+    else if (elapsed >= settings_.wall_s)
       stop_reason_ = fmt::format("wall-clock cap reached: {:.0f} of {:.0f} s (THRIVE_LLM_WALL_S)", elapsed, settings_.wall_s);
-      run.stop = true;
-      return last_text;
-    }
+    else
+      return false;
+    run.stop = true;
+    return true;
+  };
+  const std::string system = system_prompt(role);
+  for (int turn = 0; turn < settings_.max_turns; ++turn) {
+    if (capped()) return last_text;
     llm::Reply r;
     try {
-      r = client_->complete(model, system_prompt(role), msgs, tools, settings_.max_tokens);
+      r = client_->complete(model, system, msgs, tools, settings_.max_tokens);
     } catch (const Error& e) {
-      if (e.category() == ErrorCategory::kUsage) throw;  // a rejected key or request: one clear error
+      if (e.category() == ErrorCategory::kUsage) throw;  // a rejected key: one clear error
       stop_reason_ = std::string("the model API failed: ") + e.what();
       run.stop = true;
       return last_text;
+    } catch (const nlohmann::json::exception& e) {
+      stop_reason_ = std::string("the model API's reply could not be used: ") + e.what();
+      run.stop = true;
+      return last_text;
     }
+    // Unknown token counts are charged as an estimate, never as zero: the request's bytes / 3
+    // in, the output limit out
+    if (r.input_tokens < 0) {
+      size_t bytes = system.size();
+      for (const auto& m : msgs) bytes += m.text.size();
+      for (const auto& m : msgs)
+        for (const auto& c : m.calls) bytes += dump_safe(c.input).size();
+      r.input_tokens = int64_t(bytes / 3);
+    }
+    if (r.output_tokens < 0) r.output_tokens = settings_.max_tokens;
     auto& sp = spend_[role];
     ++sp.calls;
     sp.input_tokens += r.input_tokens;
@@ -237,9 +262,17 @@ std::string LlmAgent::converse(Run& run, const std::string& role, const std::str
     last_text = r.text;
     msgs.push_back({"assistant", r.text, r.calls, "", false});
     if (r.calls.empty()) return last_text;
-    for (const auto& call : r.calls) {
-      bool is_error = false;
-      std::string text = execute(run, role, call, is_error);
+    std::set<std::string> ids;
+    const size_t assistant = msgs.size() - 1;
+    for (size_t i = 0; i < r.calls.size(); ++i) {
+      // ids must pair results with calls: a missing or repeated one is made unique (in the
+      // history sent back too)
+      auto& id = msgs[assistant].calls[i].id;
+      if (id.empty() || ids.count(id)) id = fmt::format("thrive_call_{}_{}", turn, i);
+      ids.insert(id);
+      const llm::ToolCall call = msgs[assistant].calls[i];  // a copy: push_back below may reallocate
+      bool is_error = true;
+      std::string text = capped() ? "not run: " + stop_reason_ : execute(run, role, call, is_error);
       msgs.push_back({"tool", cut(std::move(text)), {}, call.id, is_error});
     }
   }
@@ -258,13 +291,13 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
     if (spec == allowed.end()) {
       std::string names;
       for (const auto& t : allowed) names += (names.empty() ? "" : ", ") + t.name;
-      fail(ErrorCategory::kUsage, "unknown tool '{}' for the {} role; tools: {}", call.name.substr(0, 80), role, names);
+      fail(ErrorCategory::kUsage, "unknown tool '{}' for the {} role; tools: {}", utf8_prefix(call.name, 80), role, names);
     }
     const auto& args = call.input;
     if (!args.is_object()) fail(ErrorCategory::kUsage, "{}: the arguments must be a JSON object", call.name);
     for (auto it = args.begin(); it != args.end(); ++it)
       if (!spec->schema["properties"].contains(it.key()))
-        fail(ErrorCategory::kUsage, "{}: unknown argument '{}'", call.name, it.key().substr(0, 80));
+        fail(ErrorCategory::kUsage, "{}: unknown argument '{}'", call.name, utf8_prefix(it.key(), 80));
     for (const auto& req : spec->schema["required"])
       if (!args.contains(req.get<std::string>()))
         fail(ErrorCategory::kUsage, "{}: missing argument '{}'", call.name, req.get<std::string>());
@@ -301,11 +334,11 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
                     .change = call.name, .status = status, .time_us = t_us, .best_us = best,
                     .speedup = best > 0 ? run.result.eager_us / best : 0, .note = note});
     };
-    if (call.name == "get_op_spec") return tools_.get_op_spec(task.op).dump();
-    if (call.name == "read_memory") return tools_.read_memory(task.op, task.shape.label).dump();
+    if (call.name == "get_op_spec") return dump_safe(tools_.get_op_spec(task.op));
+    if (call.name == "read_memory") return dump_safe(tools_.read_memory(task.op, task.shape.label));
     if (call.name == "compile") {
       const auto k = kernel();
-      return verdict(k, tools_.compile(k)).dump();
+      return dump_safe(verdict(k, tools_.compile(k)));
     }
     if (call.name == "verify") {
       const auto k = kernel();
@@ -314,7 +347,7 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
       ++run.result.attempts;
       auto j = verdict(k, r);
       emit(sandbox::status_name(r.status), 0, "verify");
-      return j.dump();
+      return dump_safe(j);
     }
     if (call.name == "benchmark") {
       const auto k = kernel();
@@ -332,7 +365,7 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
       }
       emit(sandbox::status_name(sub.result.status), sub.result.status == sandbox::Status::kPassed ? sub.result.bench.time_us() : 0,
            "benchmark");
-      return j.dump();
+      return dump_safe(j);
     }
     if (call.name == "profile") {
       backend::KernelSource k;
@@ -349,7 +382,7 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
         j["profile"] = {{"time_us", p.time_us}, {"floor_us", p.floor_us}, {"bandwidth_gbps", p.bandwidth_gbps},
                         {"percent_of_peak", p.percent_of_peak}, {"bottleneck", p.bottleneck}, {"notes", p.notes}};
       }
-      return j.dump();
+      return dump_safe(j);
     }
     if (call.name == "record_strategy") {
       memory::StrategyCard c;
@@ -366,7 +399,25 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
             (std::string(k) == "traits" ? c.traits : c.bottlenecks).push_back(v.get<std::string>());
           }
         }
-      if (!args["set"].is_object()) fail(ErrorCategory::kUsage, "record_strategy: 'set' must be an object");
+      // Cards are shared memory: the same limits as the MCP server's record_strategy
+      auto plain = [](const std::string& v, size_t max) {
+        if (v.empty() || v.size() > max) return false;
+        for (unsigned char ch : v)
+          if (ch < 0x20 || ch == 0x7f) return false;
+        return true;
+      };
+      if (!plain(c.id, 128) || !plain(c.title, 256) || c.description.size() > 4096)
+        fail(ErrorCategory::kUsage, "record_strategy: id (1-128 bytes), title (1-256) and description (<= 4096) must "
+             "be printable text");
+      static const std::set<std::string> traits = {"elementwise", "row_reduction", "attention"};
+      if (c.traits.empty() || std::any_of(c.traits.begin(), c.traits.end(), [](const auto& t) { return !traits.count(t); }))
+        fail(ErrorCategory::kUsage, "record_strategy: traits must be a non-empty list of elementwise, row_reduction, "
+             "attention");
+      if (!args["set"].is_object() || args["set"].empty())
+        fail(ErrorCategory::kUsage, "record_strategy: 'set' must be a non-empty object of template parameters");
+      for (auto it = args["set"].begin(); it != args["set"].end(); ++it)
+        if (!plain(it.key(), 64) || !it->is_string() || !plain(it->get<std::string>(), 64))
+          fail(ErrorCategory::kUsage, "record_strategy: 'set' must map parameter names to non-empty string values");
       c.set = args["set"];
       tools_.record_strategy(c);
       return "recorded strategy card " + c.id;
@@ -380,7 +431,7 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
       const std::string sub = str("role");
       if (std::find(kRoles.begin(), kRoles.end(), sub) == kRoles.end() || sub == "orchestrator")
         fail(ErrorCategory::kUsage, "task: role '{}' is not one of kernel-generator, kernel-optimizer, "
-             "kernel-repairer, profiler-analyst", sub.substr(0, 40));
+             "kernel-repairer, profiler-analyst", utf8_prefix(sub, 40));
       if (sub == "kernel-optimizer") {
         if (run.round >= task.rounds)
           fail(ErrorCategory::kUsage, "task: the rounds cap ({}) is reached; no more optimizer rounds", task.rounds);
@@ -397,12 +448,16 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
   } catch (const Error& e) {
     is_error = true;
     return std::string("error: ") + e.what();
+  } catch (const nlohmann::json::exception& e) {
+    is_error = true;
+    return std::string("error: bad arguments: ") + e.what();
   }
 }
 
 TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
   Run run(task, progress);
   stop_reason_.clear();
+  client_->set_deadline(run.t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings_.wall_s)));
   auto& result = run.result;
   result.op = task.op;
   result.shape = task.shape.label;

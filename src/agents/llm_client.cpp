@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 #include "thrive/core/json.hpp"
 
 namespace thrive::agents::llm {
@@ -22,8 +24,12 @@ void curl_init_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// Reply bodies over 16 MiB are refused (returning less than given aborts the transfer).
+constexpr size_t kMaxReplyBytes = size_t(16) << 20;
 size_t on_body(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
+  auto* body = static_cast<std::string*>(user);
+  if (body->size() + size * n > kMaxReplyBytes) return 0;
+  body->append(data, size * n);
   return size * n;
 }
 
@@ -46,12 +52,15 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-// `text` with every occurrence of `secret` replaced, cut to `max` bytes.
+// `text` with every occurrence of `secret` replaced, control characters as spaces (one-line
+// messages), cut to `max` bytes on a UTF-8 boundary.
 std::string scrub(std::string text, const std::string& secret, size_t max = 400) {
   if (secret.size() >= 4)
     for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at))
       text.replace(at, secret.size(), "<key>");
-  if (text.size() > max) text = text.substr(0, max) + "...";
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  if (text.size() > max) text = utf8_prefix(text, max) + "...";
   return text;
 }
 
@@ -65,11 +74,18 @@ class HttpClient : public Client {
   // The reply body of a 2xx answer that `parse` accepts, after retries.
   template <typename Parse>
   Reply post(const nlohmann::json& request, Parse parse) {
-    const std::string body = request.dump();
+    const std::string body = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::string last;
     for (int attempt = 0; attempt <= o_.max_retries; ++attempt) {
+      auto o = o_;
+      if (deadline_) {  // the run's wall-clock cap bounds every request and every wait
+        const double left = std::chrono::duration<double>(*deadline_ - std::chrono::steady_clock::now()).count();
+        if (left <= 0) fail(ErrorCategory::kBackend, "{}: the wall-clock cap was reached during retries", provider());
+        o.timeout_s = std::min(o.timeout_s, left);
+        o.connect_timeout_s = std::min(o.connect_timeout_s, left);
+      }
       ++requests_;
-      const auto r = http_post(url_, headers_, body, o_);
+      const auto r = http_post(url_, headers_, body, o);
       double wait = o_.backoff_s * std::pow(2.0, attempt);
       if (r.status == 401 || r.status == 403)
         fail(ErrorCategory::kUsage, "{} rejected the API key (HTTP {}) at {}: check the key's environment variable",
@@ -85,8 +101,8 @@ class HttpClient : public Client {
       } else if (r.status == 429 || r.status >= 500) {
         last = fmt::format("HTTP {}: {}", r.status, scrub(r.body, key_));
         if (r.retry_after_s >= 0) wait = r.retry_after_s;
-      } else {
-        fail(ErrorCategory::kUsage, "{} refused the request (HTTP {}) at {}: {}", provider(), r.status, url_,
+      } else {  // a request this model will not take (too long, say): ends the conversation, not THRIVE
+        fail(ErrorCategory::kBackend, "{} refused the request (HTTP {}) at {}: {}", provider(), r.status, url_,
              scrub(r.body, key_));
       }
       if (attempt == o_.max_retries) break;
@@ -142,8 +158,16 @@ std::string str_field(const nlohmann::json& obj, const char* key) {
   return obj.is_object() && obj.contains(key) && obj[key].is_string() ? obj[key].get<std::string>() : std::string();
 }
 
+// A token count the reply reports: an integer in [0, 1e8], else -1 (unknown: the agent charges
+// an estimate, so a missing, negative or fractional count cannot lower the bill).
 int64_t token_count(const nlohmann::json& usage, const char* key) {
-  return usage.is_object() && usage.contains(key) && usage[key].is_number_integer() ? usage[key].get<int64_t>() : 0;
+  if (!usage.is_object() || !usage.contains(key) || !usage[key].is_number_integer()) return -1;
+  if (usage[key].is_number_unsigned()) {
+    const auto v = usage[key].get<uint64_t>();
+    return v <= 100000000u ? int64_t(v) : -1;
+  }
+  const auto v = usage[key].get<int64_t>();
+  return v >= 0 && v <= 100000000 ? v : -1;
 }
 
 }  // namespace
@@ -188,6 +212,8 @@ std::unique_ptr<Client> make_client(const std::string& provider, const std::stri
                                     const HttpOptions& o) {
   std::string base = base_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
+  if (!base.empty() && base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
+    fail(ErrorCategory::kUsage, "THRIVE_LLM_BASE_URL={}: expected an http:// or https:// URL", base.substr(0, 80));
   if (provider == "anthropic") {
     if (api_key.empty())
       fail(ErrorCategory::kUsage, "--agent llm with the Anthropic API needs ANTHROPIC_API_KEY (it is empty or unset)");
@@ -256,10 +282,8 @@ Reply anthropic_reply(const std::string& body) {
     }
   }
   r.stop_reason = str_field(j, "stop_reason");
-  if (j.contains("usage")) {
-    r.input_tokens = token_count(j["usage"], "input_tokens");
-    r.output_tokens = token_count(j["usage"], "output_tokens");
-  }
+  r.input_tokens = token_count(j.contains("usage") ? j["usage"] : nlohmann::json(), "input_tokens");
+  r.output_tokens = token_count(j.contains("usage") ? j["usage"] : nlohmann::json(), "output_tokens");
   return r;
 }
 
@@ -317,10 +341,8 @@ Reply openai_reply(const std::string& body) {
       r.calls.push_back(call);
     }
   r.stop_reason = str_field(j["choices"][0], "finish_reason");
-  if (j.contains("usage")) {
-    r.input_tokens = token_count(j["usage"], "prompt_tokens");
-    r.output_tokens = token_count(j["usage"], "completion_tokens");
-  }
+  r.input_tokens = token_count(j.contains("usage") ? j["usage"] : nlohmann::json(), "prompt_tokens");
+  r.output_tokens = token_count(j.contains("usage") ? j["usage"] : nlohmann::json(), "completion_tokens");
   return r;
 }
 

@@ -394,6 +394,42 @@ TEST_F(LlmAgentTest, TheUsdCapStopsTheRunCleanlyAndKeepsTheBestKernel) {
   EXPECT_GT(a.total_usd(), 0.01);
 }
 
+// What a break-it pass found (2026-11-30): text cut inside a UTF-8 character, usage counts that
+// lower the bill, a refused request mid-run, repeated tool ids, a server that never answers.
+TEST_F(LlmAgentTest, HostileRepliesNeitherCrashNorCheatTheBudget) {
+  std::string e_acute;
+  for (int i = 0; i < 5000; ++i) e_acute += "\xc3\xa9";
+  push(anthropic_tool("h1", "x" + e_acute.substr(0, 120), json::object(), usage(-100000000, -5)));
+  push(anthropic_tool("h2", "record_strategy", {{"id", e_acute}, {"title", "t"}, {"traits", {"elementwise"}}, {"set", {{"VEC", "8"}}}}));
+  // two calls with one id, the first a good benchmark
+  server.push({200, json{{"id", "m"}, {"type", "message"}, {"role", "assistant"},
+                         {"content", {{{"type", "tool_use"}, {"id", "dup"}, {"name", "benchmark"}, {"input", {{"source", good_kernel()}}}},
+                                      {{"type", "tool_use"}, {"id", "dup"}, {"name", "get_op_spec"}, {"input", json::object()}}}},
+                         {"stop_reason", "tool_use"}, {"usage", usage()}}.dump(), {}, 0, false});
+  server.push({400, R"({"type":"error","error":{"message":"prompt is too long"}})", {}, 0, false});
+  auto a = agent("anthropic", settings());
+  agents::TaskResult r;
+  ASSERT_NO_THROW(r = a.run(task(2), {}));
+  EXPECT_TRUE(r.verified);  // the kernel benchmarked before the refusal is kept
+  EXPECT_NE(a.stop_reason().find("HTTP 400"), std::string::npos) << a.stop_reason();
+  // the unknown counts were charged as an estimate, not as -1e8 tokens
+  EXPECT_GT(a.spend().at("kernel-generator").usd, 0);
+  const auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 4u);
+  const auto sent = json::parse(reqs[3].body)["messages"];
+  const auto& calls = sent[sent.size() - 2]["content"];
+  EXPECT_NE(calls[0]["id"], calls[1]["id"]);  // repeated ids made unique
+  EXPECT_TRUE(store.cards("cpu").size() > 0);
+  for (const auto& c : store.cards("cpu")) EXPECT_LE(c.id.size(), 128u);  // the 10000-byte id was refused
+  // A server that never answers within the run's wall-clock cap: the request gives up there
+  server.push({200, anthropic_text("late"), {}, 4000, false});
+  auto client = agents::llm::make_client("anthropic", server.url(), key, settings().http);
+  client->set_deadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(800));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(client->complete("m", "s", {{"user", "hi", {}, "", false}}, {}, 10), Error);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.5);
+}
+
 // The command line: the cold/warm demo with --agent llm against the local server reports its
 // cost in USD per run and per role; missing settings are refused before any memory is made.
 TEST_F(LlmAgentTest, DemoWithTheLlmAgentReportsCostInUsd) {

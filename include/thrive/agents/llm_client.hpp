@@ -21,8 +21,10 @@
 // key never appears in a message, log line or stored record (it is scrubbed from bodies too).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +50,7 @@ struct Message {
 struct Reply {
   std::string text;
   std::vector<ToolCall> calls;
-  int64_t input_tokens = 0, output_tokens = 0;
+  int64_t input_tokens = 0, output_tokens = 0;  ///< -1: the reply gave no usable count (integer in [0, 1e8])
   std::string stop_reason;  ///< provider's: end_turn, tool_use, max_tokens, stop, tool_calls, length
 };
 
@@ -67,7 +69,8 @@ struct HttpOptions {
   double max_wait_s = 60;      ///< cap on one wait, Retry-After included
 };
 
-/// One HTTP exchange: status (0 when no response: `error` says why), body, Retry-After.
+/// One HTTP exchange: status (0 when no response: `error` says why), body (at most 16 MiB:
+/// a larger reply is cut off and reads as no response), Retry-After.
 struct HttpResponse {
   long status = 0;
   std::string body, error;
@@ -83,16 +86,20 @@ HttpResponse http_post(const std::string& url, const std::vector<std::string>& h
 class Client {
  public:
   virtual ~Client() = default;
-  /// One completion. Error(kUsage) for a rejected key (401/403) or request (other 4xx),
-  /// Error(kBackend) when retries are exhausted or the reply cannot be read.
+  /// One completion. Error(kUsage) for a rejected key (401/403); Error(kBackend) for a refused
+  /// request (another 4xx), exhausted retries or a reply that cannot be read.
   virtual Reply complete(const std::string& model, const std::string& system, const std::vector<Message>& messages,
                          const std::vector<ToolSpec>& tools, int max_tokens) = 0;
   virtual std::string provider() const = 0;
   /// HTTP requests sent so far (retries included).
   int requests() const { return requests_; }
+  /// No request or retry wait runs past `t` (the run's wall-clock cap); Error(kBackend) once
+  /// it has passed.
+  void set_deadline(std::chrono::steady_clock::time_point t) { deadline_ = t; }
 
  protected:
   int requests_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 /// "anthropic" or "openai"; base_url without a trailing slash (Anthropic:
