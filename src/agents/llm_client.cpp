@@ -55,9 +55,17 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 // `text` with every occurrence of `secret` replaced, control characters as spaces (one-line
 // messages), cut to `max` bytes on a UTF-8 boundary.
 std::string scrub(std::string text, const std::string& secret, size_t max = 400) {
-  if (secret.size() >= 4)
-    for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at))
-      text.replace(at, secret.size(), "<key>");
+  if (secret.size() >= 4) {
+    // the key as sent, and as a server may echo it JSON-escaped (\u002d for '-', either case)
+    std::vector<std::string> forms = {secret, "", ""};
+    for (unsigned char c : secret) {
+      const bool plain = std::isalnum(c) != 0;
+      forms[1] += plain ? std::string(1, char(c)) : fmt::format("\\u{:04x}", c);
+      forms[2] += plain ? std::string(1, char(c)) : fmt::format("\\u{:04X}", c);
+    }
+    for (const auto& f : forms)
+      for (size_t at = text.find(f); at != std::string::npos; at = text.find(f, at)) text.replace(at, f.size(), "<key>");
+  }
   for (char& c : text)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   if (text.size() > max) text = utf8_prefix(text, max) + "...";

@@ -334,7 +334,21 @@ TEST_F(LlmAgentTest, AnInvalidKeyIsOneClearErrorWithoutRetriesAndNeverEchoed) {
     EXPECT_EQ(std::string(e.what()).find(key), std::string::npos) << e.what();
   }
   EXPECT_EQ(server.requests().size(), 1u);
-  // A refused request echoing the key: the key is scrubbed from the message
+  // A refused request echoing the key, plainly or JSON-escaped: the key is scrubbed from the message
+  std::string escaped;
+  for (char ch : key) escaped += std::isalnum(static_cast<unsigned char>(ch)) ? std::string(1, ch) : "\\u002d";
+  server.push({500, "{\"error\": \"bad key " + escaped + "\"}", {}, 0, false});
+  auto one = agents::llm::make_client("anthropic", server.url(), key, [&] {
+    auto o = settings().http;
+    o.max_retries = 0;
+    return o;
+  }());
+  try {
+    one->complete("m", "s", {{"user", "hi", {}, "", false}}, {}, 10);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("SECRET"), std::string::npos) << e.what();
+  }
   server.push({400, json{{"error", {{"message", "bad request from " + key}}}}.dump(), {}, 0, false});
   auto client = agents::llm::make_client("anthropic", server.url(), key, settings().http);
   try {
