@@ -399,27 +399,8 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
             (std::string(k) == "traits" ? c.traits : c.bottlenecks).push_back(v.get<std::string>());
           }
         }
-      // Cards are shared memory: the same limits as the MCP server's record_strategy
-      auto plain = [](const std::string& v, size_t max) {
-        if (v.empty() || v.size() > max) return false;
-        for (unsigned char ch : v)
-          if (ch < 0x20 || ch == 0x7f) return false;
-        return true;
-      };
-      if (!plain(c.id, 128) || !plain(c.title, 256) || c.description.size() > 4096)
-        fail(ErrorCategory::kUsage, "record_strategy: id (1-128 bytes), title (1-256) and description (<= 4096) must "
-             "be printable text");
-      static const std::set<std::string> traits = {"elementwise", "row_reduction", "attention"};
-      if (c.traits.empty() || std::any_of(c.traits.begin(), c.traits.end(), [](const auto& t) { return !traits.count(t); }))
-        fail(ErrorCategory::kUsage, "record_strategy: traits must be a non-empty list of elementwise, row_reduction, "
-             "attention");
-      if (!args["set"].is_object() || args["set"].empty())
-        fail(ErrorCategory::kUsage, "record_strategy: 'set' must be a non-empty object of template parameters");
-      for (auto it = args["set"].begin(); it != args["set"].end(); ++it)
-        if (!plain(it.key(), 64) || !it->is_string() || !plain(it->get<std::string>(), 64))
-          fail(ErrorCategory::kUsage, "record_strategy: 'set' must map parameter names to non-empty string values");
       c.set = args["set"];
-      tools_.record_strategy(c);
+      tools_.record_strategy(c);  // the card's checks, shared with the MCP server's tool
       return "recorded strategy card " + c.id;
     }
     if (call.name == "ask_analyst")

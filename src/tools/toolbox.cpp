@@ -337,9 +337,32 @@ nlohmann::json Toolbox::read_memory(const std::string& op, const std::string& sh
   return j;
 }
 
+// Cards are shared memory that every agent (search, LLM, MCP client) reads: one set of checks
+// for all the ways a card arrives.
 void Toolbox::record_strategy(const memory::StrategyCard& card) {
-  if (card.id.empty() || card.title.empty())
-    fail(ErrorCategory::kUsage, "strategy card needs an id and a title");
+  auto printable = [](const std::string& v, size_t max) {
+    if (v.empty() || v.size() > max) return false;
+    for (unsigned char ch : v)
+      if (ch < 0x20 || ch == 0x7f) return false;
+    return true;
+  };
+  if (!printable(card.id, 128) || !printable(card.title, 256) || card.description.size() > 4096 ||
+      card.description.find('\0') != std::string::npos)
+    fail(ErrorCategory::kUsage, "card id (1 to 128 characters) and title (1 to 256) must be printable text, the "
+         "description at most 4096 bytes");
+  for (const auto& t : card.traits)
+    if (t != "elementwise" && t != "row_reduction" && t != "attention")
+      fail(ErrorCategory::kUsage, "trait '{}': expected elementwise, row_reduction or attention", t);
+  if (card.traits.empty()) fail(ErrorCategory::kUsage, "argument 'traits' must name at least one trait");
+  for (const auto& b : card.bottlenecks)
+    if (b != "overhead" && b != "parallelism" && b != "compute" && b != "traffic" && b != "memory")
+      fail(ErrorCategory::kUsage, "bottleneck '{}': expected overhead, parallelism, compute, traffic or memory", b);
+  if (!card.set.is_object() || card.set.empty())
+    fail(ErrorCategory::kUsage, "argument 'set' must be a non-empty object of parameter values");
+  for (auto it = card.set.begin(); it != card.set.end(); ++it)
+    if (!printable(it.key(), 64) || !it->is_string() || !printable(it->get<std::string>(), 64))
+      fail(ErrorCategory::kUsage, "set.{}: expected a parameter name and a value, each 1 to 64 printable characters",
+           utf8_prefix(it.key(), 64));
   if (!store_.add_card(card))
     fail(ErrorCategory::kUsage, "strategy card '{}' already exists", card.id);
 }
