@@ -68,6 +68,7 @@ struct Api {
   THRIVE_CU_FN(cuFuncGetAttribute)
   THRIVE_CU_FN(cuFuncSetAttribute)
   THRIVE_CU_FN(cuLaunchKernel)
+  THRIVE_CU_FN(cuLaunchKernelEx)
   THRIVE_CU_FN(cuMemAlloc)
   THRIVE_CU_FN(cuMemFree)
   THRIVE_CU_FN(cuMemcpyHtoDAsync)
@@ -135,7 +136,7 @@ const Api& api() {
     THRIVE_CU_LOAD(cuDriverGetVersion) THRIVE_CU_LOAD(cuDevicePrimaryCtxRetain)
     THRIVE_CU_LOAD(cuCtxSetCurrent) THRIVE_CU_LOAD(cuCtxSynchronize) THRIVE_CU_LOAD(cuModuleLoadData)
     THRIVE_CU_LOAD(cuModuleGetFunction) THRIVE_CU_LOAD(cuFuncGetAttribute)
-    THRIVE_CU_LOAD(cuFuncSetAttribute) THRIVE_CU_LOAD(cuLaunchKernel) THRIVE_CU_LOAD(cuMemAlloc)
+    THRIVE_CU_LOAD(cuFuncSetAttribute) THRIVE_CU_LOAD(cuLaunchKernel) THRIVE_CU_LOAD(cuLaunchKernelEx) THRIVE_CU_LOAD(cuMemAlloc)
     THRIVE_CU_LOAD(cuMemFree) THRIVE_CU_LOAD(cuMemcpyHtoDAsync) THRIVE_CU_LOAD(cuMemcpyDtoHAsync)
     THRIVE_CU_LOAD(cuMemsetD8Async) THRIVE_CU_LOAD(cuMemcpyDtoDAsync) THRIVE_CU_LOAD(cuStreamCreate) THRIVE_CU_LOAD(cuStreamSynchronize)
     THRIVE_CU_LOAD(cuEventCreate) THRIVE_CU_LOAD(cuEventRecord) THRIVE_CU_LOAD(cuEventSynchronize)
@@ -249,6 +250,7 @@ class CudaBackend final : public Backend {
       return v;
     };
     const int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    cc_major_ = major;
     const int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     sms_ = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
     max_threads_per_block_ = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
@@ -468,9 +470,26 @@ class CudaBackend final : public Backend {
       if (empty) continue;  // nothing to do at this shape (e.g. a zero-size split)
       if (smem > 48 * 1024)
         api().cuFuncSetAttribute(m.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem));
-      CUresult rc = api().cuLaunchKernel(m.functions[i], unsigned(grid[0]), unsigned(grid[1]),
-                                         unsigned(grid[2]), unsigned(block), 1, 1, unsigned(smem),
-                                         stream_, params, nullptr);
+      CUresult rc;
+      if (args.programmatic && cc_major_ >= 9) {
+        CUlaunchAttribute attr{};
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg{};
+        cfg.gridDimX = unsigned(grid[0]);
+        cfg.gridDimY = unsigned(grid[1]);
+        cfg.gridDimZ = unsigned(grid[2]);
+        cfg.blockDimX = unsigned(block);
+        cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = unsigned(smem);
+        cfg.hStream = stream_;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        rc = api().cuLaunchKernelEx(&cfg, m.functions[i], params, nullptr);
+      } else {
+        rc = api().cuLaunchKernel(m.functions[i], unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+                                  unsigned(block), 1, 1, unsigned(smem), stream_, params, nullptr);
+      }
       if (rc != CUDA_SUCCESS) {
         last_error_ = fmt::format("launch {} ({}) failed: {}", i, l.entry, cu_error(rc));
         return 5;
@@ -602,6 +621,7 @@ class CudaBackend final : public Backend {
   CUevent start_ = nullptr, stop_ = nullptr;
   DeviceInfo device_info_;
   std::string arch_, nvrtc_version_, cache_dir_, last_error_;
+  int cc_major_ = 0;  // compute capability major (programmatic launches need 9)
   int sms_ = 0, max_threads_per_block_ = 1024, max_threads_per_sm_ = 2048, max_smem_optin_ = 0;
   int max_grid_[3] = {0, 0, 0};
 };

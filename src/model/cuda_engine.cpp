@@ -52,10 +52,21 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_flash_attention_d64", "128", "cdiv(P,64)", "NQ", "B"},
     {"engine_flash_attention_d128", "128", "cdiv(P,64)", "NQ", "B"},
     {"engine_gemv", "256", "cdiv(N,8)"},
+    {"engine_gemv_residual", "256", "cdiv(N,8)"},
+    {"engine_gemv_norm", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
     {"engine_gemv_swiglu", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
+    {"engine_gemv_swiglu_residual", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
     {"engine_gather_rows", "256", "R"},
-    {"engine_argmax", "1024", "R"},
+    {"engine_argmax", "256", "G", "R"},
 };
+// Engine kernels that call engine_pdl_wait() before touching anything an earlier kernel wrote,
+// so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
+bool pdl_safe(const std::string& entry) {
+  return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
+         entry == "engine_argmax";
+}
+// Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
+int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
 
 // The GEMV path's limits (kernels/cuda/engine/qwen3_engine.cu): at most 4 tokens, 16-byte rows;
 // the fused SwiGLU stages T x intermediate bf16 in the 48 KiB of static-limit shared memory.
@@ -73,17 +84,24 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.flash_prefill = o.flash_prefill && flash_supported(c);
   o.gemv = o.gemv && gemv_supported(c);
   o.fuse_swiglu_down = o.fuse_swiglu_down && o.gemv;
+  o.fuse_norm_residual = o.fuse_norm_residual && o.gemv;
   return o;
 }
 bool gemv_at(const CudaEngineOptions& o, int64_t t) { return o.gemv && t <= kGemvMaxTokens; }
 bool swiglu_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) {
   return gemv_at(o, t) && o.fuse_swiglu_down && t * c.intermediate * 2 <= kSmemLimitBytes;
 }
+// RMSNorm inside the qkv and gate|up GEMVs, residual adds inside the o and down GEMVs.
+bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) {
+  return gemv_at(o, t) && o.fuse_norm_residual && t * c.hidden * 2 <= kSmemLimitBytes;
+}
 // Engine kernels the options use (the flash entry of the model's head dim only).
 bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const CudaEngineOptions& o) {
   if (entry.rfind("engine_flash_attention_d", 0) == 0)
     return o.flash_prefill && entry == "engine_flash_attention_d" + std::to_string(c.head_dim);
   if (entry == "engine_gemv" || entry == "engine_gemv_swiglu") return o.gemv;
+  if (entry == "engine_gemv_residual" || entry == "engine_gemv_norm" || entry == "engine_gemv_swiglu_residual")
+    return o.fuse_norm_residual;
   if (entry == "engine_qk_norm_rope_kv") return o.fuse_qk_rope_kv;
   if (entry == "engine_qk_norm_split" || entry == "engine_kv_write") return !o.fuse_qk_rope_kv;
   if (entry == "engine_causal_softmax") return !o.flash_prefill;
@@ -121,6 +139,7 @@ struct CudaQwen3Engine::Impl {
   void *k_cache = nullptr, *v_cache = nullptr;
   void *h, *n1, *n2, *qkv, *q, *k, *v, *attn, *o, *gu, *act, *d;
   void *ids, *pos, *seq, *ctx_lens, *last_idx, *last_h, *logits, *next, *scores, *probs, *cos_sin;
+  void *argmax_part, *argmax_count;  // engine_argmax's per-block (max, index) and per-row counters
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
@@ -155,6 +174,7 @@ struct CudaQwen3Engine::Impl {
     a.tensors = std::move(tensors);
     a.dims = std::move(d);
     a.scalars = std::move(scalars);
+    a.programmatic = opts.pdl && pdl_safe(entry);
     if (be->launch(*engine_modules.at(entry), a) != 0)
       fail(ErrorCategory::kBackend, "engine kernel {}: {}", entry, be->last_error());
   }
@@ -185,7 +205,7 @@ struct CudaQwen3Engine::Impl {
     const auto rope_shape = token_shape("rope", c, T, L).shape;
     const ops::Shape gqa_shape{{"B", nb}, {"L", L}, {"NQ", NQ}, {"NKV", NKV}, {"D", D}};
     const double eps = c.rms_eps;
-    const bool gemv = gemv_at(opts, T);
+    const bool gemv = gemv_at(opts, T), fused_norm = norm_fused_at(c, opts, T);
     // y[T, n] = x[T, k] . W^T: the GEMV at small T, cuBLASLt otherwise
     auto proj = [&](int64_t n, int64_t k, void* x, void* w, void* y) {
       if (gemv)
@@ -194,13 +214,22 @@ struct CudaQwen3Engine::Impl {
         lt->run({.m = T, .n = n, .k = k, .ldx = k, .ldw = k, .ldy = n}, x, w, y);
     };
     mark_start();
+    // y = RMSNorm(h) . W^T, the norm computed inside the GEMV (fused_norm)
+    auto norm_proj = [&](int64_t n, void* w, void* norm, void* y) {
+      engine("engine_gemv_norm", {{"T", T}, {"N", n}, {"K", H}}, {h, w, y, norm}, {T, n, H}, {eps});
+    };
     engine("engine_embed", {{"T", T}}, {ids, embed, h}, {T, H, c.vocab});
     done("embedding");
-    engine("engine_rmsnorm", {{"R", T}}, {h, layers[0].in_norm, n1}, {T, H}, {eps});
-    done("input_norm");
+    if (!fused_norm) {
+      engine("engine_rmsnorm", {{"R", T}}, {h, layers[0].in_norm, n1}, {T, H}, {eps});
+      done("input_norm");
+    }
     for (int64_t l = 0; l < c.layers; ++l) {
       const auto& W = layers[size_t(l)];
-      proj(QKV, H, n1, W.wqkv, qkv);
+      if (fused_norm)
+        norm_proj(QKV, W.wqkv, W.in_norm, qkv);
+      else
+        proj(QKV, H, n1, W.wqkv, qkv);
       done("qkv_gemm");
       void* kc = at(k_cache, l * int64_t(opts.batch) * L * NKV * D);
       void* vc = at(v_cache, l * int64_t(opts.batch) * L * NKV * D);
@@ -236,6 +265,21 @@ struct CudaQwen3Engine::Impl {
         op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
       }
       done("attention");
+      if (fused_norm) {  // h += attn . Wo^T; gu = RMSNorm(h) . Wgu^T; h += SwiGLU(gu) . Wdown^T
+        engine("engine_gemv_residual", {{"T", T}, {"N", H}}, {attn, W.wo, h}, {T, H, NQ * D});
+        done("o_gemm");
+        norm_proj(2 * I, W.wgu, W.post_norm, gu);
+        done("mlp_gate_up_gemm");
+        if (swiglu_fused_at(c, opts, T)) {
+          engine("engine_gemv_swiglu_residual", {{"T", T}, {"N", H}, {"K", I}}, {gu, W.wdown, h}, {T, H, I});
+        } else {
+          op("swiglu_act@" + tkey, act_shape, {gu, act});
+          done("swiglu");
+          engine("engine_gemv_residual", {{"T", T}, {"N", H}}, {act, W.wdown, h}, {T, H, I});
+        }
+        done("mlp_down_gemm");
+        continue;
+      }
       proj(H, NQ * D, attn, W.wo, o);
       done("o_gemm");
       op("rmsnorm_residual@" + tkey, norm_shape, {o, h, W.post_norm, n2});
@@ -255,6 +299,10 @@ struct CudaQwen3Engine::Impl {
       op("rmsnorm_residual@" + tkey, norm_shape, {d, h, next_norm, n1});
       done("mlp_residual_norm");
     }
+    if (fused_norm) {
+      engine("engine_rmsnorm", {{"R", T}}, {h, final_norm, n1}, {T, H}, {eps});
+      done("final_norm");
+    }
     const void* last = n1;
     if (prefill) {
       engine("engine_gather_rows", {{"R", nb}}, {n1, last_idx, last_h}, {nb, H});
@@ -264,7 +312,8 @@ struct CudaQwen3Engine::Impl {
     lt->run({.m = nb, .n = c.vocab, .k = H, .ldx = H, .ldw = H, .ldy = c.vocab, .y_f32 = true}, last,
             lm_head ? lm_head : embed, logits);
     done("lm_head");
-    engine("engine_argmax", {{"R", nb}}, {logits, next}, {nb, c.vocab});
+    engine("engine_argmax", {{"R", nb}, {"G", argmax_blocks(c.vocab)}}, {logits, next, argmax_part, argmax_count},
+           {nb, c.vocab});
     done("sampling");
   }
 
@@ -305,6 +354,7 @@ std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, cons
     for (const std::string op : {"rmsnorm_residual", "swiglu_act", "rope"}) {
       if (op == "rope" && o.fuse_qk_rope_kv) continue;
       if (op == "swiglu_act" && swiglu_fused_at(cfg, o, t)) continue;
+      if (op == "rmsnorm_residual" && norm_fused_at(cfg, o, t)) continue;
       out.push_back({op, token_shape(op, cfg, t, o.max_context)});
     }
   out.push_back({"gqa_decode_attention",
@@ -434,6 +484,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.last_h = m.alloc(B * H * 2);
   m.logits = m.alloc(B * cfg.vocab * 4);
   m.next = m.alloc(B * 4);
+  m.argmax_part = m.alloc(B * argmax_blocks(cfg.vocab) * 8);
+  m.argmax_count = m.alloc(B * 4);
+  m.be->memset(m.argmax_count, 0, B * 4);
   const bool gemm_attention = P > 1 && !m.opts.flash_prefill;
   m.scores = gemm_attention ? m.alloc(B * P * P * 4) : nullptr;
   m.probs = gemm_attention ? m.alloc(B * P * P * 2) : nullptr;

@@ -138,13 +138,16 @@ std::string metric_name(const std::string& metric) {
 
 nlohmann::json SystemConfig::to_json() const {
   if (device != "cuda") return {{"threads", threads}, {"fuse_residual_norm", fuse_residual_norm}};
-  return {{"device", "cuda"},
-          {"graphs", graphs},
-          {"flash_prefill", flash_prefill},
-          {"fuse_qk_rope_kv", fuse_qk_rope_kv},
-          {"gemv", gemv},
-          {"fuse_swiglu_down", fuse_swiglu_down},
-          {"best_ops", best_ops}};
+  nlohmann::json j = {{"device", "cuda"},
+                      {"graphs", graphs},
+                      {"flash_prefill", flash_prefill},
+                      {"fuse_qk_rope_kv", fuse_qk_rope_kv},
+                      {"gemv", gemv},
+                      {"fuse_swiglu_down", fuse_swiglu_down},
+                      {"best_ops", best_ops}};
+  if (fuse_norm_residual) j["fuse_norm_residual"] = true;
+  if (pdl) j["pdl"] = true;
+  return j;
 }
 
 SystemConfig SystemConfig::from_json(const nlohmann::json& j, const std::string& device) {
@@ -161,6 +164,8 @@ SystemConfig SystemConfig::from_json(const nlohmann::json& j, const std::string&
   flag("fuse_qk_rope_kv", c.fuse_qk_rope_kv);
   flag("gemv", c.gemv);
   flag("fuse_swiglu_down", c.fuse_swiglu_down);
+  flag("fuse_norm_residual", c.fuse_norm_residual);
+  flag("pdl", c.pdl);
   if (j.contains("best_ops") && j["best_ops"].is_array())
     for (const auto& o : j["best_ops"])
       if (o.is_string()) c.best_ops.insert(o.get<std::string>());
@@ -340,6 +345,11 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
   if (stage == "host_other") {
     p.specialist = "compilation";
     if (decode && !cur.graphs) return propose("compilation", "capture the decode step as one CUDA graph", [](SystemConfig& c) { c.graphs = true; });
+    if (decode && !cur.pdl) {
+      auto f = propose("compilation", "launch the engine's kernels with programmatic dependent launch, each "
+                       "starting while the one before drains", [](SystemConfig& c) { c.pdl = true; });
+      if (f.any) return f;
+    }
     why = decode ? "the decode step is one CUDA graph already; what is left is the graph's own launch latency"
                  : "prefill launches large kernels back to back; the host gap is launch latency";
     return p;
@@ -369,7 +379,14 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
     }
     return inner("swiglu_act");
   }
-  if (stage == "residual_norm" || stage == "mlp_residual_norm") return inner("rmsnorm_residual");
+  if (stage == "residual_norm" || stage == "mlp_residual_norm" || stage == "input_norm") {
+    if (small && cur.gemv && !cur.fuse_norm_residual) {
+      auto f = propose("compilation", "compute the RMSNorms inside the qkv and gate/up GEMVs and the residual adds "
+                       "inside the o and down GEMVs", [](SystemConfig& c) { c.fuse_norm_residual = true; });
+      if (f.any) return f;
+    }
+    if (stage != "input_norm") return inner("rmsnorm_residual");
+  }
   if (stage == "attention") {
     if (decode) return inner("gqa_decode_attention");
     if (!cur.flash_prefill)

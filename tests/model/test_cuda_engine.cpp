@@ -3,7 +3,9 @@
 // tokens agree wherever the CPU's top-2 margin exceeds the observed error, with the registry's
 // baseline (each template's simplest variant) and its defaults, graphs on and off, and the
 // engine's knobs all on (flash prefill attention, fused q/k norm + RoPE + KV write, GEMV with
-// SwiGLU fused at small batch) or all off. Long ragged prompts (several flash tiles) at head
+// SwiGLU, the RMSNorms and the residual adds fused at small batch, programmatic dependent launch)
+// or all off. Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
+// prefill too) with each of the norm fusion and PDL on and off. Long ragged prompts (several flash tiles) at head
 // dims 16, 64 and 128. Skips visibly without a GPU.
 #include <gtest/gtest.h>
 
@@ -48,7 +50,7 @@ CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bo
   o.max_prompt = max_prompt;
   o.max_context = max_context;
   o.graphs = graphs;
-  o.flash_prefill = o.fuse_qk_rope_kv = o.gemv = o.fuse_swiglu_down = knobs;
+  o.flash_prefill = o.fuse_qk_rope_kv = o.gemv = o.fuse_swiglu_down = o.fuse_norm_residual = o.pdl = knobs;
   return o;
 }
 
@@ -115,6 +117,47 @@ TEST_P(CudaEngine, MatchesTheCpuReferenceOnATinyCheckpoint) {
 INSTANTIATE_TEST_SUITE_P(RegistryGraphsAndKnobs, CudaEngine,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool()));
 
+// Batch 1, the decode shape of the batch-1 target: prefill of 3 tokens and decode both run the
+// GEMV path; a 20,000-token vocabulary spreads the argmax over 10 blocks whose per-row counter
+// must come back to 0 for the next graph replay. Parameters: fuse_norm_residual, pdl.
+class CudaEngineBatchOne : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(CudaEngineBatchOne, MatchesTheCpuWithALargeVocabulary) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [fuse_norm, pdl] = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.vocab = 20000;
+  const auto dir = tiny_checkpoint(home, cfg, 5);
+  auto o = options(1, 3, 16, true);
+  o.fuse_norm_residual = fuse_norm;
+  o.pdl = pdl;
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  EXPECT_EQ(gpu.options().fuse_norm_residual, fuse_norm);
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 1, 16);
+  const std::vector<std::vector<int32_t>> prompts = {{19999, 4, 12345}};
+  std::vector<std::vector<float>> gl;
+  auto gt = gpu.prefill(prompts, &gl);
+  auto cl = cpu.prefill(prompts);
+  EXPECT_LT(rel_diff(cl[0], gl[0]), 3e-2) << "prefill";
+  expect_same_greedy(cl[0], gt[0], 8 * rel_diff(cl[0], gl[0]), "prefill");
+  auto next = cpu.greedy(cl);
+  for (int step = 0; step < 12; ++step) {  // graph replays
+    gt = gpu.decode(next, &gl);
+    cl = cpu.decode(next);
+    const double e = rel_diff(cl[0], gl[0]);
+    EXPECT_LT(e, 3e-2) << "decode step " << step;
+    // the GPU's token is the argmax of its own logits, lowest index on ties
+    const auto top = std::max_element(gl[0].begin(), gl[0].end()) - gl[0].begin();
+    EXPECT_EQ(gt[0], int32_t(top)) << "decode step " << step;
+    expect_same_greedy(cl[0], gt[0], 8 * e, "decode step " + std::to_string(step));
+    next = cpu.greedy(cl);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(NormFusionAndPdl, CudaEngineBatchOne, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
 // Prompts of 130, 71 and 1 tokens: the flash kernel's 64-row tiles (3 query tiles, a ragged last
 // tile, a sequence of one token), the causal diagonal inside a tile, right padding, at the head
 // dims the flash entries cover (16, 64, 128 = Qwen3's). The flash engine is compared with the
@@ -175,10 +218,11 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
       EXPECT_GT(gpu.stages().us.count(stage), 0u) << stage;
     EXPECT_EQ(gpu.stages().calls.at("qkv_gemm"), cfg.layers);
   }
-  // knobs on: q/k norm + RoPE + KV write fused; decode at batch 2 has SwiGLU inside the down GEMV
+  // knobs on: q/k norm + RoPE + KV write fused; decode at batch 2 has SwiGLU, the norms and the
+  // residual adds inside the GEMVs
   const auto o = options(2, 4, 6, true);
   for (const auto& site : CudaQwen3Engine::call_sites(cfg, o)) EXPECT_NE(site.op, "rope") << site.key();
-  EXPECT_EQ(CudaQwen3Engine::call_sites(cfg, o).size(), 4u);  // rmsnorm and swiglu at T=8, rmsnorm at T=2, gqa
+  EXPECT_EQ(CudaQwen3Engine::call_sites(cfg, o).size(), 3u);  // rmsnorm and swiglu at T=8, gqa
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   gpu.set_stage_timing(true);
   auto t = gpu.prefill({{1, 2, 3, 4}, {5}});
@@ -187,8 +231,11 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   for (const char* stage : {"qk_norm", "rope", "kv_cache_write"}) EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;
   gpu.reset_stages();
   t = gpu.decode(t);
-  EXPECT_EQ(gpu.stages().us.count("swiglu"), 0u);
+  for (const char* stage : {"swiglu", "input_norm", "residual_norm", "mlp_residual_norm"})
+    EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;
   EXPECT_EQ(gpu.stages().calls.at("mlp_down_gemm"), cfg.layers);
+  EXPECT_EQ(gpu.stages().calls.at("o_gemm"), cfg.layers);
+  EXPECT_EQ(gpu.stages().calls.at("final_norm"), 1);
   EXPECT_THROW(gpu.decode({1}), Error);                 // one token for a batch of two
   EXPECT_THROW(gpu.decode({1, int32_t(cfg.vocab)}), Error);  // id out of range
   EXPECT_THROW(gpu.prefill({{1, 2, 3, 4, 5}, {1}}), Error);  // longer than max_prompt

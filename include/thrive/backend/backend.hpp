@@ -72,6 +72,13 @@ struct LaunchArgs {
   std::vector<double> scalars;
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
+  /// cuda: launch with programmatic dependent launch (the driver's
+  /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; sm_90, CUDA Programming Guide
+  /// "Programmatic Dependent Launch"): the kernel may start before the previous kernel on the
+  /// stream finishes. Only for kernels that execute `griddepcontrol.wait` before they read or
+  /// write anything an earlier kernel touches (the engine's own kernels); never for candidate
+  /// kernels. Ignored by the cpu backend and on devices below sm_90.
+  bool programmatic = false;
 };
 
 class Backend {

@@ -19,7 +19,9 @@
 //   act = silu(gate) * up                               -> swiglu (THRIVE op `swiglu_act`)
 //   d = act . Wdown^T                                   -> mlp_down_gemm
 //   (T <= 4 with gemv: the projections are the engine's GEMV, and with fuse_swiglu_down the
-//   down GEMV computes act itself: no swiglu stage)
+//   down GEMV computes act itself: no swiglu stage; with fuse_norm_residual the qkv and gate|up
+//   GEMVs compute RMSNorm(h) themselves and the o and down GEMVs add into h: no norm stages in
+//   the layer, one final_norm before lm_head)
 //   h += d; n1 = RMSNorm(h) with the next layer's input norm (the final norm after the last
 //   layer)                                               -> mlp_residual_norm (`rmsnorm_residual`)
 // then lm_head on each sequence's last token (f32 logits) and argmax -> lm_head, sampling.
@@ -61,6 +63,17 @@ struct CudaEngineOptions {
   /// With the GEMV path: SwiGLU computed inside the down projection (no swiglu stage; the
   /// `swiglu_act` call site at that T is then not used). Needs T x intermediate x 2 <= 48 KiB.
   bool fuse_swiglu_down = true;
+  /// With the GEMV path: the RMSNorm before the qkv and gate|up projections computed by each
+  /// block of those GEMVs (engine_gemv_norm), and the residual adds done in the epilogues of the
+  /// o and down GEMVs (h updated in place): no input_norm, residual_norm or mlp_residual_norm
+  /// stage at that T (the `rmsnorm_residual` call site at that T is then not used), and a
+  /// final_norm stage before lm_head. Needs T x hidden x 2 <= 48 KiB.
+  bool fuse_norm_residual = true;
+  /// The engine's own kernels (GEMVs, norms, q/k norm + RoPE, argmax) launched with
+  /// programmatic dependent launch (sm_90+; ignored below): each may start while the kernel
+  /// before it drains, the GEMVs streaming their first weights before they wait for it. Registry
+  /// (THRIVE op) kernels and cuBLASLt always launch normally.
+  bool pdl = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

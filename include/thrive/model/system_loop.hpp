@@ -39,9 +39,12 @@ struct SystemConfig {
   bool fuse_qk_rope_kv = false;     ///< cuda: q/k norm + RoPE + KV-cache write in one kernel
   bool gemv = false;                ///< cuda: GEMV for projections at <= 4 tokens
   bool fuse_swiglu_down = false;    ///< cuda: SwiGLU inside the down GEMV
+  bool fuse_norm_residual = false;  ///< cuda: RMSNorms and residual adds inside the GEMVs
+  bool pdl = false;                 ///< cuda: programmatic dependent launch of the engine's kernels
   std::set<std::string> best_ops;   ///< cuda: ops whose call sites take memory's best kernel
   /// cpu: {"threads", "fuse_residual_norm"} (the stored form since the first release); cuda: the
-  /// CUDA fields. The dump of this JSON is the configuration's identity in memory.
+  /// CUDA fields (fuse_norm_residual and pdl only when on, so configurations stored before they
+  /// existed keep their identity). The dump of this JSON is the configuration's identity in memory.
   nlohmann::json to_json() const;
   /// Inverse of to_json for `device`; missing fields keep their defaults.
   static SystemConfig from_json(const nlohmann::json& j, const std::string& device);

@@ -26,6 +26,24 @@ __device__ __forceinline__ float engine_block_sum(float v) {
   return t;
 }
 
+// Programmatic dependent launch (PTX ISA 7.8+, sm_90; CUDA Programming Guide, "Programmatic
+// Dependent Launch and Synchronization"). An engine kernel launched with the driver's
+// programmatic-stream-serialization attribute may start while the kernel before it is still
+// running: it does only work that depends on no earlier kernel (the weight loads) before
+// engine_pdl_wait(), which returns once the previous grid has completed and its memory is
+// visible. engine_pdl_trigger() lets the next kernel's blocks be scheduled as this grid's blocks
+// free their SM slots. Both are no-ops on a normal launch and below sm_90.
+__device__ __forceinline__ void engine_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void engine_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // out[t, :] = table[ids[t], :]. tensors: ids i32 [T], table bf16 [V, H], out bf16 [T, H];
 // dims: T, H, V. An id outside [0, V) writes zeros (the host checks ids before upload).
 extern "C" __global__ void engine_embed(ThriveCudaArgs a) {
@@ -40,6 +58,8 @@ extern "C" __global__ void engine_embed(ThriveCudaArgs a) {
 // out[r, :] = rmsnorm(x[r, :]) * w. tensors: x bf16 [R, N], w bf16 [N], out bf16 [R, N];
 // dims: R, N; scalars: eps. One block per row.
 extern "C" __global__ void engine_rmsnorm(ThriveCudaArgs a) {
+  engine_pdl_trigger();
+  engine_pdl_wait();
   const long long r = blockIdx.x, N = a.dims[1];
   const bf16_t* x = (const bf16_t*)a.tensors[0] + r * N;
   const bf16_t* w = (const bf16_t*)a.tensors[1];
@@ -139,6 +159,8 @@ extern "C" __global__ void engine_kv_write(ThriveCudaArgs a) {
 // seq i32 [T], cos_sin f32 [L, D], q bf16 [T, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D];
 // dims: T, NQ, NKV, D, L; scalars: eps. Positions outside [0, L) write nothing.
 extern "C" __global__ void engine_qk_norm_rope_kv(ThriveCudaArgs a) {
+  engine_pdl_trigger();
+  engine_pdl_wait();
   const long long T = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
   const long long heads = NQ + NKV;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -376,54 +398,45 @@ __device__ __forceinline__ float engine_dot2(unsigned w, unsigned x) {
 __device__ __forceinline__ float engine_dot8(uint4 w, uint4 x) {
   return engine_dot2(w.x, x.x) + engine_dot2(w.y, x.y) + engine_dot2(w.z, x.z) + engine_dot2(w.w, x.w);
 }
-// x is read through `xs` (global, or the shared-memory SwiGLU result) with row stride K. Each
-// lane issues up to 8 weight loads (128 bytes) before it uses any, so a warp keeps 4 KiB of its
-// row in flight: enough, over 8 warps a block and several blocks an SM, to cover HBM latency.
-__device__ __forceinline__ void engine_gemv_rows(const bf16_t* xs, const bf16_t* W, bf16_t* y, long long T,
-                                                 long long N, long long K) {
-  constexpr int U = 8;
-  const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (n >= N) return;
-  const bf16_t* w = W + n * K;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (long long k0 = lane * 8; k0 < K; k0 += 256 * U) {
-    uint4 wv[U];
+// The GEMV's input: x read from global memory, RMSNorm(h) * w computed by each block into shared
+// memory (the norm that precedes qkv_gemm and mlp_gate_up_gemm, fused), or the SwiGLU of gate|up
+// computed into shared memory (fused into mlp_down_gemm).
+enum EngineGemvInput { kGemvX = 0, kGemvNorm = 1, kGemvSwiglu = 2 };
+extern __shared__ __align__(16) bf16_t engine_gemv_xs[];
+
+// xs[t, k] = bf16(h[t, k] * rsqrt(mean_k(h[t]^2) + eps) * w[k]), as engine_rmsnorm computes it.
+__device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf16_t* w, long long T, long long K,
+                                                       float eps, bf16_t* xs) {
+  for (long long t = 0; t < T; ++t) {
+    const bf16_t* ht = h + t * K;
+    float ss = 0.f;
+    for (long long k = threadIdx.x * 8; k < K; k += blockDim.x * 8) {
+      const uint4 v = *(const uint4*)(ht + k);
+      const unsigned p[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (k0 + u * 256 < K) wv[u] = engine_ld_stream(w + k0 + u * 256);
+      for (int e = 0; e < 4; ++e) {
+        const float lo = __uint_as_float(p[e] << 16), hi = __uint_as_float(p[e] & 0xffff0000u);
+        ss += lo * lo + hi * hi;
+      }
+    }
+    const float inv = rsqrtf(engine_block_sum(ss) / (float)K + eps);
+    for (long long k = threadIdx.x * 8; k < K; k += blockDim.x * 8) {
+      const uint4 v = *(const uint4*)(ht + k), g = *(const uint4*)(w + k);
+      const unsigned p[4] = {v.x, v.y, v.z, v.w}, q[4] = {g.x, g.y, g.z, g.w};
+      unsigned o[4];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const long long k = k0 + u * 256;
-      if (k >= K) break;
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-        if (t < T) acc[t] += engine_dot8(wv[u], *(const uint4*)(xs + t * K + k));
+      for (int e = 0; e < 4; ++e)
+        o[e] = (unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] << 16) * inv * __uint_as_float(q[e] << 16)) |
+               ((unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] & 0xffff0000u) * inv *
+                                             __uint_as_float(q[e] & 0xffff0000u)) << 16);
+      *(uint4*)(xs + t * K + k) = make_uint4(o[0], o[1], o[2], o[3]);
     }
   }
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    if (t >= T) break;
-    float v = acc[t];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) y[t * N + n] = thrive_f32_to_bf16(v);
-  }
 }
-// tensors: x bf16 [T, K], W bf16 [N, K], y bf16 [T, N]; dims: T, N, K. Block 256, grid cdiv(N, 8).
-extern "C" __global__ void engine_gemv(ThriveCudaArgs a) {
-  engine_gemv_rows((const bf16_t*)a.tensors[0], (const bf16_t*)a.tensors[1], (bf16_t*)a.tensors[2], a.dims[0],
-                   a.dims[1], a.dims[2]);
-}
-// The down projection with SwiGLU fused in (the compilation specialist's fusion of swiglu and
-// mlp_down_gemm): each block first computes act[t, k] = bf16(silu(gate) * up) into shared memory
-// (T*K*2 bytes; 16-byte loads of gate and up), silu(a) = a / (1 + exp(-a)) in f32 with __expf
-// and __fdividef (the `swiglu_act` template's EXP=fast, a few ulp in f32), then runs the GEMV on
-// it. tensors: gu bf16 [T, 2K] (gate | up), W bf16 [N, K], y bf16 [T, N]; dims: T, N, K.
-// Block 256, grid cdiv(N, 8), dynamic shared memory T*K*2 bytes (<= 48 KiB).
-extern "C" __global__ void engine_gemv_swiglu(ThriveCudaArgs a) {
-  extern __shared__ __align__(16) bf16_t act[];
-  const long long T = a.dims[0], K = a.dims[2];
-  const bf16_t* gu = (const bf16_t*)a.tensors[0];
+
+// xs[t, k] = bf16(silu(gate[t, k]) * up[t, k]) from gu [T, 2K] (gate | up); silu(a) = a / (1 +
+// exp(-a)) in f32 with __expf and __fdividef (the `swiglu_act` template's EXP=fast, a few ulp).
+__device__ __forceinline__ void engine_gemv_swiglu_input(const bf16_t* gu, long long T, long long K, bf16_t* xs) {
   for (long long i = threadIdx.x * 8; i < T * K; i += blockDim.x * 8) {
     const long long t = i / K, k = i % K;  // K % 8 == 0: a piece never crosses a row
     const uint4 g = *(const uint4*)(gu + t * 2 * K + k), u = *(const uint4*)(gu + t * 2 * K + K + k);
@@ -436,11 +449,86 @@ extern "C" __global__ void engine_gemv_swiglu(ThriveCudaArgs a) {
       ow[e] = (unsigned)thrive_f32_to_bf16(__fdividef(g0, 1.0f + __expf(-g0)) * u0) |
               ((unsigned)thrive_f32_to_bf16(__fdividef(g1, 1.0f + __expf(-g1)) * u1) << 16);
     }
-    *(uint4*)(act + i) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+    *(uint4*)(xs + i) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
   }
-  __syncthreads();
-  engine_gemv_rows(act, (const bf16_t*)a.tensors[1], (bf16_t*)a.tensors[2], T, a.dims[1], K);
 }
+
+// y[t, n] = sum_k x[t, k] W[n, k] for T <= 4 tokens, one warp per output row n. Each lane streams
+// 16-byte pieces of the weight row, U = 8 of them (128 bytes; a warp keeps 4 KiB of its row in
+// flight) issued before any is used. The first U pieces are issued before engine_pdl_wait(): the
+// weights depend on no earlier kernel, so under programmatic dependent launch the next GEMV's
+// weight stream starts while the previous kernel drains. With RESIDUAL, y is the residual stream
+// h and is updated in place: h[t, n] = bf16(h[t, n] + bf16(acc)) (the residual add that
+// `rmsnorm_residual` does otherwise, same roundings). tensors: in, W bf16 [N, K], y bf16 [T, N],
+// norm weight bf16 [K] (kGemvNorm); dims: T, N, K; scalars: eps (kGemvNorm). The input is x bf16
+// [T, K] (kGemvX), h bf16 [T, K] (kGemvNorm) or gu bf16 [T, 2K] (kGemvSwiglu); the last two are
+// staged in T*K*2 bytes of dynamic shared memory. Block 256, grid cdiv(N, 8).
+template <int IN, bool RESIDUAL>
+__device__ __forceinline__ void engine_gemv_body(const ThriveCudaArgs& a) {
+  constexpr int U = 8;
+  const long long T = a.dims[0], N = a.dims[1], K = a.dims[2];
+  const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const bool row = n < N;
+  const bf16_t* w = (const bf16_t*)a.tensors[1] + (row ? n : 0) * K;
+  uint4 wv[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long k = lane * 8 + u * 256;
+    wv[u] = row && k < K ? engine_ld_stream(w + k) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  engine_pdl_trigger();
+  engine_pdl_wait();
+  const bf16_t* xs = (const bf16_t*)a.tensors[0];
+  if (IN == kGemvNorm) {
+    engine_gemv_norm_input(xs, (const bf16_t*)a.tensors[3], T, K, (float)a.scalars[0], engine_gemv_xs);
+    xs = engine_gemv_xs;
+    __syncthreads();
+  } else if (IN == kGemvSwiglu) {
+    engine_gemv_swiglu_input(xs, T, K, engine_gemv_xs);
+    xs = engine_gemv_xs;
+    __syncthreads();
+  }
+  if (!row) return;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (long long k0 = lane * 8; k0 < K; k0 += 256 * U) {
+    if (k0 != lane * 8) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (k0 + u * 256 < K) wv[u] = engine_ld_stream(w + k0 + u * 256);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long k = k0 + u * 256;
+      if (k >= K) break;
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        if (t < T) acc[t] += engine_dot8(wv[u], *(const uint4*)(xs + t * K + k));
+    }
+  }
+  bf16_t* y = (bf16_t*)a.tensors[2];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (t >= T) break;
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane != 0) continue;
+    const bf16_t r = thrive_f32_to_bf16(v);
+    y[t * N + n] = RESIDUAL ? thrive_f32_to_bf16(thrive_bf16_to_f32(y[t * N + n]) + thrive_bf16_to_f32(r)) : r;
+  }
+}
+// y = x . W^T. Block 256, grid cdiv(N, 8).
+extern "C" __global__ void engine_gemv(ThriveCudaArgs a) { engine_gemv_body<kGemvX, false>(a); }
+// h += x . W^T (o_proj with the residual add). Block 256, grid cdiv(N, 8).
+extern "C" __global__ void engine_gemv_residual(ThriveCudaArgs a) { engine_gemv_body<kGemvX, true>(a); }
+// y = RMSNorm(h) . W^T (input norm + qkv_proj, post-attention norm + gate|up proj). Dynamic
+// shared memory T*K*2 bytes.
+extern "C" __global__ void engine_gemv_norm(ThriveCudaArgs a) { engine_gemv_body<kGemvNorm, false>(a); }
+// y = SwiGLU(gu) . W^T (the compilation specialist's fusion of swiglu and mlp_down_gemm).
+// Dynamic shared memory T*K*2 bytes (<= 48 KiB).
+extern "C" __global__ void engine_gemv_swiglu(ThriveCudaArgs a) { engine_gemv_body<kGemvSwiglu, false>(a); }
+// h += SwiGLU(gu) . W^T (down proj with SwiGLU and the residual add). Dynamic shared memory T*K*2.
+extern "C" __global__ void engine_gemv_swiglu_residual(ThriveCudaArgs a) { engine_gemv_body<kGemvSwiglu, true>(a); }
 
 // Causal softmax of prefill scores: for row i of sequence b, probs[b, i, j] = softmax_j<=i
 // (scale * S[b, i, j]), 0 for j > i. tensors: S f32 [B, P, P], probs bf16 [B, P, P]; dims: B, P;
@@ -475,27 +563,19 @@ extern "C" __global__ void engine_gather_rows(ThriveCudaArgs a) {
 }
 
 // Greedy sampling: out[r] = argmax_j logits[r, j], the lowest index on ties; NaN entries are
-// skipped (a row of NaNs gives -1). tensors: logits f32 [R, V], out i32 [R]; dims: R, V. One
-// block per row; each thread keeps 4 loads in flight (a vocabulary row is 600 KB at Qwen3's
-// 151936, which one block would otherwise walk at one load latency per step).
+// skipped (a row of NaNs gives -1). A vocabulary row is 600 KB at Qwen3's 151936, too much for
+// one block to walk at one load latency per step, so gridDim.x blocks share a row: block c takes
+// columns [c*chunk, (c+1)*chunk), chunk = cdiv(V, gridDim.x), each thread keeping 4 loads in
+// flight, and writes its (max, index) to part[r, c]; the last block of the row to finish (a
+// per-row counter, reset to 0 by that block, so the kernel can be replayed in a CUDA graph)
+// reduces the parts. tensors: logits f32 [R, V], out i32 [R], part f32+i32 pairs [R, gridDim.x]
+// (8 bytes each), counter u32 [R] (0 before the first launch); dims: R, V. Block 1024 at most,
+// grid (G, R) with G <= 1024.
 __device__ __forceinline__ void engine_argmax_take(float v, long long j, float& best, long long& at) {
   if (v == v && (at < 0 || v > best || (v == best && j < at))) best = v, at = j;
 }
-extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
-  const long long r = blockIdx.x, V = a.dims[1];
-  const float* x = (const float*)a.tensors[0] + r * V;
-  float best = -__int_as_float(0x7f800000);
-  long long at = -1;
-  const long long step = blockDim.x;
-  long long j = threadIdx.x;
-  for (; j + 3 * step < V; j += 4 * step) {
-    const float v0 = x[j], v1 = x[j + step], v2 = x[j + 2 * step], v3 = x[j + 3 * step];
-    engine_argmax_take(v0, j, best, at);
-    engine_argmax_take(v1, j + step, best, at);
-    engine_argmax_take(v2, j + 2 * step, best, at);
-    engine_argmax_take(v3, j + 3 * step, best, at);
-  }
-  for (; j < V; j += step) engine_argmax_take(x[j], j, best, at);
+// The block's (best, at) in thread 0, from every thread's.
+__device__ __forceinline__ void engine_argmax_block(float& best, long long& at) {
   for (int o = 16; o > 0; o >>= 1) {
     const float ob = __shfl_xor_sync(0xffffffffu, best, o);
     const long long oa = __shfl_xor_sync(0xffffffffu, at, o);
@@ -503,11 +583,54 @@ extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
   }
   __shared__ float bv[32];
   __shared__ long long ba[32];
+  __syncthreads();
   if ((threadIdx.x & 31) == 0) bv[threadIdx.x >> 5] = best, ba[threadIdx.x >> 5] = at;
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0)
     for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
       if (ba[w] >= 0 && (at < 0 || bv[w] > best || (bv[w] == best && ba[w] < at))) best = bv[w], at = ba[w];
+}
+extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
+  engine_pdl_wait();
+  const long long r = blockIdx.y, V = a.dims[1], G = gridDim.x;
+  const long long chunk = (V + G - 1) / G, lo = blockIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
+  const float* x = (const float*)a.tensors[0] + r * V;
+  float best = -__int_as_float(0x7f800000);
+  long long at = -1;
+  const long long step = blockDim.x;
+  long long j = lo + threadIdx.x;
+  for (; j + 3 * step < hi; j += 4 * step) {
+    const float v0 = x[j], v1 = x[j + step], v2 = x[j + 2 * step], v3 = x[j + 3 * step];
+    engine_argmax_take(v0, j, best, at);
+    engine_argmax_take(v1, j + step, best, at);
+    engine_argmax_take(v2, j + 2 * step, best, at);
+    engine_argmax_take(v3, j + 3 * step, best, at);
+  }
+  for (; j < hi; j += step) engine_argmax_take(x[j], j, best, at);
+  engine_argmax_block(best, at);
+  float* part_v = (float*)a.tensors[2] + 2 * r * G;
+  int* part_i = (int*)part_v;
+  unsigned* counter = (unsigned*)a.tensors[3] + r;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    part_v[2 * blockIdx.x] = best;
+    part_i[2 * blockIdx.x + 1] = (int)at;
+    __threadfence();  // the part is visible before the count says so
+    last = atomicAdd(counter, 1u) == (unsigned)(G - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  best = -__int_as_float(0x7f800000);
+  at = -1;
+  for (long long c = threadIdx.x; c < G; c += blockDim.x) {
+    const float v = ((volatile float*)part_v)[2 * c];
+    const int i = ((volatile int*)part_i)[2 * c + 1];
+    if (i >= 0 && (at < 0 || v > best || (v == best && i < at))) best = v, at = i;
+  }
+  engine_argmax_block(best, at);
+  if (threadIdx.x == 0) {
     ((int*)a.tensors[1])[r] = (int)at;
+    *counter = 0u;
   }
 }

@@ -1,7 +1,8 @@
 // thrive model init --preset qwen3-1.7b|tiny --out DIR [--seed S] [--dtype bf16|f32]: a random-
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
-// [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off] [--gemv on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
+// [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -34,7 +35,7 @@ struct InitFlags {
 
 struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
-  std::string attention = "flash", fusions = "on", gemv = "on";
+  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on";
   int batch = 1, prompt = 16, gen = 16;
   std::string seed = "1";
   bool json = false;
@@ -184,20 +185,20 @@ std::set<std::string> parse_kernels(const std::string& v) {
   fail(ErrorCategory::kUsage, "--kernels {}: expected best, baseline or best:OP[,OP...]", v);
 }
 
-// --fusions: "on" (both), "off", or a comma list of qk_rope_kv, swiglu_down.
+// --fusions: "on" (all three), "off", or a comma list of qk_rope_kv, swiglu_down, norm_residual.
 std::set<std::string> parse_fusions(const std::string& v) {
-  if (v == "on") return {"qk_rope_kv", "swiglu_down"};
+  if (v == "on") return {"qk_rope_kv", "swiglu_down", "norm_residual"};
   if (v == "off") return {};
   std::set<std::string> out;
   std::stringstream ss(v);
   if (!v.empty() && v.back() == ',')
-    fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down", v);
+    fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down, norm_residual", v);
   for (std::string x; std::getline(ss, x, ',');) {
-    if (x != "qk_rope_kv" && x != "swiglu_down")
-      fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down", v);
+    if (x != "qk_rope_kv" && x != "swiglu_down" && x != "norm_residual")
+      fail(ErrorCategory::kUsage, "--fusions {}: expected on, off or a comma list of qk_rope_kv, swiglu_down, norm_residual", v);
     out.insert(x);
   }
-  if (out.empty()) fail(ErrorCategory::kUsage, "--fusions \"\": expected on, off or a comma list of qk_rope_kv, swiglu_down");
+  if (out.empty()) fail(ErrorCategory::kUsage, "--fusions \"\": expected on, off or a comma list of qk_rope_kv, swiglu_down, norm_residual");
   return out;
 }
 
@@ -248,7 +249,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   const auto fusions = parse_fusions(f.fusions);
   o.fuse_qk_rope_kv = fusions.count("qk_rope_kv") > 0;
   o.fuse_swiglu_down = fusions.count("swiglu_down") > 0;
+  o.fuse_norm_residual = fusions.count("norm_residual") > 0;
   o.gemv = f.gemv == "on";
+  o.pdl = f.pdl == "on";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -323,8 +326,12 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   const auto& eo = engine.options();  // as run: a knob the model's dims do not allow is off
   r.extra = {{"graphs", f.graphs},
              {"prefill_attention", eo.flash_prefill ? "flash" : "gemm"},
-             {"fusions", {{"qk_norm_rope_kv", eo.fuse_qk_rope_kv}, {"swiglu_into_down_gemv", eo.fuse_swiglu_down}}},
+             {"fusions",
+              {{"qk_norm_rope_kv", eo.fuse_qk_rope_kv},
+               {"swiglu_into_down_gemv", eo.fuse_swiglu_down},
+               {"norm_and_residual_into_gemv", eo.fuse_norm_residual}}},
              {"gemv", eo.gemv},
+             {"pdl", eo.pdl},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -404,7 +411,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
-  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}})
+  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   parse_fusions(f.fusions);
   if (f.attention != "flash" && f.attention != "gemm")
@@ -413,7 +420,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv: the CPU engine is the float32 "
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl: the CPU engine is the float32 "
          "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
@@ -459,9 +466,13 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "Prefill attention: flash (default; FlashAttention-2 kernel on tensor cores) | gemm (cuBLASLt "
                   "S=QK^T, causal softmax, PV per query head)");
   cmd->add_option("--fusions", f.fusions,
-                  "on (default): q/k norm + RoPE + KV-cache write as one kernel (qk_rope_kv), and SwiGLU inside the "
-                  "down GEMV at batch <= 4 (swiglu_down) | off | a comma list of those names");
+                  "on (default): q/k norm + RoPE + KV-cache write as one kernel (qk_rope_kv); at batch <= 4 SwiGLU "
+                  "inside the down GEMV (swiglu_down), and the RMSNorms inside the qkv and gate/up GEMVs with the "
+                  "residual adds in the o and down GEMVs (norm_residual) | off | a comma list of those names");
   cmd->add_option("--gemv", f.gemv, "on (default): projections at <= 4 tokens through the engine's GEMV | off: cuBLASLt");
+  cmd->add_option("--pdl", f.pdl,
+                  "on (default): the engine's own kernels use programmatic dependent launch (sm_90+): each may "
+                  "start while the one before drains | off");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -482,7 +493,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
       }
     run_e2e(ctx, f,
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
-                    cmd->count("--gemv") > 0);
+                    cmd->count("--gemv") + cmd->count("--pdl") > 0);
   });
 }
 

@@ -52,6 +52,8 @@ model::CudaEngineOptions engine_options(const model::SystemConfig& sc, const mod
   e.fuse_qk_rope_kv = sc.fuse_qk_rope_kv;
   e.gemv = sc.gemv;
   e.fuse_swiglu_down = sc.fuse_swiglu_down;
+  e.fuse_norm_residual = sc.fuse_norm_residual;
+  e.pdl = sc.pdl;
   return e;
 }
 
@@ -66,11 +68,12 @@ std::vector<std::string> e2e_args(const std::string& self, const std::string& ho
   std::string fusions;
   if (sc.fuse_qk_rope_kv) fusions = "qk_rope_kv";
   if (sc.fuse_swiglu_down) fusions += std::string(fusions.empty() ? "" : ",") + "swiglu_down";
+  if (sc.fuse_norm_residual) fusions += std::string(fusions.empty() ? "" : ",") + "norm_residual";
   return {self, "e2e", "--device", "cuda", "--home", home, "--log-level", "warn", "--model", model,
           "--batch", std::to_string(o.batch), "--prompt", std::to_string(o.prompt), "--gen", std::to_string(o.gen),
           "--seed", std::to_string(o.seed), "--graphs", sc.graphs ? "on" : "off", "--kernels", kernels,
           "--attention", sc.flash_prefill ? "flash" : "gemm", "--fusions", fusions.empty() ? "off" : fusions,
-          "--gemv", sc.gemv ? "on" : "off", "--json", "--dump", dump};
+          "--gemv", sc.gemv ? "on" : "off", "--pdl", sc.pdl ? "on" : "off", "--json", "--dump", dump};
 }
 
 // Runs argv with stdout into `out_path` and stderr into `err_path`; returns the exit status
