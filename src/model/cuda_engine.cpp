@@ -45,7 +45,7 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_rmsnorm", "256", "R"},
     {"engine_qk_norm_split", "256", "cdiv(T*(NQ+2*NKV),8)"},
     {"engine_kv_write", "256", "T"},
-    {"engine_qk_norm_rope_kv", "256", "cdiv(T*(NQ+NKV),8)"},
+    {"engine_qk_norm_rope_kv", "256", "cdiv(T*(NQ+NKV),8)+PF"},
     {"engine_causal_softmax", "256", "B*P"},
     {"engine_flash_attention_d16", "128", "cdiv(P,64)", "NQ", "B"},
     {"engine_flash_attention_d32", "128", "cdiv(P,64)", "NQ", "B"},
@@ -132,6 +132,7 @@ struct CudaQwen3Engine::Impl {
   int64_t allocated = 0;
   struct Layer {
     void *wqkv, *wo, *wgu, *wdown, *in_norm, *post_norm;
+    int64_t prefetchable;  // bytes from wo to the end of wdown (one allocation: qkv | o | gate,up | down)
     void *q_norm, *k_norm;  // k_norm = q_norm + head_dim: one [2, D] tensor for the fused kernel
   };
   std::vector<Layer> layers;
@@ -168,8 +169,10 @@ struct CudaQwen3Engine::Impl {
   }
 
   void engine(const std::string& entry, ops::Shape symbols, std::vector<void*> tensors, std::vector<int64_t> d,
-              std::vector<double> scalars = {}) {
+              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0) {
     backend::LaunchArgs a;
+    a.workspace = workspace;
+    a.workspace_bytes = workspace_bytes;
     a.symbols = std::move(symbols);
     a.tensors = std::move(tensors);
     a.dims = std::move(d);
@@ -234,8 +237,10 @@ struct CudaQwen3Engine::Impl {
       void* kc = at(k_cache, l * int64_t(opts.batch) * L * NKV * D);
       void* vc = at(v_cache, l * int64_t(opts.batch) * L * NKV * D);
       if (opts.fuse_qk_rope_kv) {
-        engine("engine_qk_norm_rope_kv", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, pos, seq, cos_sin, q, kc, vc},
-               {T, NQ, NKV, D, L}, {eps});
+        // at small T, 4 more blocks prefetch the o and gate|up weights into L2 during attention
+        const int64_t pf = gemv && !prefill ? std::min(opts.l2_prefetch_bytes, W.prefetchable) : 0;
+        engine("engine_qk_norm_rope_kv", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}, {"PF", pf > 0 ? 4 : 0}},
+               {qkv, W.q_norm, pos, seq, cos_sin, q, kc, vc}, {T, NQ, NKV, D, L}, {eps}, W.wo, pf);
         done("qk_norm_rope_kv");
       } else {
         engine("engine_qk_norm_split", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, W.k_norm, q, k, v},
@@ -373,6 +378,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
          "engine: batch {}, max prompt {}, context {}: expected batch >= 1, prompt >= 1, prompt < context <= "
          "max_position_embeddings {}",
          opts.batch, opts.max_prompt, opts.max_context, cfg.max_position);
+  if (opts.l2_prefetch_bytes < 0)
+    fail(ErrorCategory::kUsage, "engine: L2 prefetch of {} bytes: expected 0 (off) or more", opts.l2_prefetch_bytes);
   auto& m = *impl_;
   m.cfg = cfg;
   m.opts = effective(cfg, opts);
@@ -436,16 +443,22 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Impl::Layer W{};
-    W.wqkv = m.alloc((NQ + 2 * NKV) * D * H * 2);
+    // The projections in the order a step reads them, in one allocation (each part 256-byte
+    // aligned), so the L2 prefetch during attention can run from wo into gate|up.
+    auto up256 = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+    const int64_t b_qkv = up256((NQ + 2 * NKV) * D * H * 2), b_o = up256(H * NQ * D * 2), b_gu = up256(2 * I * H * 2);
+    const int64_t b_down = up256(H * I * 2);
+    W.wqkv = m.alloc(b_qkv + b_o + b_gu + b_down);
+    W.wo = at(W.wqkv, b_qkv, 1);
+    W.wgu = at(W.wo, b_o, 1);
+    W.wdown = at(W.wgu, b_gu, 1);
+    W.prefetchable = b_o + b_gu + b_down;
     put(p + "self_attn.q_proj.weight", W.wqkv);
     put(p + "self_attn.k_proj.weight", at(W.wqkv, NQ * D * H));
     put(p + "self_attn.v_proj.weight", at(W.wqkv, (NQ + NKV) * D * H));
-    W.wo = m.alloc(H * NQ * D * 2);
     put(p + "self_attn.o_proj.weight", W.wo);
-    W.wgu = m.alloc(2 * I * H * 2);
     put(p + "mlp.gate_proj.weight", W.wgu);
     put(p + "mlp.up_proj.weight", at(W.wgu, I * H));
-    W.wdown = m.alloc(H * I * 2);
     put(p + "mlp.down_proj.weight", W.wdown);
     W.in_norm = m.alloc(H * 2);
     put(p + "input_layernorm.weight", W.in_norm);

@@ -44,6 +44,22 @@ __device__ __forceinline__ void engine_pdl_trigger() {
 #endif
 }
 
+// Prefetch of `bytes` from `base` into L2 (cp.async.bulk.prefetch.L2, PTX ISA 8.0, sm_90; a hint:
+// nothing is waited for) by `blocks` blocks, this one being `block`: 32 KiB pieces, one per thread
+// in turn. base 16-byte aligned; bytes rounded down to a multiple of 16. Weights only: they depend
+// on no kernel, so no engine_pdl_wait() is needed.
+__device__ __forceinline__ void engine_l2_prefetch(const void* base, long long bytes, long long block,
+                                                   long long blocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr long long kPiece = 32 * 1024;
+  bytes &= ~15ll;
+  for (long long off = (block * blockDim.x + threadIdx.x) * kPiece; off < bytes; off += blocks * blockDim.x * kPiece) {
+    const unsigned size = (unsigned)(bytes - off < kPiece ? bytes - off : kPiece);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char*)base + off), "r"(size) : "memory");
+  }
+#endif
+}
+
 // out[t, :] = table[ids[t], :]. tensors: ids i32 [T], table bf16 [V, H], out bf16 [T, H];
 // dims: T, H, V. An id outside [0, V) writes zeros (the host checks ids before upload).
 extern "C" __global__ void engine_embed(ThriveCudaArgs a) {
@@ -158,11 +174,19 @@ extern "C" __global__ void engine_kv_write(ThriveCudaArgs a) {
 // tensors: qkv bf16 [T, (NQ + 2 NKV) D], qk_w bf16 [2 D] (q_norm | k_norm), positions i64 [T],
 // seq i32 [T], cos_sin f32 [L, D], q bf16 [T, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D];
 // dims: T, NQ, NKV, D, L; scalars: eps. Positions outside [0, L) write nothing.
+// Blocks past the ones the heads need prefetch workspace_bytes from the workspace pointer into L2
+// (the layer's next weights, while this kernel and decode attention leave HBM idle; see
+// engine_l2_prefetch).
 extern "C" __global__ void engine_qk_norm_rope_kv(ThriveCudaArgs a) {
-  engine_pdl_trigger();
-  engine_pdl_wait();
   const long long T = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
   const long long heads = NQ + NKV;
+  const long long work_blocks = (T * heads + (blockDim.x >> 5) - 1) / (blockDim.x >> 5);
+  if ((long long)blockIdx.x >= work_blocks) {
+    engine_l2_prefetch(a.workspace, a.workspace_bytes, blockIdx.x - work_blocks, gridDim.x - work_blocks);
+    return;
+  }
+  engine_pdl_trigger();
+  engine_pdl_wait();
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= T * heads) return;
