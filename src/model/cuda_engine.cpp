@@ -45,7 +45,7 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_rmsnorm", "256", "R"},
     {"engine_qk_norm_split", "256", "cdiv(T*(NQ+2*NKV),8)"},
     {"engine_kv_write", "256", "T"},
-    {"engine_qk_norm_rope_kv", "256", "cdiv(T*(NQ+NKV),8)+PF"},
+    {"engine_qk_norm_rope_kv", "256", "cdiv(T*(NQ+NKV),8)"},
     {"engine_causal_softmax", "256", "B*P"},
     {"engine_flash_attention_d16", "128", "cdiv(P,64)", "NQ", "B"},
     {"engine_flash_attention_d32", "128", "cdiv(P,64)", "NQ", "B"},
@@ -56,6 +56,11 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_gemv_norm", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
     {"engine_gemv_swiglu", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
     {"engine_gemv_swiglu_residual", "256", "cdiv(N,8)", "1", "1", "T*K*2"},
+    {"engine_gemv_r2", "256", "cdiv(N,16)"},
+    {"engine_gemv_residual_r2", "256", "cdiv(N,16)"},
+    {"engine_gemv_norm_r2", "256", "cdiv(N,16)", "1", "1", "T*K*2"},
+    {"engine_gemv_swiglu_r2", "256", "cdiv(N,16)", "1", "1", "T*K*2"},
+    {"engine_gemv_swiglu_residual_r2", "256", "cdiv(N,16)", "1", "1", "T*K*2"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -99,9 +104,13 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const CudaEngineOptions& o) {
   if (entry.rfind("engine_flash_attention_d", 0) == 0)
     return o.flash_prefill && entry == "engine_flash_attention_d" + std::to_string(c.head_dim);
-  if (entry == "engine_gemv" || entry == "engine_gemv_swiglu") return o.gemv;
-  if (entry == "engine_gemv_residual" || entry == "engine_gemv_norm" || entry == "engine_gemv_swiglu_residual")
+  if (entry.rfind("engine_gemv", 0) == 0) {
+    const bool r2 = entry.size() > 3 && entry.compare(entry.size() - 3, 3, "_r2") == 0;
+    if (r2 != (o.gemv_rows == 2)) return false;
+    const std::string base = r2 ? entry.substr(0, entry.size() - 3) : entry;
+    if (base == "engine_gemv" || base == "engine_gemv_swiglu") return o.gemv;
     return o.fuse_norm_residual;
+  }
   if (entry == "engine_qk_norm_rope_kv") return o.fuse_qk_rope_kv;
   if (entry == "engine_qk_norm_split" || entry == "engine_kv_write") return !o.fuse_qk_rope_kv;
   if (entry == "engine_causal_softmax") return !o.flash_prefill;
@@ -132,7 +141,6 @@ struct CudaQwen3Engine::Impl {
   int64_t allocated = 0;
   struct Layer {
     void *wqkv, *wo, *wgu, *wdown, *in_norm, *post_norm;
-    int64_t prefetchable;  // bytes from wo to the end of wdown (one allocation: qkv | o | gate,up | down)
     void *q_norm, *k_norm;  // k_norm = q_norm + head_dim: one [2, D] tensor for the fused kernel
   };
   std::vector<Layer> layers;
@@ -169,16 +177,15 @@ struct CudaQwen3Engine::Impl {
   }
 
   void engine(const std::string& entry, ops::Shape symbols, std::vector<void*> tensors, std::vector<int64_t> d,
-              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0) {
+              std::vector<double> scalars = {}) {
     backend::LaunchArgs a;
-    a.workspace = workspace;
-    a.workspace_bytes = workspace_bytes;
     a.symbols = std::move(symbols);
     a.tensors = std::move(tensors);
     a.dims = std::move(d);
     a.scalars = std::move(scalars);
     a.programmatic = opts.pdl && pdl_safe(entry);
-    if (be->launch(*engine_modules.at(entry), a) != 0)
+    const bool r2 = opts.gemv_rows == 2 && entry.rfind("engine_gemv", 0) == 0;
+    if (be->launch(*engine_modules.at(r2 ? entry + "_r2" : entry), a) != 0)
       fail(ErrorCategory::kBackend, "engine kernel {}: {}", entry, be->last_error());
   }
 
@@ -237,10 +244,8 @@ struct CudaQwen3Engine::Impl {
       void* kc = at(k_cache, l * int64_t(opts.batch) * L * NKV * D);
       void* vc = at(v_cache, l * int64_t(opts.batch) * L * NKV * D);
       if (opts.fuse_qk_rope_kv) {
-        // at small T, 4 more blocks prefetch the o and gate|up weights into L2 during attention
-        const int64_t pf = gemv && !prefill ? std::min(opts.l2_prefetch_bytes, W.prefetchable) : 0;
-        engine("engine_qk_norm_rope_kv", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}, {"PF", pf > 0 ? 4 : 0}},
-               {qkv, W.q_norm, pos, seq, cos_sin, q, kc, vc}, {T, NQ, NKV, D, L}, {eps}, W.wo, pf);
+        engine("engine_qk_norm_rope_kv", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, pos, seq, cos_sin, q, kc, vc},
+               {T, NQ, NKV, D, L}, {eps});
         done("qk_norm_rope_kv");
       } else {
         engine("engine_qk_norm_split", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, W.k_norm, q, k, v},
@@ -372,14 +377,14 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
                                  const CudaEngineOptions& opts, const KernelRegistry& registry)
     : impl_(std::make_unique<Impl>()), registry_(registry) {
   cfg.validate("engine");
+  if (opts.gemv_rows != 1 && opts.gemv_rows != 2)
+    fail(ErrorCategory::kUsage, "engine: {} GEMV rows per warp: expected 1 or 2", opts.gemv_rows);
   if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt + 1 ||
       opts.max_context > cfg.max_position)
     fail(ErrorCategory::kUsage,
          "engine: batch {}, max prompt {}, context {}: expected batch >= 1, prompt >= 1, prompt < context <= "
          "max_position_embeddings {}",
          opts.batch, opts.max_prompt, opts.max_context, cfg.max_position);
-  if (opts.l2_prefetch_bytes < 0)
-    fail(ErrorCategory::kUsage, "engine: L2 prefetch of {} bytes: expected 0 (off) or more", opts.l2_prefetch_bytes);
   auto& m = *impl_;
   m.cfg = cfg;
   m.opts = effective(cfg, opts);
@@ -443,22 +448,16 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Impl::Layer W{};
-    // The projections in the order a step reads them, in one allocation (each part 256-byte
-    // aligned), so the L2 prefetch during attention can run from wo into gate|up.
-    auto up256 = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-    const int64_t b_qkv = up256((NQ + 2 * NKV) * D * H * 2), b_o = up256(H * NQ * D * 2), b_gu = up256(2 * I * H * 2);
-    const int64_t b_down = up256(H * I * 2);
-    W.wqkv = m.alloc(b_qkv + b_o + b_gu + b_down);
-    W.wo = at(W.wqkv, b_qkv, 1);
-    W.wgu = at(W.wo, b_o, 1);
-    W.wdown = at(W.wgu, b_gu, 1);
-    W.prefetchable = b_o + b_gu + b_down;
+    W.wqkv = m.alloc((NQ + 2 * NKV) * D * H * 2);
     put(p + "self_attn.q_proj.weight", W.wqkv);
     put(p + "self_attn.k_proj.weight", at(W.wqkv, NQ * D * H));
     put(p + "self_attn.v_proj.weight", at(W.wqkv, (NQ + NKV) * D * H));
+    W.wo = m.alloc(H * NQ * D * 2);
     put(p + "self_attn.o_proj.weight", W.wo);
+    W.wgu = m.alloc(2 * I * H * 2);
     put(p + "mlp.gate_proj.weight", W.wgu);
     put(p + "mlp.up_proj.weight", at(W.wgu, I * H));
+    W.wdown = m.alloc(H * I * 2);
     put(p + "mlp.down_proj.weight", W.wdown);
     W.in_norm = m.alloc(H * 2);
     put(p + "input_layernorm.weight", W.in_norm);

@@ -119,13 +119,14 @@ INSTANTIATE_TEST_SUITE_P(RegistryGraphsAndKnobs, CudaEngine,
 
 // Batch 1, the decode shape of the batch-1 target: prefill of 3 tokens and decode both run the
 // GEMV path; a 20,000-token vocabulary spreads the argmax over 10 blocks whose per-row counter
-// must come back to 0 for the next graph replay. Parameters: fuse_norm_residual, pdl.
-class CudaEngineBatchOne : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+// must come back to 0 for the next graph replay. Parameters: fuse_norm_residual, pdl, GEMV rows
+// per warp (1, 2).
+class CudaEngineBatchOne : public ::testing::TestWithParam<std::tuple<bool, bool, int>> {};
 
 TEST_P(CudaEngineBatchOne, MatchesTheCpuWithALargeVocabulary) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [fuse_norm, pdl] = GetParam();
+  const auto [fuse_norm, pdl, rows] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.vocab = 20000;
@@ -133,6 +134,7 @@ TEST_P(CudaEngineBatchOne, MatchesTheCpuWithALargeVocabulary) {
   auto o = options(1, 3, 16, true);
   o.fuse_norm_residual = fuse_norm;
   o.pdl = pdl;
+  o.gemv_rows = rows;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   EXPECT_EQ(gpu.options().fuse_norm_residual, fuse_norm);
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 1, 16);
@@ -156,7 +158,8 @@ TEST_P(CudaEngineBatchOne, MatchesTheCpuWithALargeVocabulary) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(NormFusionAndPdl, CudaEngineBatchOne, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));
 
 // Prompts of 130, 71 and 1 tokens: the flash kernel's 64-row tiles (3 query tiles, a ragged last
 // tile, a sequence of one token), the causal diagonal inside a tile, right padding, at the head

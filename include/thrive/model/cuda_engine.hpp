@@ -74,12 +74,9 @@ struct CudaEngineOptions {
   /// before it drains, the GEMVs streaming their first weights before they wait for it. Registry
   /// (THRIVE op) kernels and cuBLASLt always launch normally.
   bool pdl = true;
-  /// With fuse_qk_rope_kv, decode at T <= 4 (the GEMV path): bytes of the layer's o, gate|up and
-  /// down weights (stored in that order) prefetched into L2 by extra blocks of the q/k kernel
-  /// (cp.async.bulk.prefetch.L2, sm_90), while that kernel and decode attention leave HBM idle;
-  /// the o and gate|up GEMVs then read that much from L2. 0 = off. The L2 of the H100/H200 is
-  /// 50 MB (NVIDIA H100 Tensor Core GPU Architecture whitepaper), so a few tens of MB fit.
-  int64_t l2_prefetch_bytes = int64_t(32) << 20;
+  /// Output rows per warp of the GEMV path: 1 (grid N/8 blocks of 256 threads) or 2 (N/16 blocks,
+  /// twice the weight bytes in flight per warp, half the blocks).
+  int gemv_rows = 1;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

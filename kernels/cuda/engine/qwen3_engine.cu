@@ -44,22 +44,6 @@ __device__ __forceinline__ void engine_pdl_trigger() {
 #endif
 }
 
-// Prefetch of `bytes` from `base` into L2 (cp.async.bulk.prefetch.L2, PTX ISA 8.0, sm_90; a hint:
-// nothing is waited for) by `blocks` blocks, this one being `block`: 32 KiB pieces, one per thread
-// in turn. base 16-byte aligned; bytes rounded down to a multiple of 16. Weights only: they depend
-// on no kernel, so no engine_pdl_wait() is needed.
-__device__ __forceinline__ void engine_l2_prefetch(const void* base, long long bytes, long long block,
-                                                   long long blocks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr long long kPiece = 32 * 1024;
-  bytes &= ~15ll;
-  for (long long off = (block * blockDim.x + threadIdx.x) * kPiece; off < bytes; off += blocks * blockDim.x * kPiece) {
-    const unsigned size = (unsigned)(bytes - off < kPiece ? bytes - off : kPiece);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char*)base + off), "r"(size) : "memory");
-  }
-#endif
-}
-
 // out[t, :] = table[ids[t], :]. tensors: ids i32 [T], table bf16 [V, H], out bf16 [T, H];
 // dims: T, H, V. An id outside [0, V) writes zeros (the host checks ids before upload).
 extern "C" __global__ void engine_embed(ThriveCudaArgs a) {
@@ -174,19 +158,11 @@ extern "C" __global__ void engine_kv_write(ThriveCudaArgs a) {
 // tensors: qkv bf16 [T, (NQ + 2 NKV) D], qk_w bf16 [2 D] (q_norm | k_norm), positions i64 [T],
 // seq i32 [T], cos_sin f32 [L, D], q bf16 [T, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D];
 // dims: T, NQ, NKV, D, L; scalars: eps. Positions outside [0, L) write nothing.
-// Blocks past the ones the heads need prefetch workspace_bytes from the workspace pointer into L2
-// (the layer's next weights, while this kernel and decode attention leave HBM idle; see
-// engine_l2_prefetch).
 extern "C" __global__ void engine_qk_norm_rope_kv(ThriveCudaArgs a) {
-  const long long T = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
-  const long long heads = NQ + NKV;
-  const long long work_blocks = (T * heads + (blockDim.x >> 5) - 1) / (blockDim.x >> 5);
-  if ((long long)blockIdx.x >= work_blocks) {
-    engine_l2_prefetch(a.workspace, a.workspace_bytes, blockIdx.x - work_blocks, gridDim.x - work_blocks);
-    return;
-  }
   engine_pdl_trigger();
   engine_pdl_wait();
+  const long long T = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
+  const long long heads = NQ + NKV;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= T * heads) return;
@@ -477,30 +453,32 @@ __device__ __forceinline__ void engine_gemv_swiglu_input(const bf16_t* gu, long 
   }
 }
 
-// y[t, n] = sum_k x[t, k] W[n, k] for T <= 4 tokens, one warp per output row n. Each lane streams
-// 16-byte pieces of the weight row, U = 8 of them (128 bytes; a warp keeps 4 KiB of its row in
-// flight) issued before any is used. The first U pieces are issued before engine_pdl_wait(): the
-// weights depend on no earlier kernel, so under programmatic dependent launch the next GEMV's
-// weight stream starts while the previous kernel drains. With RESIDUAL, y is the residual stream
-// h and is updated in place: h[t, n] = bf16(h[t, n] + bf16(acc)) (the residual add that
-// `rmsnorm_residual` does otherwise, same roundings). tensors: in, W bf16 [N, K], y bf16 [T, N],
-// norm weight bf16 [K] (kGemvNorm); dims: T, N, K; scalars: eps (kGemvNorm). The input is x bf16
-// [T, K] (kGemvX), h bf16 [T, K] (kGemvNorm) or gu bf16 [T, 2K] (kGemvSwiglu); the last two are
-// staged in T*K*2 bytes of dynamic shared memory. Block 256, grid cdiv(N, 8).
-template <int IN, bool RESIDUAL>
+// y[t, n] = sum_k x[t, k] W[n, k] for T <= 4 tokens, R consecutive output rows per warp (R = 1
+// or 2). Each lane streams 16-byte pieces of its rows, U = 8 pieces a row (128 bytes; 4 KiB of a
+// row per warp) all issued before any is used, so a warp has R x 4 KiB in flight. The first
+// pieces are issued before engine_pdl_wait(): the weights depend on no earlier kernel, so under
+// programmatic dependent launch the next GEMV's weight stream starts while the previous kernel
+// drains. With RESIDUAL, y is the residual stream h and is updated in place: h[t, n] = bf16(h[t, n]
+// + bf16(acc)) (the residual add that `rmsnorm_residual` does otherwise, same roundings).
+// tensors: in, W bf16 [N, K], y bf16 [T, N], norm weight bf16 [K] (kGemvNorm); dims: T, N, K;
+// scalars: eps (kGemvNorm). The input is x bf16 [T, K] (kGemvX), h bf16 [T, K] (kGemvNorm) or gu
+// bf16 [T, 2K] (kGemvSwiglu); the last two are staged in T*K*2 bytes of dynamic shared memory.
+// Block 256, grid cdiv(N, 8 R).
+template <int IN, bool RESIDUAL, int R>
 __device__ __forceinline__ void engine_gemv_body(const ThriveCudaArgs& a) {
   constexpr int U = 8;
   const long long T = a.dims[0], N = a.dims[1], K = a.dims[2];
-  const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const long long n0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
   const int lane = threadIdx.x & 31;
-  const bool row = n < N;
-  const bf16_t* w = (const bf16_t*)a.tensors[1] + (row ? n : 0) * K;
-  uint4 wv[U];
+  const bf16_t* W = (const bf16_t*)a.tensors[1];
+  uint4 wv[R][U];
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long long k = lane * 8 + u * 256;
-    wv[u] = row && k < K ? engine_ld_stream(w + k) : make_uint4(0u, 0u, 0u, 0u);
-  }
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long k = lane * 8 + u * 256;
+      wv[r][u] = n0 + r < N && k < K ? engine_ld_stream(W + (n0 + r) * K + k) : make_uint4(0u, 0u, 0u, 0u);
+    }
   engine_pdl_trigger();
   engine_pdl_wait();
   const bf16_t* xs = (const bf16_t*)a.tensors[0];
@@ -513,46 +491,60 @@ __device__ __forceinline__ void engine_gemv_body(const ThriveCudaArgs& a) {
     xs = engine_gemv_xs;
     __syncthreads();
   }
-  if (!row) return;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (n0 >= N) return;
+  float acc[R][4] = {};
   for (long long k0 = lane * 8; k0 < K; k0 += 256 * U) {
     if (k0 != lane * 8) {
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (k0 + u * 256 < K) wv[u] = engine_ld_stream(w + k0 + u * 256);
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (n0 + r < N && k0 + u * 256 < K) wv[r][u] = engine_ld_stream(W + (n0 + r) * K + k0 + u * 256);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const long long k = k0 + u * 256;
       if (k >= K) break;
 #pragma unroll
-      for (int t = 0; t < 4; ++t)
-        if (t < T) acc[t] += engine_dot8(wv[u], *(const uint4*)(xs + t * K + k));
+      for (int t = 0; t < 4; ++t) {
+        if (t >= T) break;
+        const uint4 x = *(const uint4*)(xs + t * K + k);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][t] += engine_dot8(wv[r][u], x);
+      }
     }
   }
   bf16_t* y = (bf16_t*)a.tensors[2];
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    if (t >= T) break;
-    float v = acc[t];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane != 0) continue;
-    const bf16_t r = thrive_f32_to_bf16(v);
-    y[t * N + n] = RESIDUAL ? thrive_f32_to_bf16(thrive_bf16_to_f32(y[t * N + n]) + thrive_bf16_to_f32(r)) : r;
-  }
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      if (t >= T) break;
+      float v = acc[r][t];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      const long long n = n0 + r;
+      if (lane != 0 || n >= N) continue;
+      const bf16_t q = thrive_f32_to_bf16(v);
+      y[t * N + n] = RESIDUAL ? thrive_f32_to_bf16(thrive_bf16_to_f32(y[t * N + n]) + thrive_bf16_to_f32(q)) : q;
+    }
 }
-// y = x . W^T. Block 256, grid cdiv(N, 8).
-extern "C" __global__ void engine_gemv(ThriveCudaArgs a) { engine_gemv_body<kGemvX, false>(a); }
-// h += x . W^T (o_proj with the residual add). Block 256, grid cdiv(N, 8).
-extern "C" __global__ void engine_gemv_residual(ThriveCudaArgs a) { engine_gemv_body<kGemvX, true>(a); }
-// y = RMSNorm(h) . W^T (input norm + qkv_proj, post-attention norm + gate|up proj). Dynamic
-// shared memory T*K*2 bytes.
-extern "C" __global__ void engine_gemv_norm(ThriveCudaArgs a) { engine_gemv_body<kGemvNorm, false>(a); }
-// y = SwiGLU(gu) . W^T (the compilation specialist's fusion of swiglu and mlp_down_gemm).
-// Dynamic shared memory T*K*2 bytes (<= 48 KiB).
-extern "C" __global__ void engine_gemv_swiglu(ThriveCudaArgs a) { engine_gemv_body<kGemvSwiglu, false>(a); }
-// h += SwiGLU(gu) . W^T (down proj with SwiGLU and the residual add). Dynamic shared memory T*K*2.
-extern "C" __global__ void engine_gemv_swiglu_residual(ThriveCudaArgs a) { engine_gemv_body<kGemvSwiglu, true>(a); }
+// The entries, each with 1 and 2 rows per warp (suffix _r2): engine_gemv (y = x . W^T),
+// engine_gemv_residual (h += x . W^T: o_proj with the residual add), engine_gemv_norm (y =
+// RMSNorm(h) . W^T: input norm + qkv_proj, post-attention norm + gate|up proj; dynamic shared
+// memory T*K*2), engine_gemv_swiglu (y = SwiGLU(gu) . W^T, the compilation specialist's fusion of
+// swiglu and mlp_down_gemm; T*K*2 <= 48 KiB), engine_gemv_swiglu_residual (h += SwiGLU(gu) . W^T).
+#define ENGINE_GEMV_ENTRY(name, in, residual)                                                         \
+  extern "C" __global__ void __launch_bounds__(256) name(ThriveCudaArgs a) {                          \
+    engine_gemv_body<in, residual, 1>(a);                                                             \
+  }                                                                                                   \
+  extern "C" __global__ void __launch_bounds__(256) name##_r2(ThriveCudaArgs a) {                     \
+    engine_gemv_body<in, residual, 2>(a);                                                             \
+  }
+ENGINE_GEMV_ENTRY(engine_gemv, kGemvX, false)
+ENGINE_GEMV_ENTRY(engine_gemv_residual, kGemvX, true)
+ENGINE_GEMV_ENTRY(engine_gemv_norm, kGemvNorm, false)
+ENGINE_GEMV_ENTRY(engine_gemv_swiglu, kGemvSwiglu, false)
+ENGINE_GEMV_ENTRY(engine_gemv_swiglu_residual, kGemvSwiglu, true)
 
 // Causal softmax of prefill scores: for row i of sequence b, probs[b, i, j] = softmax_j<=i
 // (scale * S[b, i, j]), 0 for j > i. tensors: S f32 [B, P, P], probs bf16 [B, P, P]; dims: B, P;

@@ -2,7 +2,7 @@
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--l2-prefetch MB] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -37,7 +37,7 @@ struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
   std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on";
   int batch = 1, prompt = 16, gen = 16;
-  int l2_prefetch_mb = 32;
+  int gemv_rows = 1;
   std::string seed = "1";
   bool json = false;
 };
@@ -253,7 +253,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.fuse_norm_residual = fusions.count("norm_residual") > 0;
   o.gemv = f.gemv == "on";
   o.pdl = f.pdl == "on";
-  o.l2_prefetch_bytes = int64_t(f.l2_prefetch_mb) << 20;
+  o.gemv_rows = f.gemv_rows;
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -334,7 +334,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
                {"norm_and_residual_into_gemv", eo.fuse_norm_residual}}},
              {"gemv", eo.gemv},
              {"pdl", eo.pdl},
-             {"l2_prefetch_mb", eo.l2_prefetch_bytes >> 20},
+             {"gemv_rows_per_warp", eo.gemv_rows},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -417,15 +417,14 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   parse_fusions(f.fusions);
-  if (f.l2_prefetch_mb < 0 || f.l2_prefetch_mb > 1024)
-    fail(ErrorCategory::kUsage, "--l2-prefetch {}: expected 0 (off) to 1024 MB", f.l2_prefetch_mb);
+  if (f.gemv_rows != 1 && f.gemv_rows != 2) fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows);
   if (f.attention != "flash" && f.attention != "gemm")
     fail(ErrorCategory::kUsage, "--attention {}: expected flash or gemm", f.attention);
   parse_seed(f.seed, "--seed");
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--l2-prefetch: the CPU engine is the float32 "
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows: the CPU engine is the float32 "
          "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
@@ -478,9 +477,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--pdl", f.pdl,
                   "on (default): the engine's own kernels use programmatic dependent launch (sm_90+): each may "
                   "start while the one before drains | off");
-  cmd->add_option("--l2-prefetch", f.l2_prefetch_mb,
-                  "MB of each layer's o and gate/up weights prefetched into L2 during decode attention at batch "
-                  "<= 4 (default 32; 0 = off)");
+  cmd->add_option("--gemv-rows", f.gemv_rows, "Output rows per warp of the GEMV path: 1 (default) | 2");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -501,7 +498,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
       }
     run_e2e(ctx, f,
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
-                    cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--l2-prefetch") > 0);
+                    cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") > 0);
   });
 }
 
