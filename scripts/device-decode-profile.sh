@@ -31,12 +31,13 @@ print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step ({d['decode_tokens_per_s
 done <<< "$variants"
 # Per-kernel GPU time of the first decode step's kernels (Nsight Compute, one kernel at a time,
 # caches flushed between them as a weight stream sees them; clocks left as they are). The two
-# prefills (warm-up and timed) launch 62 kernels that match the filter; the next ones are the
+# prefills (warm-up and timed) launch 120 kernels that match the filter (per prefill: embedding,
+# input norm, per layer the q/k kernel and flash attention, row gather, argmax); the next ones are the
 # first decode step: the embedding, then per layer the qkv GEMV, q/k kernel, attention (2
 # launches), o, gate|up and down GEMVs.
 if [ "${SKIP_NCU:-0}" != 1 ] && command -v ncu > /dev/null; then
   for rows in ${NCU_ROWS:-1 2}; do
-    timeout 200 ncu --clock-control none --kernel-name "regex:engine_|thrive_gqa" --launch-skip 62 --launch-count 16 \
+    timeout 200 ncu --clock-control none --kernel-name "regex:engine_|thrive_gqa" --launch-skip 120 --launch-count 24 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
       --csv $bin e2e --device cuda --model $model --batch 1 --prompt 512 --gen 3 --graphs off --gemv-rows $rows \
       > "$OUT/ncu-b1-rows$rows.csv" 2>> "$OUT/e2e-stderr.log"
