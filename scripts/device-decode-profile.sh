@@ -7,7 +7,7 @@
 # kernels in launch order, the median duration and the gap after the previous kernel
 # (scripts/decode_timeline.py).
 #   device tool: run command="bash scripts/device-decode-profile.sh" carry=[".sysroot", ".device-home"]
-# Environment: SEED_HOME=FILE.tgz, VARIANTS (lines "name|e2e flags"), SKIP_NCU=1, NCU_ROWS (GEMV
+# Environment: SEED_HOME=FILE.tgz, VARIANTS (lines "name|e2e flags"; empty: none), SKIP_NCU=1, NCU_ROWS (GEMV
 # rows per warp to profile, default "1 2"), SKIP_NSYS=1.
 # Out ($OUT): build.log, e2e-b1-*.json, ncu-b1-rows*.csv, decode-timeline.txt (with nsys).
 set -uo pipefail
@@ -16,7 +16,7 @@ bin=./build-device/thrive
 model=/tmp/qwen3-1.7b-random
 timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || exit 1
 common="--device cuda --model $model --batch 1 --prompt 512 --kernels best --graphs on --json"
-variants=${VARIANTS:-"best|
+variants=${VARIANTS-"best|
 r2|--gemv-rows 2
 nopdl|--pdl off"}
 while IFS='|' read -r name flags; do
@@ -29,15 +29,13 @@ d=json.load(open(sys.argv[1]))
 print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step ({d['decode_tokens_per_s']:.0f} tok/s), eager profiled {d['decode_eager_ms_per_step']:.3f} ms; prefill {d['prefill_tokens_per_s']:.0f} tok/s\")
 " "$OUT/e2e-b1-$name.json"
 done <<< "$variants"
-# Per-kernel GPU time of the first decode step's kernels (Nsight Compute, one kernel at a time,
-# caches flushed between them as a weight stream sees them; clocks left as they are). The two
-# prefills (warm-up and timed) launch 120 kernels that match the filter (per prefill: embedding,
-# input norm, per layer the q/k kernel and flash attention, row gather, argmax); the next ones are the
-# first decode step: the embedding, then per layer the qkv GEMV, q/k kernel, attention (2
-# launches), o, gate|up and down GEMVs.
+# Per-kernel GPU time of the first decode step's GEMVs and attention (Nsight Compute, one kernel
+# at a time, caches flushed between them as a weight stream sees them; clocks left as they are).
+# At batch 1 only decode runs the GEMV path and the decode attention op, so the first 20 matching
+# launches are the first layers of the first decode step.
 if [ "${SKIP_NCU:-0}" != 1 ] && command -v ncu > /dev/null; then
   for rows in ${NCU_ROWS:-1 2}; do
-    timeout 200 ncu --clock-control none --kernel-name "regex:engine_|thrive_gqa" --launch-skip 120 --launch-count 24 \
+    timeout 200 ncu --clock-control none --kernel-name "regex:engine_gemv|thrive_gqa" --launch-count 20 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
       --csv $bin e2e --device cuda --model $model --batch 1 --prompt 512 --gen 3 --graphs off --gemv-rows $rows \
       > "$OUT/ncu-b1-rows$rows.csv" 2>> "$OUT/e2e-stderr.log"
