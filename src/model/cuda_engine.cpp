@@ -61,6 +61,10 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_gemv_norm_r2", "256", "cdiv(N,16)", "1", "1", "T*K*2"},
     {"engine_gemv_swiglu_r2", "256", "cdiv(N,16)", "1", "1", "T*K*2"},
     {"engine_gemv_swiglu_residual_r2", "256", "cdiv(N,16)", "1", "1", "T*K*2"},
+    {"engine_decode_attention_g1", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_g2", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_g4", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_g8", "128", "S", "NKV", "B"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -68,7 +72,7 @@ constexpr EngineKernel kEngineKernels[] = {
 // so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
 bool pdl_safe(const std::string& entry) {
   return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
-         entry == "engine_argmax";
+         entry == "engine_argmax" || entry.rfind("engine_decode_attention_g", 0) == 0;
 }
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
@@ -81,6 +85,15 @@ constexpr int64_t kSmemLimitBytes = 48 * 1024;
 bool flash_supported(const Qwen3Config& c) {
   return c.head_dim == 16 || c.head_dim == 32 || c.head_dim == 64 || c.head_dim == 128;
 }
+// engine_decode_attention: a key row in 16-byte pieces over a power-of-two number of lanes <= 32,
+// and a template for the GQA group size.
+bool decode_attention_supported(const Qwen3Config& c) {
+  const int64_t lanes = c.head_dim / 8, g = c.heads / c.kv_heads;
+  return c.head_dim % 8 == 0 && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 &&
+         (g == 1 || g == 2 || g == 4 || g == 8);
+}
+// Its splits along the context: about 32 keys a block (one round of loads per key slot), at most 64.
+int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t>((max_context + 31) / 32, 1, 64); }
 bool gemv_supported(const Qwen3Config& c) {
   return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
 }
@@ -90,6 +103,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.gemv = o.gemv && gemv_supported(c);
   o.fuse_swiglu_down = o.fuse_swiglu_down && o.gemv;
   o.fuse_norm_residual = o.fuse_norm_residual && o.gemv;
+  o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
   return o;
 }
 bool gemv_at(const CudaEngineOptions& o, int64_t t) { return o.gemv && t <= kGemvMaxTokens; }
@@ -114,6 +128,8 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry == "engine_qk_norm_rope_kv") return o.fuse_qk_rope_kv;
   if (entry == "engine_qk_norm_split" || entry == "engine_kv_write") return !o.fuse_qk_rope_kv;
   if (entry == "engine_causal_softmax") return !o.flash_prefill;
+  if (entry.rfind("engine_decode_attention_g", 0) == 0)
+    return o.engine_decode_attention && entry == "engine_decode_attention_g" + std::to_string(c.heads / c.kv_heads);
   return true;
 }
 
@@ -149,6 +165,7 @@ struct CudaQwen3Engine::Impl {
   void *h, *n1, *n2, *qkv, *q, *k, *v, *attn, *o, *gu, *act, *d;
   void *ids, *pos, *seq, *ctx_lens, *last_idx, *last_h, *logits, *next, *scores, *probs, *cos_sin;
   void *argmax_part, *argmax_count;  // engine_argmax's per-block (max, index) and per-row counters
+  void *attn_ml = nullptr, *attn_acc = nullptr, *attn_count = nullptr;  // engine_decode_attention's parts
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
@@ -271,6 +288,11 @@ struct CudaQwen3Engine::Impl {
                    .stride_x = p * p, .stride_w = L * NKV * D, .stride_y = p * NQ * D},
                   probs, at(vc, g * D), at(attn, hq * D));
         }
+      } else if (opts.engine_decode_attention) {
+        engine("engine_decode_attention_g" + std::to_string(G),
+               {{"S", decode_attention_splits(L)}, {"NKV", NKV}, {"B", nb}},
+               {q, kc, vc, ctx_lens, attn, attn_ml, attn_acc, attn_count}, {nb, NQ, NKV, D, L},
+               {1.0 / std::sqrt(double(D))});
       } else {
         op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
       }
@@ -367,7 +389,8 @@ std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, cons
       if (op == "rmsnorm_residual" && norm_fused_at(cfg, o, t)) continue;
       out.push_back({op, token_shape(op, cfg, t, o.max_context)});
     }
-  out.push_back({"gqa_decode_attention",
+  if (!o.engine_decode_attention)
+    out.push_back({"gqa_decode_attention",
                  {fmt::format("B={},L={}", o.batch, o.max_context),
                   {{"B", o.batch}, {"L", o.max_context}, {"NQ", cfg.heads}, {"NKV", cfg.kv_heads}, {"D", cfg.head_dim}}}});
   return out;
@@ -499,6 +522,13 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.argmax_part = m.alloc(B * argmax_blocks(cfg.vocab) * 8);
   m.argmax_count = m.alloc(B * 4);
   m.be->memset(m.argmax_count, 0, B * 4);
+  if (m.opts.engine_decode_attention) {
+    const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV);
+    m.attn_ml = m.alloc(parts * 2 * 4);
+    m.attn_acc = m.alloc(parts * D * 4);
+    m.attn_count = m.alloc(B * NKV * 4);
+    m.be->memset(m.attn_count, 0, B * NKV * 4);
+  }
   const bool gemm_attention = P > 1 && !m.opts.flash_prefill;
   m.scores = gemm_attention ? m.alloc(B * P * P * 4) : nullptr;
   m.probs = gemm_attention ? m.alloc(B * P * P * 2) : nullptr;

@@ -147,6 +147,7 @@ nlohmann::json SystemConfig::to_json() const {
                       {"best_ops", best_ops}};
   if (fuse_norm_residual) j["fuse_norm_residual"] = true;
   if (pdl) j["pdl"] = true;
+  if (engine_decode_attention) j["engine_decode_attention"] = true;
   return j;
 }
 
@@ -166,6 +167,7 @@ SystemConfig SystemConfig::from_json(const nlohmann::json& j, const std::string&
   flag("fuse_swiglu_down", c.fuse_swiglu_down);
   flag("fuse_norm_residual", c.fuse_norm_residual);
   flag("pdl", c.pdl);
+  flag("engine_decode_attention", c.engine_decode_attention);
   if (j.contains("best_ops") && j["best_ops"].is_array())
     for (const auto& o : j["best_ops"])
       if (o.is_string()) c.best_ops.insert(o.get<std::string>());
@@ -388,7 +390,17 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
     if (stage != "input_norm") return inner("rmsnorm_residual");
   }
   if (stage == "attention") {
-    if (decode) return inner("gqa_decode_attention");
+    if (small && !cur.engine_decode_attention) {
+      auto f = propose("kernels", "decode attention by the engine's one-launch split-KV kernel (parts merged in the "
+                       "same launch)", [](SystemConfig& c) { c.engine_decode_attention = true; });
+      if (f.any) return f;
+    }
+    if (decode && !(small && cur.engine_decode_attention)) return inner("gqa_decode_attention");
+    if (decode) {
+      p.specialist = "kernels";
+      why = "decode attention runs the engine's split-KV kernel already";
+      return p;
+    }
     if (!cur.flash_prefill)
       return propose("kernels", "prefill attention by the FlashAttention-2 kernel (tensor cores, scores in registers)",
                      [](SystemConfig& c) { c.flash_prefill = true; });

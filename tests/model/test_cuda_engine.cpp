@@ -3,8 +3,8 @@
 // tokens agree wherever the CPU's top-2 margin exceeds the observed error, with the registry's
 // baseline (each template's simplest variant) and its defaults, graphs on and off, and the
 // engine's knobs all on (flash prefill attention, fused q/k norm + RoPE + KV write, GEMV with
-// SwiGLU, the RMSNorms and the residual adds fused at small batch, programmatic dependent launch)
-// or all off. Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
+// SwiGLU, the RMSNorms and the residual adds fused at small batch, programmatic dependent launch,
+// the engine's split-KV decode attention at small batch) or all off. Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
 // prefill too) with each of the norm fusion and PDL on and off. Long ragged prompts (several flash tiles) at head
 // dims 16, 64 and 128. Skips visibly without a GPU.
 #include <gtest/gtest.h>
@@ -51,6 +51,7 @@ CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bo
   o.max_context = max_context;
   o.graphs = graphs;
   o.flash_prefill = o.fuse_qk_rope_kv = o.gemv = o.fuse_swiglu_down = o.fuse_norm_residual = o.pdl = knobs;
+  o.engine_decode_attention = knobs;
   return o;
 }
 
@@ -84,7 +85,7 @@ TEST_P(CudaEngine, MatchesTheCpuReferenceOnATinyCheckpoint) {
   test::TempDir home;
   const auto cfg = Qwen3Config::preset("tiny");
   const auto dir = tiny_checkpoint(home, cfg, 7);
-  const auto o = options(3, 9, 20, graphs, knobs);
+  const auto o = options(3, 9, 70, graphs, knobs);  // context 70: the engine's decode attention in 3 splits
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, simplest));
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), o.batch, o.max_context);
   const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 200, 3}, {7, 7, 7, 7, 7, 7, 7, 7, 255}, {42, 0}};
@@ -131,13 +132,13 @@ TEST_P(CudaEngineBatchOne, MatchesTheCpuWithALargeVocabulary) {
   auto cfg = Qwen3Config::preset("tiny");
   cfg.vocab = 20000;
   const auto dir = tiny_checkpoint(home, cfg, 5);
-  auto o = options(1, 3, 16, true);
+  auto o = options(1, 3, 100, true);  // context 100: the engine's decode attention in 4 splits
   o.fuse_norm_residual = fuse_norm;
   o.pdl = pdl;
   o.gemv_rows = rows;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   EXPECT_EQ(gpu.options().fuse_norm_residual, fuse_norm);
-  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 1, 16);
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 1, 100);
   const std::vector<std::vector<int32_t>> prompts = {{19999, 4, 12345}};
   std::vector<std::vector<float>> gl;
   auto gt = gpu.prefill(prompts, &gl);
@@ -225,7 +226,7 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   // residual adds inside the GEMVs
   const auto o = options(2, 4, 6, true);
   for (const auto& site : CudaQwen3Engine::call_sites(cfg, o)) EXPECT_NE(site.op, "rope") << site.key();
-  EXPECT_EQ(CudaQwen3Engine::call_sites(cfg, o).size(), 3u);  // rmsnorm and swiglu at T=8, gqa
+  EXPECT_EQ(CudaQwen3Engine::call_sites(cfg, o).size(), 2u);  // rmsnorm and swiglu at T=8 (decode: engine attention)
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   gpu.set_stage_timing(true);
   auto t = gpu.prefill({{1, 2, 3, 4}, {5}});

@@ -93,6 +93,12 @@ TEST(SystemConfig, CpuFormIsUnchangedAndCudaRoundTrips) {
   EXPECT_FALSE(back.flash_prefill);
   EXPECT_EQ(back.best_ops.size(), 2u);
   EXPECT_EQ(SystemConfig::from_json(nlohmann::json::parse("[1]"), "cuda").to_json(), SystemConfig::from_json({}, "cuda").to_json());
+  // Knobs added later appear only when on: configurations stored before them keep their identity
+  EXPECT_FALSE(c.to_json().contains("pdl"));
+  c.pdl = c.fuse_norm_residual = c.engine_decode_attention = true;
+  const auto on = SystemConfig::from_json(c.to_json(), "cuda");
+  EXPECT_TRUE(on.pdl && on.fuse_norm_residual && on.engine_decode_attention);
+  EXPECT_EQ(on.to_json(), c.to_json());
 }
 
 TEST(DispatchCuda, EachStageGoesToItsSpecialist) {
@@ -131,9 +137,22 @@ TEST(DispatchCuda, EachStageGoesToItsSpecialist) {
   }
   auto graphs = base;
   graphs.graphs = true;
+  p = dispatch_cuda("decode", "host_other", graphs, {}, 256, why);
+  EXPECT_TRUE(p.any && p.specialist == "compilation" && p.next.pdl);
+  graphs.pdl = true;
   EXPECT_FALSE(dispatch_cuda("decode", "host_other", graphs, {}, 256, why).any);
+  // Batch 1: attention goes to the engine's split-KV kernel first, the norms into the GEMVs
+  p = dispatch_cuda("decode", "attention", base, {}, 1, why);
+  EXPECT_TRUE(p.any && p.next.engine_decode_attention && p.inner_op.empty());
+  why.clear();
+  EXPECT_FALSE(dispatch_cuda("decode", "attention", p.next, {}, 1, why).any);
+  EXPECT_FALSE(why.empty());
+  p = dispatch_cuda("decode", "residual_norm", gemv, {}, 1, why);
+  EXPECT_TRUE(p.any && p.specialist == "compilation" && p.next.fuse_norm_residual);
   // Nothing tried twice
-  EXPECT_FALSE(dispatch_cuda("decode", "host_other", base, {graphs.to_json().dump()}, 256, why).any);
+  auto graphs_only = base;
+  graphs_only.graphs = true;
+  EXPECT_FALSE(dispatch_cuda("decode", "host_other", base, {graphs_only.to_json().dump()}, 256, why).any);
 }
 
 SystemProfile profile_with(std::vector<std::vector<float>> logits, std::vector<std::vector<int32_t>> tokens) {

@@ -12,7 +12,8 @@
 //   (with fuse_qk_rope_kv, the three stages above are one kernel        -> qk_norm_rope_kv)
 //   prefill: FlashAttention-2 over the cache (flash_prefill), or per query head S = Q K^T
 //   (cuBLASLt, batched over sequences, f32), causal softmax, O = P V (cuBLASLt); decode: THRIVE
-//   op `gqa_decode_attention` over the cache                              -> attention
+//   op `gqa_decode_attention` over the cache, at batch <= 4 with engine_decode_attention the
+//   engine's one-launch split-KV kernel                                   -> attention
 //   o = attn . Wo^T                                     -> o_gemm
 //   h += o; n2 = RMSNorm(h)                             -> residual_norm (THRIVE op `rmsnorm_residual`)
 //   gu = n2 . Wgu^T (gate|up rows, one GEMM)            -> mlp_gate_up_gemm
@@ -77,6 +78,11 @@ struct CudaEngineOptions {
   /// Output rows per warp of the GEMV path: 1 (grid N/8 blocks of 256 threads) or 2 (N/16 blocks,
   /// twice the weight bytes in flight per warp, half the blocks).
   int gemv_rows = 1;
+  /// Decode attention at batch <= 4 by the engine's split-KV kernel (engine_decode_attention:
+  /// about 32 keys a block, the parts merged by the last block in the same launch, programmatic
+  /// launch) instead of the `gqa_decode_attention` op, whose call site is then not used. Needs
+  /// head_dim / 8 a power of two <= 32 and NQ / NKV in {1, 2, 4, 8}; off otherwise.
+  bool engine_decode_attention = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

@@ -546,6 +546,150 @@ ENGINE_GEMV_ENTRY(engine_gemv_norm, kGemvNorm, false)
 ENGINE_GEMV_ENTRY(engine_gemv_swiglu, kGemvSwiglu, false)
 ENGINE_GEMV_ENTRY(engine_gemv_swiglu_residual, kGemvSwiglu, true)
 
+// ---- Decode attention at small batch: out[b, h] = softmax(scale q[b, h] . K[b, :n_b, g])
+// V[b, :n_b, g] for the G = NQ / NKV query heads h of KV head g, n_b = ctx_lens[b] clamped to
+// [0, L] (n_b = 0 gives zeros). Split-KV (FlashDecoding, Dao et al. 2023): grid (S, NKV, B),
+// block 128; block (s, g, b) takes keys [s c, min(n_b, (s + 1) c)), c = cdiv(n_b, S), online
+// softmax in f32 with scores in the log2 domain (q pre-scaled by scale log2 e, exp2f). A key row
+// is read by LPK = D / 8 lanes (16-byte pieces; D / 8 a power of two <= 32), so a warp holds
+// 32 / LPK keys at once, each lane group issuing the K and V loads of U = 4 keys before using them.
+// The block's key slots merge through shared memory; with S > 1 the block writes (max, sum) and
+// the unnormalized accumulator to the workspace, and the last block of (b, g) to finish (a
+// per-(b, g) counter, reset by that block so a CUDA graph can replay the kernel) merges the S
+// parts in chunk order and writes out: no second launch. Programmatic launch: everything here
+// depends on the q/k kernel before it, so it waits first; it lets the next kernel (the o GEMV)
+// start streaming its weights at once.
+// tensors: q bf16 [B, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D] (this layer's), ctx_lens i32
+// [B], out bf16 [B, NQ, D], part_ml f32 [B NKV S G][2], part_acc f32 [B NKV S G D], counter u32
+// [B NKV] (0 before the first launch); dims: B, NQ, NKV, D, L; scalars: scale. G in {1, 2, 4, 8}.
+template <int G>
+__device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a) {
+  constexpr int U = 4, kSlotsD = 1024;  // slots x D: 4 warps x (32 / (D / 8)) keys x D = 1024
+  __shared__ float sh_ml[128][G][2];
+  __shared__ float sh_acc[kSlotsD * G];
+  __shared__ bool last;
+  engine_pdl_trigger();
+  engine_pdl_wait();
+  const long long NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
+  const int S = gridDim.x, s = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int LPK = (int)(D / 8), KPW = 32 / LPK;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane / LPK, part = lane % LPK;
+  const int slots = (blockDim.x >> 5) * KPW, slot = warp * KPW + sub;
+  long long n = ((const int*)a.tensors[3])[b];
+  n = n < 0 ? 0 : (n > L ? L : n);
+  const long long c = (n + S - 1) / S, lo = s * c, hi = lo + c < n ? lo + c : n;
+  const float qs = (float)a.scalars[0] * 1.4426950408889634f;
+  float q[G][8], m[G], l[G], acc[G][8];
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    const uint4 v = *(const uint4*)((const bf16_t*)a.tensors[0] + ((long long)b * NQ + g * G + h) * D + part * 8);
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      q[h][2 * e] = __uint_as_float(w[e] << 16) * qs;
+      q[h][2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u) * qs;
+    }
+    m[h] = -__int_as_float(0x7f800000);
+    l[h] = 0.f;
+#pragma unroll
+    for (int d = 0; d < 8; ++d) acc[h][d] = 0.f;
+  }
+  const long long stride = NKV * D;
+  const bf16_t* kb = (const bf16_t*)a.tensors[1] + ((long long)b * L * NKV + g) * D + part * 8;
+  const bf16_t* vb = (const bf16_t*)a.tensors[2] + ((long long)b * L * NKV + g) * D + part * 8;
+  for (long long j0 = lo + slot; j0 - slot < hi; j0 += (long long)slots * U) {
+    uint4 kv[U], vv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = j0 + (long long)u * slots;
+      if (j < hi) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
+      else kv[u] = vv[u] = make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = j0 + (long long)u * slots;
+      const unsigned kw[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w}, vw[4] = {vv[u].x, vv[u].y, vv[u].z, vv[u].w};
+      float vf[8];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vf[2 * e] = __uint_as_float(vw[e] << 16), vf[2 * e + 1] = __uint_as_float(vw[e] & 0xffff0000u);
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        float dot = 0.f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          dot += q[h][2 * e] * __uint_as_float(kw[e] << 16) + q[h][2 * e + 1] * __uint_as_float(kw[e] & 0xffff0000u);
+        for (int o = LPK >> 1; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (j < hi) {
+          const float mn = fmaxf(m[h], dot), corr = exp2f(m[h] - mn), p = exp2f(dot - mn);
+          l[h] = l[h] * corr + p;
+#pragma unroll
+          for (int d = 0; d < 8; ++d) acc[h][d] = acc[h][d] * corr + p * vf[d];
+          m[h] = mn;
+        }
+      }
+    }
+  }
+  // Merge the block's key slots: (M, Lsum, A[d]) per head.
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    if (part == 0) sh_ml[slot][h][0] = m[h], sh_ml[slot][h][1] = l[h];
+#pragma unroll
+    for (int d = 0; d < 8; ++d) sh_acc[(slot * G + h) * D + part * 8 + d] = acc[h][d];
+  }
+  __syncthreads();
+  const long long bg = (long long)b * NKV + g;
+  float* part_ml = (float*)a.tensors[5] + (bg * S + s) * G * 2;
+  float* part_acc = (float*)a.tensors[6] + (bg * S + s) * G * D;
+  bf16_t* out = (bf16_t*)a.tensors[4] + ((long long)b * NQ + g * G) * D;
+  for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
+    const int h = (int)(e / D);
+    const long long d = e % D;
+    float M = -__int_as_float(0x7f800000);
+    for (int i = 0; i < slots; ++i) M = fmaxf(M, sh_ml[i][h][0]);
+    float Ls = 0.f, A = 0.f;
+    if (M > -__int_as_float(0x7f800000))
+      for (int i = 0; i < slots; ++i) {
+        const float w = exp2f(sh_ml[i][h][0] - M);
+        Ls += sh_ml[i][h][1] * w;
+        A += sh_acc[(i * G + h) * D + d] * w;
+      }
+    if (S == 1) {
+      out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
+    } else {
+      part_acc[e] = A;
+      if (d == 0) part_ml[2 * h] = M, part_ml[2 * h + 1] = Ls;
+    }
+  }
+  if (S == 1) return;
+  __threadfence();  // the parts are visible before the count says so
+  __syncthreads();
+  unsigned* counter = (unsigned*)a.tensors[7] + bg;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == (unsigned)(S - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const volatile float* all_ml = (const volatile float*)a.tensors[5] + bg * S * G * 2;
+  const volatile float* all_acc = (const volatile float*)a.tensors[6] + bg * S * G * D;
+  for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
+    const int h = (int)(e / D);
+    float M = -__int_as_float(0x7f800000);
+    for (int i = 0; i < S; ++i) M = fmaxf(M, all_ml[(i * G + h) * 2]);
+    float Ls = 0.f, A = 0.f;
+    if (M > -__int_as_float(0x7f800000))
+      for (int i = 0; i < S; ++i) {
+        const float w = exp2f(all_ml[(i * G + h) * 2] - M);
+        Ls += all_ml[(i * G + h) * 2 + 1] * w;
+        A += all_acc[(long long)i * G * D + e] * w;
+      }
+    out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
+  }
+  if (threadIdx.x == 0) *counter = 0u;
+}
+extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g1(ThriveCudaArgs a) { engine_decode_attention<1>(a); }
+extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g2(ThriveCudaArgs a) { engine_decode_attention<2>(a); }
+extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g4(ThriveCudaArgs a) { engine_decode_attention<4>(a); }
+extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g8(ThriveCudaArgs a) { engine_decode_attention<8>(a); }
+
 // Causal softmax of prefill scores: for row i of sequence b, probs[b, i, j] = softmax_j<=i
 // (scale * S[b, i, j]), 0 for j > i. tensors: S f32 [B, P, P], probs bf16 [B, P, P]; dims: B, P;
 // scalars: scale. One block per row.

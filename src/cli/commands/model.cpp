@@ -2,7 +2,7 @@
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -38,6 +38,7 @@ struct E2eFlags {
   std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on";
   int batch = 1, prompt = 16, gen = 16;
   int gemv_rows = 1;
+  std::string decode_attention = "engine";
   std::string seed = "1";
   bool json = false;
 };
@@ -254,6 +255,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.gemv = f.gemv == "on";
   o.pdl = f.pdl == "on";
   o.gemv_rows = f.gemv_rows;
+  o.engine_decode_attention = f.decode_attention == "engine";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -335,6 +337,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"gemv", eo.gemv},
              {"pdl", eo.pdl},
              {"gemv_rows_per_warp", eo.gemv_rows},
+             {"decode_attention", eo.engine_decode_attention ? "engine" : "op"},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -418,13 +421,15 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   parse_fusions(f.fusions);
   if (f.gemv_rows != 1 && f.gemv_rows != 2) fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows);
+  if (f.decode_attention != "engine" && f.decode_attention != "op")
+    fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
   if (f.attention != "flash" && f.attention != "gemm")
     fail(ErrorCategory::kUsage, "--attention {}: expected flash or gemm", f.attention);
   parse_seed(f.seed, "--seed");
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows: the CPU engine is the float32 "
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention: the CPU engine is the float32 "
          "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
@@ -478,6 +483,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "on (default): the engine's own kernels use programmatic dependent launch (sm_90+): each may "
                   "start while the one before drains | off");
   cmd->add_option("--gemv-rows", f.gemv_rows, "Output rows per warp of the GEMV path: 1 (default) | 2");
+  cmd->add_option("--decode-attention", f.decode_attention,
+                  "Decode attention at batch <= 4: engine (default; one-launch split-KV kernel) | op (the "
+                  "gqa_decode_attention op's registry kernel)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -498,7 +506,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
       }
     run_e2e(ctx, f,
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
-                    cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") > 0);
+                    cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") +
+                    cmd->count("--decode-attention") > 0);
   });
 }
 
