@@ -31,11 +31,11 @@ print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step ({d['decode_tokens_per_s
 done <<< "$variants"
 # Per-kernel GPU time of the first decode step's GEMVs and attention (Nsight Compute, one kernel
 # at a time, caches flushed between them as a weight stream sees them; clocks left as they are).
-# At batch 1 only decode runs the GEMV path and the decode attention op, so the first 20 matching
-# launches are the first layers of the first decode step.
+# At batch 1 only decode runs the GEMV path and the engine's decode attention, so the first 15 matching
+# launches are the first 3 layers of the first decode step.
 if [ "${SKIP_NCU:-0}" != 1 ] && command -v ncu > /dev/null; then
   for rows in ${NCU_ROWS:-1 2}; do
-    timeout 200 ncu --clock-control none --kernel-name "regex:engine_gemv|thrive_gqa" --launch-count 20 \
+    timeout 200 ncu --clock-control none --kernel-name "regex:engine_gemv|engine_decode_attention" --launch-count 15 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
       --csv $bin e2e --device cuda --model $model --batch 1 --prompt 512 --gen 3 --graphs off --gemv-rows $rows \
       > "$OUT/ncu-b1-rows$rows.csv" 2>> "$OUT/e2e-stderr.log"

@@ -668,19 +668,39 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const volatile float* all_ml = (const volatile float*)a.tensors[5] + bg * S * G * 2;
-  const volatile float* all_acc = (const volatile float*)a.tensors[6] + bg * S * G * D;
+  // The S parts' (max, sum) of the G heads into shared memory (reused: sh_ml holds 128 G pairs,
+  // S <= 64), then each head's weights 2^(m_i - M) and total sum; the accumulators are read
+  // through L2 (__ldcg: written by other blocks of this launch) 8 parts at a time.
+  const float* all_ml = (const float*)a.tensors[5] + bg * S * G * 2;
+  const float* all_acc = (const float*)a.tensors[6] + bg * S * G * D;
+  float* w_sh = &sh_ml[0][0][0];            // [S][G] weights, then [G] sums after them
+  for (int i = threadIdx.x; i < S * G * 2; i += blockDim.x) sh_acc[i] = __ldcg(all_ml + i);
+  __syncthreads();
+  if (threadIdx.x < G) {
+    const int h = threadIdx.x;
+    float M = -__int_as_float(0x7f800000), Ls = 0.f;
+    for (int i = 0; i < S; ++i) M = fmaxf(M, sh_acc[(i * G + h) * 2]);
+    for (int i = 0; i < S; ++i) {
+      const float w = M > -__int_as_float(0x7f800000) ? exp2f(sh_acc[(i * G + h) * 2] - M) : 0.f;
+      w_sh[i * G + h] = w;
+      Ls += sh_acc[(i * G + h) * 2 + 1] * w;
+    }
+    w_sh[S * G + h] = Ls;
+  }
+  __syncthreads();
   for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
     const int h = (int)(e / D);
-    float M = -__int_as_float(0x7f800000);
-    for (int i = 0; i < S; ++i) M = fmaxf(M, all_ml[(i * G + h) * 2]);
-    float Ls = 0.f, A = 0.f;
-    if (M > -__int_as_float(0x7f800000))
-      for (int i = 0; i < S; ++i) {
-        const float w = exp2f(all_ml[(i * G + h) * 2] - M);
-        Ls += all_ml[(i * G + h) * 2 + 1] * w;
-        A += all_acc[(long long)i * G * D + e] * w;
-      }
+    float A = 0.f;
+    int i = 0;
+    for (; i + 8 <= S; i += 8) {
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = __ldcg(all_acc + (long long)(i + k) * G * D + e);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) A += v[k] * w_sh[(i + k) * G + h];
+    }
+    for (; i < S; ++i) A += __ldcg(all_acc + (long long)i * G * D + e) * w_sh[i * G + h];
+    const float Ls = w_sh[S * G + h];
     out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
   }
   if (threadIdx.x == 0) *counter = 0u;
