@@ -65,6 +65,10 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_attention_g2", "128", "S", "NKV", "B"},
     {"engine_decode_attention_g4", "128", "S", "NKV", "B"},
     {"engine_decode_attention_g8", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_qk_g1", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_qk_g2", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_qk_g4", "128", "S", "NKV", "B"},
+    {"engine_decode_attention_qk_g8", "128", "S", "NKV", "B"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -72,7 +76,7 @@ constexpr EngineKernel kEngineKernels[] = {
 // so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
 bool pdl_safe(const std::string& entry) {
   return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
-         entry == "engine_argmax" || entry.rfind("engine_decode_attention_g", 0) == 0;
+         entry == "engine_argmax" || entry.rfind("engine_decode_attention_", 0) == 0;
 }
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
@@ -91,6 +95,15 @@ bool decode_attention_supported(const Qwen3Config& c) {
   const int64_t lanes = c.head_dim / 8, g = c.heads / c.kv_heads;
   return c.head_dim % 8 == 0 && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 &&
          (g == 1 || g == 2 || g == 4 || g == 8);
+}
+// With fuse_qk_rope_kv (and head_dim >= 16: the rotation pairs lanes) decode attention does the
+// q/k norm, RoPE and KV-cache write itself: the _qk entry, no q/k kernel at decode.
+bool decode_attention_fuses_qk(const Qwen3Config& c, const CudaEngineOptions& o) {
+  return o.engine_decode_attention && o.fuse_qk_rope_kv && c.head_dim >= 16;
+}
+std::string decode_attention_entry(const Qwen3Config& c, const CudaEngineOptions& o) {
+  return std::string(decode_attention_fuses_qk(c, o) ? "engine_decode_attention_qk_g" : "engine_decode_attention_g") +
+         std::to_string(c.heads / c.kv_heads);
 }
 // Its splits along the context: about 32 keys a block (one round of loads per key slot), at most 64.
 int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t>((max_context + 31) / 32, 1, 64); }
@@ -128,8 +141,8 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry == "engine_qk_norm_rope_kv") return o.fuse_qk_rope_kv;
   if (entry == "engine_qk_norm_split" || entry == "engine_kv_write") return !o.fuse_qk_rope_kv;
   if (entry == "engine_causal_softmax") return !o.flash_prefill;
-  if (entry.rfind("engine_decode_attention_g", 0) == 0)
-    return o.engine_decode_attention && entry == "engine_decode_attention_g" + std::to_string(c.heads / c.kv_heads);
+  if (entry.rfind("engine_decode_attention_", 0) == 0)
+    return o.engine_decode_attention && entry == decode_attention_entry(c, o);
   return true;
 }
 
@@ -165,7 +178,10 @@ struct CudaQwen3Engine::Impl {
   void *h, *n1, *n2, *qkv, *q, *k, *v, *attn, *o, *gu, *act, *d;
   void *ids, *pos, *seq, *ctx_lens, *last_idx, *last_h, *logits, *next, *scores, *probs, *cos_sin;
   void *argmax_part, *argmax_count;  // engine_argmax's per-block (max, index) and per-row counters
-  void *attn_ml = nullptr, *attn_acc = nullptr, *attn_count = nullptr;  // engine_decode_attention's parts
+  // engine_decode_attention's workspace: per-(b, g) counters (padded to 256 bytes), part (max, sum)
+  // pairs, part accumulators; attn_ws_bytes in all
+  void *attn_ws = nullptr, *attn_ml = nullptr, *attn_acc = nullptr;
+  int64_t attn_ws_bytes = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
@@ -194,8 +210,10 @@ struct CudaQwen3Engine::Impl {
   }
 
   void engine(const std::string& entry, ops::Shape symbols, std::vector<void*> tensors, std::vector<int64_t> d,
-              std::vector<double> scalars = {}) {
+              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0) {
     backend::LaunchArgs a;
+    a.workspace = workspace;
+    a.workspace_bytes = workspace_bytes;
     a.symbols = std::move(symbols);
     a.tensors = std::move(tensors);
     a.dims = std::move(d);
@@ -260,7 +278,9 @@ struct CudaQwen3Engine::Impl {
       done("qkv_gemm");
       void* kc = at(k_cache, l * int64_t(opts.batch) * L * NKV * D);
       void* vc = at(v_cache, l * int64_t(opts.batch) * L * NKV * D);
-      if (opts.fuse_qk_rope_kv) {
+      if (!prefill && decode_attention_fuses_qk(c, opts)) {
+        // q/k norm, RoPE and the KV-cache write inside the decode attention kernel below
+      } else if (opts.fuse_qk_rope_kv) {
         engine("engine_qk_norm_rope_kv", {{"T", T}, {"NQ", NQ}, {"NKV", NKV}}, {qkv, W.q_norm, pos, seq, cos_sin, q, kc, vc},
                {T, NQ, NKV, D, L}, {eps});
         done("qk_norm_rope_kv");
@@ -288,10 +308,13 @@ struct CudaQwen3Engine::Impl {
                    .stride_x = p * p, .stride_w = L * NKV * D, .stride_y = p * NQ * D},
                   probs, at(vc, g * D), at(attn, hq * D));
         }
+      } else if (decode_attention_fuses_qk(c, opts)) {
+        engine(decode_attention_entry(c, opts), {{"S", decode_attention_splits(L)}, {"NKV", NKV}, {"B", nb}},
+               {qkv, W.q_norm, cos_sin, kc, vc, ctx_lens, attn}, {nb, NQ, NKV, D, L}, {1.0 / std::sqrt(double(D)), eps},
+               attn_ws, attn_ws_bytes);
       } else if (opts.engine_decode_attention) {
-        engine("engine_decode_attention_g" + std::to_string(G),
-               {{"S", decode_attention_splits(L)}, {"NKV", NKV}, {"B", nb}},
-               {q, kc, vc, ctx_lens, attn, attn_ml, attn_acc, attn_count}, {nb, NQ, NKV, D, L},
+        engine(decode_attention_entry(c, opts), {{"S", decode_attention_splits(L)}, {"NKV", NKV}, {"B", nb}},
+               {q, kc, vc, ctx_lens, attn, attn_ml, attn_acc, attn_ws}, {nb, NQ, NKV, D, L},
                {1.0 / std::sqrt(double(D))});
       } else {
         op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
@@ -522,12 +545,13 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.argmax_part = m.alloc(B * argmax_blocks(cfg.vocab) * 8);
   m.argmax_count = m.alloc(B * 4);
   m.be->memset(m.argmax_count, 0, B * 4);
-  if (m.opts.engine_decode_attention) {
-    const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV);
-    m.attn_ml = m.alloc(parts * 2 * 4);
-    m.attn_acc = m.alloc(parts * D * 4);
-    m.attn_count = m.alloc(B * NKV * 4);
-    m.be->memset(m.attn_count, 0, B * NKV * 4);
+  if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
+    const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = (B * NKV * 4 + 255) / 256 * 256;
+    m.attn_ws_bytes = counters + parts * 2 * 4 + parts * D * 4;
+    m.attn_ws = m.alloc(m.attn_ws_bytes);
+    m.attn_ml = at(m.attn_ws, counters, 1);
+    m.attn_acc = at(m.attn_ml, parts * 2, 4);
+    m.be->memset(m.attn_ws, 0, counters);
   }
   const bool gemm_attention = P > 1 && !m.opts.flash_prefill;
   m.scores = gemm_attention ? m.alloc(B * P * P * 4) : nullptr;

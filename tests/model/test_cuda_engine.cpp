@@ -235,8 +235,8 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   for (const char* stage : {"qk_norm", "rope", "kv_cache_write"}) EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;
   gpu.reset_stages();
   t = gpu.decode(t);
-  for (const char* stage : {"swiglu", "input_norm", "residual_norm", "mlp_residual_norm"})
-    EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;
+  for (const char* stage : {"swiglu", "input_norm", "residual_norm", "mlp_residual_norm", "qk_norm_rope_kv"})
+    EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;  // qk: inside the engine's decode attention
   EXPECT_EQ(gpu.stages().calls.at("mlp_down_gemm"), cfg.layers);
   EXPECT_EQ(gpu.stages().calls.at("o_gemm"), cfg.layers);
   EXPECT_EQ(gpu.stages().calls.at("final_norm"), 1);

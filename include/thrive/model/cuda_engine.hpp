@@ -80,8 +80,10 @@ struct CudaEngineOptions {
   int gemv_rows = 1;
   /// Decode attention at batch <= 4 by the engine's split-KV kernel (engine_decode_attention:
   /// about 32 keys a block, the parts merged by the last block in the same launch, programmatic
-  /// launch) instead of the `gqa_decode_attention` op, whose call site is then not used. Needs
-  /// head_dim / 8 a power of two <= 32 and NQ / NKV in {1, 2, 4, 8}; off otherwise.
+  /// launch) instead of the `gqa_decode_attention` op, whose call site is then not used; with
+  /// fuse_qk_rope_kv (head_dim >= 16) the kernel also does decode's q/k RMSNorm, RoPE and
+  /// KV-cache write (no qk_norm_rope_kv stage at decode). Needs head_dim / 8 a power of two <= 32
+  /// and NQ / NKV in {1, 2, 4, 8}; off otherwise.
   bool engine_decode_attention = true;
 };
 

@@ -559,10 +559,52 @@ ENGINE_GEMV_ENTRY(engine_gemv_swiglu_residual, kGemvSwiglu, true)
 // parts in chunk order and writes out: no second launch. Programmatic launch: everything here
 // depends on the q/k kernel before it, so it waits first; it lets the next kernel (the o GEMV)
 // start streaming its weights at once.
-// tensors: q bf16 [B, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D] (this layer's), ctx_lens i32
-// [B], out bf16 [B, NQ, D], part_ml f32 [B NKV S G][2], part_acc f32 [B NKV S G D], counter u32
-// [B NKV] (0 before the first launch); dims: B, NQ, NKV, D, L; scalars: scale. G in {1, 2, 4, 8}.
-template <int G>
+// QK = false: tensors q bf16 [B, NQ, D], k_cache, v_cache bf16 [B, L, NKV, D] (this layer's),
+// ctx_lens i32 [B], out bf16 [B, NQ, D], part_ml f32 [B NKV S G][2], part_acc f32 [B NKV S G D],
+// counter u32 [B NKV] (0 before the first launch); scalars: scale.
+// QK = true (the q/k kernel fused in: decode's q/k RMSNorm, RoPE and KV-cache write happen here,
+// as engine_qk_norm_rope_kv does them, same roundings): tensors qkv bf16 [B, (NQ + 2 NKV) D] (the
+// step's one token per sequence, at position ctx_lens[b] - 1), qk_w bf16 [2 D] (q_norm | k_norm),
+// cos_sin f32 [L, D], k_cache, v_cache, ctx_lens, out; workspace: counter u32 [B NKV] (padded to
+// 256 bytes), then part_ml, then part_acc; scalars: scale, eps. Every lane group computes q and the
+// new key and value for itself (a shuffle over the LPK lanes of a row); the block whose chunk holds
+// the new position uses them for it and writes them to the cache. Needs D >= 16.
+// dims: B, NQ, NKV, D, L. G in {1, 2, 4, 8}.
+__device__ __forceinline__ float engine_bf16_round(float x) { return thrive_bf16_to_f32(thrive_f32_to_bf16(x)); }
+// x[0..7]: this lane's 8 elements [part 8, part 8 + 8) of a D-vector held by LPK lanes; becomes
+// bf16(RoPE(bf16(RMSNorm(x) w))) at the angles of cs (cos_sin row of the position): Qwen3's q/k
+// head norm, then the GPT-NeoX half-split rotation (Su et al. 2021).
+__device__ __forceinline__ void engine_norm_rope8(float x[8], const bf16_t* w, const float* cs, int part, int LPK,
+                                                  long long D, float eps) {
+  float ss = 0.f;
+#pragma unroll
+  for (int d = 0; d < 8; ++d) ss += x[d] * x[d];
+  for (int o = LPK >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = rsqrtf(ss / (float)D + eps);
+  const uint4 wv = *(const uint4*)(w + part * 8);
+  const unsigned ww[4] = {wv.x, wv.y, wv.z, wv.w};
+  float xn[8], pn[8];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    xn[2 * e] = engine_bf16_round(x[2 * e] * inv * __uint_as_float(ww[e] << 16));
+    xn[2 * e + 1] = engine_bf16_round(x[2 * e + 1] * inv * __uint_as_float(ww[e] & 0xffff0000u));
+  }
+#pragma unroll
+  for (int d = 0; d < 8; ++d) pn[d] = __shfl_xor_sync(0xffffffffu, xn[d], LPK >> 1);
+  const bool first = part < (LPK >> 1);
+  const long long i0 = (long long)(first ? part : part - (LPK >> 1)) * 8;
+#pragma unroll
+  for (int d = 0; d < 8; ++d) {
+    const float c = cs[i0 + d], sn = cs[D / 2 + i0 + d];
+    x[d] = engine_bf16_round(first ? xn[d] * c - pn[d] * sn : xn[d] * c + pn[d] * sn);
+  }
+}
+__device__ __forceinline__ void engine_unpack8(uint4 v, float x[8]) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+}
+template <int G, bool QK>
 __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a) {
   constexpr int U = 4, kSlotsD = 1024;  // slots x D: 4 warps x (32 / (D / 8)) keys x D = 1024
   __shared__ float sh_ml[128][G][2];
@@ -570,39 +612,79 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   __shared__ bool last;
   engine_pdl_trigger();
   engine_pdl_wait();
-  const long long NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
+  const long long B = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
   const int S = gridDim.x, s = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const int LPK = (int)(D / 8), KPW = 32 / LPK;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane / LPK, part = lane % LPK;
   const int slots = (blockDim.x >> 5) * KPW, slot = warp * KPW + sub;
-  long long n = ((const int*)a.tensors[3])[b];
+  const bf16_t *k_cache, *v_cache;
+  const int* lens;
+  bf16_t* out_base;
+  float *parts_ml, *parts_acc;
+  unsigned* counters;
+  if (QK) {
+    k_cache = (const bf16_t*)a.tensors[3], v_cache = (const bf16_t*)a.tensors[4];
+    lens = (const int*)a.tensors[5], out_base = (bf16_t*)a.tensors[6];
+    counters = (unsigned*)a.workspace;
+    parts_ml = (float*)((char*)a.workspace + (B * NKV * 4 + 255) / 256 * 256);
+    parts_acc = parts_ml + B * NKV * S * G * 2;
+  } else {
+    k_cache = (const bf16_t*)a.tensors[1], v_cache = (const bf16_t*)a.tensors[2];
+    lens = (const int*)a.tensors[3], out_base = (bf16_t*)a.tensors[4];
+    parts_ml = (float*)a.tensors[5], parts_acc = (float*)a.tensors[6], counters = (unsigned*)a.tensors[7];
+  }
+  long long n = lens[b];
   n = n < 0 ? 0 : (n > L ? L : n);
-  const long long c = (n + S - 1) / S, lo = s * c, hi = lo + c < n ? lo + c : n;
+  const long long c = (n + S - 1) / S, lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
   const float qs = (float)a.scalars[0] * 1.4426950408889634f;
   float q[G][8], m[G], l[G], acc[G][8];
+  uint4 k_new = make_uint4(0u, 0u, 0u, 0u), v_new = k_new;
+  if (QK) {
+    const bf16_t* row = (const bf16_t*)a.tensors[0] + (long long)b * (NQ + 2 * NKV) * D + part * 8;
+    const bf16_t* w = (const bf16_t*)a.tensors[1];
+    const float* cs = (const float*)a.tensors[2] + (p < 0 ? 0 : p) * D;
+    const float eps = (float)a.scalars[1];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      engine_unpack8(*(const uint4*)(row + (g * G + h) * D), q[h]);
+      engine_norm_rope8(q[h], w, cs, part, LPK, D, eps);
+    }
+    float kx[8];
+    engine_unpack8(*(const uint4*)(row + (NQ + g) * D), kx);
+    engine_norm_rope8(kx, w + D, cs, part, LPK, D, eps);
+    unsigned kw[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      kw[e] = (unsigned)thrive_f32_to_bf16(kx[2 * e]) | ((unsigned)thrive_f32_to_bf16(kx[2 * e + 1]) << 16);
+    k_new = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+    v_new = *(const uint4*)(row + (NQ + NKV + g) * D);
+    if (slot == 0 && lo <= p && p < hi) {  // the block that holds the new position stores it
+      const long long off = (((long long)b * L + p) * NKV + g) * D + part * 8;
+      *(uint4*)((bf16_t*)k_cache + off) = k_new;
+      *(uint4*)((bf16_t*)v_cache + off) = v_new;
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < G; ++h)
+      engine_unpack8(*(const uint4*)((const bf16_t*)a.tensors[0] + ((long long)b * NQ + g * G + h) * D + part * 8), q[h]);
+  }
 #pragma unroll
   for (int h = 0; h < G; ++h) {
-    const uint4 v = *(const uint4*)((const bf16_t*)a.tensors[0] + ((long long)b * NQ + g * G + h) * D + part * 8);
-    const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      q[h][2 * e] = __uint_as_float(w[e] << 16) * qs;
-      q[h][2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u) * qs;
-    }
+    for (int d = 0; d < 8; ++d) q[h][d] *= qs, acc[h][d] = 0.f;
     m[h] = -__int_as_float(0x7f800000);
     l[h] = 0.f;
-#pragma unroll
-    for (int d = 0; d < 8; ++d) acc[h][d] = 0.f;
   }
   const long long stride = NKV * D;
-  const bf16_t* kb = (const bf16_t*)a.tensors[1] + ((long long)b * L * NKV + g) * D + part * 8;
-  const bf16_t* vb = (const bf16_t*)a.tensors[2] + ((long long)b * L * NKV + g) * D + part * 8;
+  const bf16_t* kb = k_cache + ((long long)b * L * NKV + g) * D + part * 8;
+  const bf16_t* vb = v_cache + ((long long)b * L * NKV + g) * D + part * 8;
   for (long long j0 = lo + slot; j0 - slot < hi; j0 += (long long)slots * U) {
     uint4 kv[U], vv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const long long j = j0 + (long long)u * slots;
-      if (j < hi) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
+      if (QK && j == p) kv[u] = k_new, vv[u] = v_new;
+      else if (j < hi) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
       else kv[u] = vv[u] = make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
@@ -638,9 +720,9 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   }
   __syncthreads();
   const long long bg = (long long)b * NKV + g;
-  float* part_ml = (float*)a.tensors[5] + (bg * S + s) * G * 2;
-  float* part_acc = (float*)a.tensors[6] + (bg * S + s) * G * D;
-  bf16_t* out = (bf16_t*)a.tensors[4] + ((long long)b * NQ + g * G) * D;
+  float* part_ml = parts_ml + (bg * S + s) * G * 2;
+  float* part_acc = parts_acc + (bg * S + s) * G * D;
+  bf16_t* out = out_base + ((long long)b * NQ + g * G) * D;
   for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
     const int h = (int)(e / D);
     const long long d = e % D;
@@ -663,7 +745,7 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   if (S == 1) return;
   __threadfence();  // the parts are visible before the count says so
   __syncthreads();
-  unsigned* counter = (unsigned*)a.tensors[7] + bg;
+  unsigned* counter = counters + bg;
   if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == (unsigned)(S - 1);
   __syncthreads();
   if (!last) return;
@@ -671,8 +753,8 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   // The S parts' (max, sum) of the G heads into shared memory (reused: sh_ml holds 128 G pairs,
   // S <= 64), then each head's weights 2^(m_i - M) and total sum; the accumulators are read
   // through L2 (__ldcg: written by other blocks of this launch) 8 parts at a time.
-  const float* all_ml = (const float*)a.tensors[5] + bg * S * G * 2;
-  const float* all_acc = (const float*)a.tensors[6] + bg * S * G * D;
+  const float* all_ml = parts_ml + bg * S * G * 2;
+  const float* all_acc = parts_acc + bg * S * G * D;
   float* w_sh = &sh_ml[0][0][0];            // [S][G] weights, then [G] sums after them
   for (int i = threadIdx.x; i < S * G * 2; i += blockDim.x) sh_acc[i] = __ldcg(all_ml + i);
   __syncthreads();
@@ -705,10 +787,17 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   }
   if (threadIdx.x == 0) *counter = 0u;
 }
-extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g1(ThriveCudaArgs a) { engine_decode_attention<1>(a); }
-extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g2(ThriveCudaArgs a) { engine_decode_attention<2>(a); }
-extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g4(ThriveCudaArgs a) { engine_decode_attention<4>(a); }
-extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g8(ThriveCudaArgs a) { engine_decode_attention<8>(a); }
+#define ENGINE_DECODE_ATTENTION_ENTRY(g)                                                              \
+  extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g##g(ThriveCudaArgs a) {    \
+    engine_decode_attention<g, false>(a);                                                             \
+  }                                                                                                   \
+  extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_qk_g##g(ThriveCudaArgs a) { \
+    engine_decode_attention<g, true>(a);                                                              \
+  }
+ENGINE_DECODE_ATTENTION_ENTRY(1)
+ENGINE_DECODE_ATTENTION_ENTRY(2)
+ENGINE_DECODE_ATTENTION_ENTRY(4)
+ENGINE_DECODE_ATTENTION_ENTRY(8)
 
 // Causal softmax of prefill scores: for row i of sequence b, probs[b, i, j] = softmax_j<=i
 // (scale * S[b, i, j]), 0 for j > i. tensors: S f32 [B, P, P], probs bf16 [B, P, P]; dims: B, P;
