@@ -48,7 +48,7 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
   for (double r : ref) sumsq += std::isfinite(r) ? r * r : 0.0;
   const double rms = std::sqrt(sumsq / double(std::max<size_t>(ref.size(), 1)));
   const double floor = std::max(tol.floor_frac * rms, 1e-30);
-  double err_sq = 0, err_sum = 0, err_signed = 0, abs_sum = 0;
+  double err_sq = 0, err_sum = 0, err_signed = 0, abs_sum = 0, finite_sq = 0;
   int64_t finite_n = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double g = got.get(int64_t(i)), r = ref[i];
@@ -64,6 +64,7 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
       err_sum += g - r;
       err_signed += r < 0 ? r - g : g - r;
       abs_sum += std::abs(r);
+      finite_sq += r * r;
       ++finite_n;
     }
     if (!(rel <= tol.rtol)) ++c.bad_elements;
@@ -80,7 +81,11 @@ OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& 
   if (c.nan_elements > 0) c.nmse = INFINITY;
   c.tolerance = tol.rtol;
   c.bias = abs_sum > 0 ? std::max(std::abs(err_sum), std::abs(err_signed)) / abs_sum : 0.0;
-  c.bias_limit = std::max(tol.bias, 3.5 * tol.rtol / std::sqrt(double(std::max<int64_t>(finite_n, 1))));
+  // Noise level of the bias of honest per-element rounding errors e_i ~ |r_i| eps_i:
+  // sqrt(sum r_i^2) eps / sum |r_i| = eps / sqrt(n_eff), n_eff = (sum |r|)^2 / sum r^2 <= n (the
+  // participation ratio: n for equal magnitudes, fewer where a few large elements dominate).
+  const double n_eff = finite_sq > 0 ? abs_sum * abs_sum / finite_sq : double(finite_n);
+  c.bias_limit = std::max(tol.bias, 3.5 * tol.rtol / std::sqrt(std::max(n_eff, 1.0)));
   c.passed = c.bad_elements == 0 && c.nmse <= tol.nmse && c.nan_elements == 0 && c.bias <= c.bias_limit;
   return c;
 }

@@ -225,7 +225,7 @@ TEST(OuterLoop, WeighsPhasesPreparesAndRejectsUnverifiedChanges) {
   SystemConfig start;
   start.device = "cuda";
   const auto r = run_outer_loop(o, start, d);
-  ASSERT_EQ(r.iterations.size(), 2u);
+  ASSERT_EQ(r.iterations.size(), 3u);
   // prefill attention ranks first (0.5 x 0.6 > 0.5 x 0.2): flash, which fails verification
   EXPECT_EQ(r.iterations[0].phase, "prefill");
   EXPECT_TRUE(r.iterations[0].after.flash_prefill);
@@ -238,7 +238,11 @@ TEST(OuterLoop, WeighsPhasesPreparesAndRejectsUnverifiedChanges) {
   EXPECT_TRUE(r.best.graphs);
   EXPECT_FALSE(r.best.flash_prefill);
   EXPECT_DOUBLE_EQ(r.t_best, 2.0);
-  EXPECT_EQ(prepared, 2);
+  // then programmatic dependent launch for the remaining gaps: no gain in this script, reverted
+  EXPECT_TRUE(r.iterations[2].after.pdl);
+  EXPECT_FALSE(r.iterations[2].accepted);
+  EXPECT_FALSE(r.best.pdl);
+  EXPECT_EQ(prepared, 3);
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ struct OutputCheck {
   /// and multiplicative bias; round-to-nearest-even rounding has none, so an honest kernel sits
   /// at noise level ~ rtol / sqrt(n)), over elements whose reference is finite.
   double bias = 0.0;
-  double bias_limit = 0.0;    ///< max(Tolerance::bias, 3.5 rtol / sqrt(n)); bf16: catches a 0.4% scale at n >= 64
+  /// max(Tolerance::bias, 3.5 rtol / sqrt(n_eff)), n_eff = (sum |ref|)^2 / sum ref^2 (<= n, the
+  /// number of elements that carry the sum); bf16: catches a 0.4% scale at n_eff >= 64
+  double bias_limit = 0.0;
   int64_t bad_elements = 0;   ///< elements over tolerance (NaN included)
   int64_t nan_elements = 0;   ///< NaN/Inf where the reference is finite
   int64_t worst_index = -1;   ///< flat index of the worst element
