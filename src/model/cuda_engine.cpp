@@ -320,35 +320,35 @@ struct CudaQwen3Engine::Impl {
         op("gqa_decode_attention@" + gqa_label, gqa_shape, {q, kc, vc, ctx_lens, attn});
       }
       done("attention");
-      if (fused_norm) {  // h += attn . Wo^T; gu = RMSNorm(h) . Wgu^T; h += SwiGLU(gu) . Wdown^T
+      // fused_norm: h += attn . Wo^T; gu = RMSNorm(h) . Wgu^T; h += SwiGLU(gu) . Wdown^T (the residual
+      // adds in the GEMVs, h updated in place); otherwise o and d, each followed by rmsnorm_residual
+      if (fused_norm) {
         engine("engine_gemv_residual", {{"T", T}, {"N", H}}, {attn, W.wo, h}, {T, H, NQ * D});
+      } else {
+        proj(H, NQ * D, attn, W.wo, o);
         done("o_gemm");
-        norm_proj(2 * I, W.wgu, W.post_norm, gu);
-        done("mlp_gate_up_gemm");
-        if (swiglu_fused_at(c, opts, T)) {
-          engine("engine_gemv_swiglu_residual", {{"T", T}, {"N", H}, {"K", I}}, {gu, W.wdown, h}, {T, H, I});
-        } else {
-          op("swiglu_act@" + tkey, act_shape, {gu, act});
-          done("swiglu");
-          engine("engine_gemv_residual", {{"T", T}, {"N", H}}, {act, W.wdown, h}, {T, H, I});
-        }
-        done("mlp_down_gemm");
-        continue;
+        op("rmsnorm_residual@" + tkey, norm_shape, {o, h, W.post_norm, n2});
       }
-      proj(H, NQ * D, attn, W.wo, o);
-      done("o_gemm");
-      op("rmsnorm_residual@" + tkey, norm_shape, {o, h, W.post_norm, n2});
-      done("residual_norm");
-      proj(2 * I, H, n2, W.wgu, gu);
+      done(fused_norm ? "o_gemm" : "residual_norm");
+      if (fused_norm)
+        norm_proj(2 * I, W.wgu, W.post_norm, gu);
+      else
+        proj(2 * I, H, n2, W.wgu, gu);
       done("mlp_gate_up_gemm");
+      void* down_out = fused_norm ? h : d;
       if (swiglu_fused_at(c, opts, T)) {
-        engine("engine_gemv_swiglu", {{"T", T}, {"N", H}, {"K", I}}, {gu, W.wdown, d}, {T, H, I});
+        engine(fused_norm ? "engine_gemv_swiglu_residual" : "engine_gemv_swiglu", {{"T", T}, {"N", H}, {"K", I}},
+               {gu, W.wdown, down_out}, {T, H, I});
       } else {
         op("swiglu_act@" + tkey, act_shape, {gu, act});
         done("swiglu");
-        proj(H, I, act, W.wdown, d);
+        if (fused_norm)
+          engine("engine_gemv_residual", {{"T", T}, {"N", H}}, {act, W.wdown, h}, {T, H, I});
+        else
+          proj(H, I, act, W.wdown, d);
       }
       done("mlp_down_gemm");
+      if (fused_norm) continue;
       // h += d, then the next layer's input norm (the final norm after the last layer)
       void* next_norm = l + 1 < c.layers ? layers[size_t(l + 1)].in_norm : final_norm;
       op("rmsnorm_residual@" + tkey, norm_shape, {d, h, next_norm, n1});
