@@ -468,7 +468,7 @@ class CudaBackend final : public Backend {
         empty = empty || grid[d] == 0;
       }
       if (empty) continue;  // nothing to do at this shape (e.g. a zero-size split)
-      if (smem > 48 * 1024)
+      if (smem + m.static_smem[i] > 48 * 1024)  // past the default limit: opt in (static counts too)
         api().cuFuncSetAttribute(m.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem));
       CUresult rc;
       if (args.programmatic && cc_major_ >= 9) {

@@ -346,14 +346,18 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
   };
   if (stage == "host_other") {
     p.specialist = "compilation";
-    if (decode && !cur.graphs) return propose("compilation", "capture the decode step as one CUDA graph", [](SystemConfig& c) { c.graphs = true; });
+    if (decode && !cur.graphs) {
+      auto f = propose("compilation", "capture the decode step as one CUDA graph", [](SystemConfig& c) { c.graphs = true; });
+      if (f.any) return f;
+    }
     if (decode && !cur.pdl) {
       auto f = propose("compilation", "launch the engine's kernels with programmatic dependent launch, each "
                        "starting while the one before drains", [](SystemConfig& c) { c.pdl = true; });
       if (f.any) return f;
     }
-    why = decode ? "the decode step is one CUDA graph already; what is left is the graph's own launch latency"
-                 : "prefill launches large kernels back to back; the host gap is launch latency";
+    why = !decode     ? "prefill launches large kernels back to back; the host gap is launch latency"
+          : cur.graphs ? "the decode step is one CUDA graph already; what is left is the graph's own launch latency"
+                       : "CUDA graphs and programmatic dependent launch were tried already";
     return p;
   }
   if (stage == "qk_norm" || stage == "rope" || stage == "kv_cache_write") {
@@ -388,6 +392,11 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
       if (f.any) return f;
     }
     if (stage != "input_norm") return inner("rmsnorm_residual");
+  }
+  if (stage == "input_norm" || stage == "final_norm") {
+    p.specialist = "compilation";
+    why = "one engine RMSNorm launch per pass (the first layer's input norm, or the final norm before lm_head)";
+    return p;
   }
   if (stage == "attention") {
     if (small && !cur.engine_decode_attention) {

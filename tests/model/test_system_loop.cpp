@@ -150,9 +150,17 @@ TEST(DispatchCuda, EachStageGoesToItsSpecialist) {
   p = dispatch_cuda("decode", "residual_norm", gemv, {}, 1, why);
   EXPECT_TRUE(p.any && p.specialist == "compilation" && p.next.fuse_norm_residual);
   // Nothing tried twice
-  auto graphs_only = base;
+  auto graphs_only = base, pdl_only = base;
   graphs_only.graphs = true;
-  EXPECT_FALSE(dispatch_cuda("decode", "host_other", base, {graphs_only.to_json().dump()}, 256, why).any);
+  pdl_only.pdl = true;
+  // graphs tried (and rejected): PDL is still proposed; both tried: nothing
+  p = dispatch_cuda("decode", "host_other", base, {graphs_only.to_json().dump()}, 256, why);
+  EXPECT_TRUE(p.any && p.next.pdl && !p.next.graphs);
+  EXPECT_FALSE(
+      dispatch_cuda("decode", "host_other", base, {graphs_only.to_json().dump(), pdl_only.to_json().dump()}, 256, why).any);
+  why.clear();
+  EXPECT_FALSE(dispatch_cuda("decode", "final_norm", base, {}, 1, why).any);
+  EXPECT_NE(why.find("RMSNorm"), std::string::npos) << why;
 }
 
 SystemProfile profile_with(std::vector<std::vector<float>> logits, std::vector<std::vector<int32_t>> tokens) {
