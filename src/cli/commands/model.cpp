@@ -37,7 +37,7 @@ struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
   std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on";
   int batch = 1, prompt = 16, gen = 16;
-  int gemv_rows = 1;
+  std::string gemv_rows = "1";
   std::string decode_attention = "engine";
   std::string seed = "1";
   bool json = false;
@@ -254,7 +254,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.fuse_norm_residual = fusions.count("norm_residual") > 0;
   o.gemv = f.gemv == "on";
   o.pdl = f.pdl == "on";
-  o.gemv_rows = f.gemv_rows;
+  o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
@@ -420,7 +420,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   parse_fusions(f.fusions);
-  if (f.gemv_rows != 1 && f.gemv_rows != 2) fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows);
+  if (f.gemv_rows != "1" && f.gemv_rows != "2")
+    fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
   if (f.decode_attention != "engine" && f.decode_attention != "op")
     fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
   if (f.attention != "flash" && f.attention != "gemm")
