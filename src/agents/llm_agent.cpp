@@ -378,9 +378,7 @@ std::string LlmAgent::execute(Run& run, const std::string& role, const llm::Tool
       const auto r = tools_.benchmark(k, task.shape);
       auto j = verdict(k, r);
       if (r.status == sandbox::Status::kPassed) {
-        const auto p = tools_.profile(ops::find_op(task.op), task.shape, r.bench);
-        j["profile"] = {{"time_us", p.time_us}, {"floor_us", p.floor_us}, {"bandwidth_gbps", p.bandwidth_gbps},
-                        {"percent_of_peak", p.percent_of_peak}, {"bottleneck", p.bottleneck}, {"notes", p.notes}};
+        j["profile"] = tools_.profile(ops::find_op(task.op), task.shape, r.bench);
       }
       return dump_safe(j);
     }

@@ -301,11 +301,7 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
     auto j = verdict(tb, k, shape.label, r);
     if (r.status != sandbox::Status::kPassed) return tool_result(summary_of(r), j, true);
     const auto p = tb.profile(op, shape, r.bench);
-    j["profile"] = {{"time_us", p.time_us},           {"floor_us", p.floor_us},
-                    {"bandwidth_gbps", p.bandwidth_gbps}, {"percent_of_peak", p.percent_of_peak},
-                    {"tflops", p.tflops},             {"parallel_units", p.parallel_units},
-                    {"compute_units", p.compute_units}, {"bottleneck", p.bottleneck},
-                    {"notes", p.notes}};
+    j["profile"] = p;
     return tool_result("bottleneck: " + p.bottleneck + "; " + p.notes, j, false);
   }
   if (name == "read_memory") {

@@ -33,6 +33,10 @@ struct Profile {
   std::string bottleneck;         ///< overhead | parallelism | compute | traffic | memory
   std::string notes;              ///< one line for people and the trajectory
 };
+/// A profile as the agents' tools return it (MCP `profile`, the LLM agent's `profile`): an object
+/// with the fields' names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Profile, time_us, floor_us, bandwidth_gbps, percent_of_peak, tflops, parallel_units,
+                                   compute_units, bottleneck, notes)
 
 /// A kernel submitted for the record (`thrive bench --kernel`, MCP `benchmark`).
 struct Submission {
