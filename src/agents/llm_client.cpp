@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -72,16 +73,29 @@ std::string scrub(std::string text, const std::string& secret, size_t max = 400)
   return text;
 }
 
-// The common client: POST with retries, then the provider's parser.
-class HttpClient : public Client {
- public:
-  HttpClient(std::string url, std::vector<std::string> headers, std::string key, HttpOptions o)
-      : url_(std::move(url)), headers_(std::move(headers)), key_(std::move(key)), o_(o) {}
+// A provider's wire format: the request body of a conversation, the reply of a 2xx body.
+using BuildRequest = std::function<nlohmann::json(const std::string& model, const std::string& system,
+                                                  const std::vector<Message>& messages,
+                                                  const std::vector<ToolSpec>& tools, int max_tokens)>;
+using ParseReply = Reply (*)(const std::string& body);
 
- protected:
-  // The reply body of a 2xx answer that `parse` accepts, after retries.
-  template <typename Parse>
-  Reply post(const nlohmann::json& request, Parse parse) {
+// The client of either provider: the wire format's request POSTed with retries, then its parser.
+class HttpClient final : public Client {
+ public:
+  HttpClient(std::string provider, std::string url, std::vector<std::string> headers, std::string key, HttpOptions o,
+             BuildRequest build, ParseReply parse)
+      : provider_(std::move(provider)), url_(std::move(url)), headers_(std::move(headers)), key_(std::move(key)),
+        o_(o), build_(std::move(build)), parse_(parse) {}
+
+  std::string provider() const override { return provider_; }
+  Reply complete(const std::string& model, const std::string& system, const std::vector<Message>& messages,
+                 const std::vector<ToolSpec>& tools, int max_tokens) override {
+    return post(build_(model, system, messages, tools, max_tokens));
+  }
+
+ private:
+  // The reply body of a 2xx answer that parse_ accepts, after retries.
+  Reply post(const nlohmann::json& request) {
     const std::string body = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::string last;
     for (int attempt = 0; attempt <= o_.max_retries; ++attempt) {
@@ -100,7 +114,7 @@ class HttpClient : public Client {
              provider(), r.status, url_);
       if (r.status >= 200 && r.status < 300) {
         try {
-          return parse(r.body);
+          return parse_(r.body);
         } catch (const Error& e) {  // empty, truncated or malformed: transient on some servers
           last = fmt::format("unreadable reply ({})", scrub(e.what(), key_));
         }
@@ -121,37 +135,12 @@ class HttpClient : public Client {
     fail(ErrorCategory::kBackend, "{} at {}: {} after {} attempts", provider(), url_, last, o_.max_retries + 1);
   }
 
-  std::string url_;
+  std::string provider_, url_;
   std::vector<std::string> headers_;
   std::string key_;
   HttpOptions o_;
-};
-
-class AnthropicClient : public HttpClient {
- public:
-  using HttpClient::HttpClient;
-  std::string provider() const override { return "anthropic"; }
-  Reply complete(const std::string& model, const std::string& system, const std::vector<Message>& messages,
-                 const std::vector<ToolSpec>& tools, int max_tokens) override {
-    return post(anthropic_request(model, system, messages, tools, max_tokens), anthropic_reply);
-  }
-};
-
-class OpenAiClient : public HttpClient {
- public:
-  using HttpClient::HttpClient;
-  std::string provider() const override { return "openai"; }
-  Reply complete(const std::string& model, const std::string& system, const std::vector<Message>& messages,
-                 const std::vector<ToolSpec>& tools, int max_tokens) override {
-    auto req = openai_request(model, system, messages, tools, max_tokens);
-    // OpenAI's own API deprecated max_tokens and its reasoning models refuse it; local servers
-    // (vLLM, llama.cpp, Ollama) read max_tokens.
-    if (url_.find("://api.openai.com/") != std::string::npos) {
-      req["max_completion_tokens"] = req["max_tokens"];
-      req.erase("max_tokens");
-    }
-    return post(req, openai_reply);
-  }
+  BuildRequest build_;
+  ParseReply parse_;
 };
 
 nlohmann::json parse_reply_json(const std::string& body, const char* api) {
@@ -226,11 +215,11 @@ std::unique_ptr<Client> make_client(const std::string& provider, const std::stri
     if (api_key.empty())
       fail(ErrorCategory::kUsage, "--agent llm with the Anthropic API needs ANTHROPIC_API_KEY (it is empty or unset)");
     if (base.empty()) base = "https://api.anthropic.com";
-    return std::make_unique<AnthropicClient>(
-        base + "/v1/messages",
+    return std::make_unique<HttpClient>(
+        "anthropic", base + "/v1/messages",
         std::vector<std::string>{"x-api-key: " + api_key, "anthropic-version: 2023-06-01",
                                  "content-type: application/json"},
-        api_key, o);
+        api_key, o, anthropic_request, anthropic_reply);
   }
   if (provider == "openai") {
     if (base.empty()) {
@@ -241,7 +230,21 @@ std::unique_ptr<Client> make_client(const std::string& provider, const std::stri
     }
     std::vector<std::string> headers = {"content-type: application/json"};
     if (!api_key.empty()) headers.push_back("Authorization: Bearer " + api_key);
-    return std::make_unique<OpenAiClient>(base + "/chat/completions", headers, api_key, o);
+    const std::string url = base + "/chat/completions";
+    // OpenAI's own API deprecated max_tokens and its reasoning models refuse it; local servers
+    // (vLLM, llama.cpp, Ollama) read max_tokens.
+    const bool completion_tokens = url.find("://api.openai.com/") != std::string::npos;
+    auto build = [completion_tokens](const std::string& model, const std::string& system,
+                                     const std::vector<Message>& messages, const std::vector<ToolSpec>& tools,
+                                     int max_tokens) {
+      auto req = openai_request(model, system, messages, tools, max_tokens);
+      if (completion_tokens) {
+        req["max_completion_tokens"] = req["max_tokens"];
+        req.erase("max_tokens");
+      }
+      return req;
+    };
+    return std::make_unique<HttpClient>("openai", url, headers, api_key, o, build, openai_reply);
   }
   fail(ErrorCategory::kUsage, "THRIVE_LLM_PROVIDER={}: expected anthropic or openai", provider);
 }
