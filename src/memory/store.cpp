@@ -746,7 +746,7 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       fail(ErrorCategory::kInput, "import: device {}: peak_bw_gbps {}: expected a measured copy bandwidth in "
            "[0.1, 1e6] GB/s", d.value("device_key", "").substr(0, 80), bw);
     Stmt s(db_, "INSERT INTO devices(device_key, peak_bw_gbps, measured_at) VALUES(?,?,?)", path_);
-    s.bind(1, d.value("device_key", "")).bind(2, d.value("peak_bw_gbps", 0.0));
+    s.bind(1, d.value("device_key", "")).bind(2, bw);
     s.bind(3, d.value("measured_at", now_iso8601()));
     s.step();
   }
