@@ -324,12 +324,13 @@ struct CudaQwen3Engine::Impl {
       // adds in the GEMVs, h updated in place); otherwise o and d, each followed by rmsnorm_residual
       if (fused_norm) {
         engine("engine_gemv_residual", {{"T", T}, {"N", H}}, {attn, W.wo, h}, {T, H, NQ * D});
+        done("o_gemm");
       } else {
         proj(H, NQ * D, attn, W.wo, o);
         done("o_gemm");
         op("rmsnorm_residual@" + tkey, norm_shape, {o, h, W.post_norm, n2});
+        done("residual_norm");
       }
-      done(fused_norm ? "o_gemm" : "residual_norm");
       if (fused_norm)
         norm_proj(2 * I, W.wgu, W.post_norm, gu);
       else

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -66,10 +67,11 @@ std::vector<std::string> e2e_args(const std::string& self, const std::string& ho
     kernels = "best:";
     for (const auto& op : sc.best_ops) kernels += (kernels.back() == ':' ? "" : ",") + op;
   }
-  std::string fusions;
-  if (sc.fuse_qk_rope_kv) fusions = "qk_rope_kv";
-  if (sc.fuse_swiglu_down) fusions += std::string(fusions.empty() ? "" : ",") + "swiglu_down";
-  if (sc.fuse_norm_residual) fusions += std::string(fusions.empty() ? "" : ",") + "norm_residual";
+  std::vector<std::string> fused;
+  if (sc.fuse_qk_rope_kv) fused.push_back("qk_rope_kv");
+  if (sc.fuse_swiglu_down) fused.push_back("swiglu_down");
+  if (sc.fuse_norm_residual) fused.push_back("norm_residual");
+  const std::string fusions = fmt::format("{}", fmt::join(fused, ","));
   return {self, "e2e", "--device", "cuda", "--home", home, "--log-level", "warn", "--model", model,
           "--batch", std::to_string(o.batch), "--prompt", std::to_string(o.prompt), "--gen", std::to_string(o.gen),
           "--seed", std::to_string(o.seed), "--graphs", sc.graphs ? "on" : "off", "--kernels", kernels,
