@@ -272,6 +272,7 @@ class CudaBackend final : public Backend {
                                       attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1000,
                                       attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000);
     device_info_.compute_units = sms_;
+    device_info_.smem_per_block_optin = max_smem_optin_;
     device_info_.cache_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
     cache_dir_ = cfg.home + "/cache/cuda";
     ensure_writable_dir(cache_dir_, "THRIVE_HOME");

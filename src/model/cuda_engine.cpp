@@ -69,6 +69,10 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_attention_qk_g2", "128", "S", "NKV", "B"},
     {"engine_decode_attention_qk_g4", "128", "S", "NKV", "B"},
     {"engine_decode_attention_qk_g8", "128", "S", "NKV", "B"},
+    {"engine_decode_layers_g1", "256", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g2", "256", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g4", "256", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g8", "256", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -76,7 +80,8 @@ constexpr EngineKernel kEngineKernels[] = {
 // so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
 bool pdl_safe(const std::string& entry) {
   return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
-         entry == "engine_argmax" || entry.rfind("engine_decode_attention_", 0) == 0;
+         entry == "engine_argmax" || entry.rfind("engine_decode_attention_", 0) == 0 ||
+         entry.rfind("engine_decode_layers_", 0) == 0;
 }
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
@@ -107,17 +112,30 @@ std::string decode_attention_entry(const Qwen3Config& c, const CudaEngineOptions
 }
 // Its splits along the context: about 32 keys a block (one round of loads per key slot), at most 64.
 int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t>((max_context + 31) / 32, 1, 64); }
+// engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu): weight tiles of 8 rows x 2048
+// columns bf16 (32 KiB) in a ring of at most 8 stages, after 128 bytes of mbarriers and a region
+// that holds either the GEMV input (T x the widest K, bf16) or two 128-thread attention groups'
+// EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
+constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128;
+int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
+  const int64_t kmax = std::max({c.hidden, c.heads * c.head_dim, c.intermediate}), g = c.heads / c.kv_heads;
+  return (std::max(t * kmax * 2, 2 * (5120 * g + 4)) + 127) / 128 * 128;
+}
+// Attention splits of the persistent kernel: two parts per block over B x NKV (sequence, KV
+// head) pairs, at most 64 (engine_decode_attention_part's merge).
+int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv) {
+  return std::clamp<int64_t>(2 * blocks / (b * nkv), 1, 64);
+}
+// Its stage counters (5 per layer and an exit count, padded to 256 bytes) and the attention
+// workspace (engine_decode_attention's layout: per-(b, g) counters padded to 256 bytes, (max, sum)
+// pairs and accumulators of every part).
+int64_t decode_layers_counter_bytes(int64_t layers) { return ((5 * layers + 1) * 4 + 255) / 256 * 256; }
+int64_t decode_attention_ws_bytes(const Qwen3Config& c, int64_t b, int64_t splits) {
+  const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads);
+  return (b * c.kv_heads * 4 + 255) / 256 * 256 + parts * 2 * 4 + parts * c.head_dim * 4;
+}
 bool gemv_supported(const Qwen3Config& c) {
   return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
-}
-// The options as the engine runs them: a knob the model's dims do not allow is off.
-CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
-  o.flash_prefill = o.flash_prefill && flash_supported(c);
-  o.gemv = o.gemv && gemv_supported(c);
-  o.fuse_swiglu_down = o.fuse_swiglu_down && o.gemv;
-  o.fuse_norm_residual = o.fuse_norm_residual && o.gemv;
-  o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
-  return o;
 }
 bool gemv_at(const CudaEngineOptions& o, int64_t t) { return o.gemv && t <= kGemvMaxTokens; }
 bool swiglu_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) {
@@ -126,6 +144,17 @@ bool swiglu_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t
 // RMSNorm inside the qkv and gate|up GEMVs, residual adds inside the o and down GEMVs.
 bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) {
   return gemv_at(o, t) && o.fuse_norm_residual && t * c.hidden * 2 <= kSmemLimitBytes;
+}
+// The options as the engine runs them: a knob the model's dims do not allow is off.
+CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
+  o.flash_prefill = o.flash_prefill && flash_supported(c);
+  o.gemv = o.gemv && gemv_supported(c);
+  o.fuse_swiglu_down = o.fuse_swiglu_down && o.gemv;
+  o.fuse_norm_residual = o.fuse_norm_residual && o.gemv;
+  o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
+  o.persistent_decode = o.persistent_decode && o.engine_decode_attention && decode_attention_fuses_qk(c, o) &&
+                        swiglu_fused_at(c, o, o.batch) && norm_fused_at(c, o, o.batch);
+  return o;
 }
 // Engine kernels the options use (the flash entry of the model's head dim only).
 bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const CudaEngineOptions& o) {
@@ -143,6 +172,8 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry == "engine_causal_softmax") return !o.flash_prefill;
   if (entry.rfind("engine_decode_attention_", 0) == 0)
     return o.engine_decode_attention && entry == decode_attention_entry(c, o);
+  if (entry.rfind("engine_decode_layers_g", 0) == 0)
+    return o.persistent_decode && entry == "engine_decode_layers_g" + std::to_string(c.heads / c.kv_heads);
   return true;
 }
 
@@ -182,6 +213,11 @@ struct CudaQwen3Engine::Impl {
   // pairs, part accumulators; attn_ws_bytes in all
   void *attn_ws = nullptr, *attn_ml = nullptr, *attn_acc = nullptr;
   int64_t attn_ws_bytes = 0;
+  // engine_decode_layers: the per-layer pointer table, its workspace (stage counters | attention),
+  // the in-kernel stage timestamps, and its launch (blocks, dynamic shared memory, ring stages,
+  // attention splits)
+  void *dl_table = nullptr, *dl_ws = nullptr, *dl_stamps = nullptr;
+  int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
@@ -269,7 +305,15 @@ struct CudaQwen3Engine::Impl {
       engine("engine_rmsnorm", {{"R", T}}, {h, layers[0].in_norm, n1}, {T, H}, {eps});
       done("input_norm");
     }
-    for (int64_t l = 0; l < c.layers; ++l) {
+    const bool persistent = !prefill && opts.persistent_decode;
+    if (persistent) {
+      engine("engine_decode_layers_g" + std::to_string(G), {{"P", dl_blocks}, {"SMEM", dl_smem}},
+             {h, dl_table, qkv, attn, gu, cos_sin, ctx_lens, timing ? dl_stamps : nullptr},
+             {T, H, NQ, NKV, D, L, I, c.layers},
+             {1.0 / std::sqrt(double(D)), eps, double(dl_stages), double(dl_splits)}, dl_ws, dl_ws_bytes);
+      done("decoder_layers");
+    }
+    for (int64_t l = 0; l < c.layers && !persistent; ++l) {
       const auto& W = layers[size_t(l)];
       if (fused_norm)
         norm_proj(QKV, W.wqkv, W.in_norm, qkv);
@@ -376,8 +420,31 @@ struct CudaQwen3Engine::Impl {
   void collect(StageTimes& st) {
     if (!timing) return;
     const auto iv = timeline->intervals_us();
-    for (size_t i = 0; i < iv.size() && i < marked.size(); ++i) st.add(marked[i], iv[i]);
+    for (size_t i = 0; i < iv.size() && i < marked.size(); ++i) {
+      if (marked[i] == "decoder_layers")
+        split_decoder_layers(st, iv[i]);
+      else
+        st.add(marked[i], iv[i]);
+    }
     marked.clear();
+  }
+  // engine_decode_layers' interval split into the layer stages in proportion to the time between
+  // block 0's stage starts (its %globaltimer stamps: when each stage's inputs were complete), a
+  // call per layer; the whole interval as "decoder_layers" when the stamps are not increasing.
+  void split_decoder_layers(StageTimes& st, double us) {
+    static const char* const names[5] = {"qkv_gemm", "attention", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm"};
+    const int64_t n = 5 * cfg.layers;
+    std::vector<uint64_t> t(size_t(n + 1));
+    be->download(t.data(), dl_stamps, (n + 1) * 8);
+    be->synchronize();
+    bool ok = t[size_t(n)] > t[0];
+    for (int64_t i = 0; i < n && ok; ++i) ok = t[size_t(i + 1)] >= t[size_t(i)];
+    if (!ok) {
+      st.add("decoder_layers", us);
+      return;
+    }
+    const double total = double(t[size_t(n)] - t[0]);
+    for (int64_t i = 0; i < n; ++i) st.add(names[i % 5], us * double(t[size_t(i + 1)] - t[size_t(i)]) / total);
   }
 
   std::vector<int32_t> finish(int64_t nb, std::vector<std::vector<float>>* out_logits, StageTimes& st) {
@@ -444,6 +511,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.gqa_label = fmt::format("B={},L={}", opts.batch, opts.max_context);
 
   m.be = backend::make_backend("cuda", run_cfg);
+  const auto& dev = m.be->device();
+  if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))
+    m.opts.persistent_decode = false;  // TMA bulk copies and mbarrier transaction counts: sm_90+
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
   const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
 
@@ -465,6 +535,22 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     auto r = m.be->compile(k);
     if (!r.module) fail(ErrorCategory::kBackend, "engine kernel {} does not compile:\n{}", ek.entry, r.log);
     m.engine_modules[ek.entry] = r.module;
+  }
+  if (m.opts.persistent_decode) {
+    // One block per SM, as much of the SM's shared memory as the ring can use; fewer than two
+    // stages (a large T x intermediate, or a device with little shared memory) takes the layered
+    // path.
+    const auto& mod = *m.engine_modules.at("engine_decode_layers_g" + std::to_string(NQ / NKV));
+    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes -
+                         decode_layers_region(cfg, B);
+    m.dl_stages = std::min<int64_t>(kDlMaxStages, room / kDlTileBytes);
+    m.dl_blocks = dev.compute_units;
+    if (m.dl_stages < 2 || m.dl_blocks < 1) {
+      m.opts.persistent_decode = false;
+    } else {
+      m.dl_smem = kDlHeadBytes + decode_layers_region(cfg, B) + m.dl_stages * kDlTileBytes;
+      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV);
+    }
   }
   for (const auto& [key, ok] : registry) {
     auto r = m.be->compile(ok.kernel);
@@ -548,11 +634,28 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.be->memset(m.argmax_count, 0, B * 4);
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = (B * NKV * 4 + 255) / 256 * 256;
-    m.attn_ws_bytes = counters + parts * 2 * 4 + parts * D * 4;
+    m.attn_ws_bytes = decode_attention_ws_bytes(cfg, B, decode_attention_splits(L));
     m.attn_ws = m.alloc(m.attn_ws_bytes);
     m.attn_ml = at(m.attn_ws, counters, 1);
     m.attn_acc = at(m.attn_ml, parts * 2, 4);
     m.be->memset(m.attn_ws, 0, counters);
+  }
+  if (m.opts.persistent_decode) {
+    std::vector<uint64_t> table;
+    for (int64_t l = 0; l < cfg.layers; ++l) {
+      const auto& W = m.layers[size_t(l)];
+      for (void* p : {W.wqkv, W.wo, W.wgu, W.wdown, W.in_norm, W.post_norm, W.q_norm, at(m.k_cache, l * B * L * NKV * D),
+                      at(m.v_cache, l * B * L * NKV * D)})
+        table.push_back(reinterpret_cast<uint64_t>(p));
+    }
+    m.dl_table = m.alloc(int64_t(table.size()) * 8);
+    m.be->upload(m.dl_table, table.data(), int64_t(table.size()) * 8);
+    const int64_t counters = decode_layers_counter_bytes(cfg.layers);
+    m.dl_ws_bytes = counters + decode_attention_ws_bytes(cfg, B, m.dl_splits);
+    m.dl_ws = m.alloc(m.dl_ws_bytes);
+    m.be->memset(m.dl_ws, 0, counters + (B * NKV * 4 + 255) / 256 * 256);  // stage and (b, g) counters
+    m.dl_stamps = m.alloc((5 * cfg.layers + 1) * 8);
+    m.be->synchronize();  // `table` is uploaded before it goes out of scope
   }
   const bool gemm_attention = P > 1 && !m.opts.flash_prefill;
   m.scores = gemm_attention ? m.alloc(B * P * P * 4) : nullptr;

@@ -148,6 +148,7 @@ nlohmann::json SystemConfig::to_json() const {
   if (fuse_norm_residual) j["fuse_norm_residual"] = true;
   if (pdl) j["pdl"] = true;
   if (engine_decode_attention) j["engine_decode_attention"] = true;
+  if (persistent_decode) j["persistent_decode"] = true;
   return j;
 }
 
@@ -168,6 +169,7 @@ SystemConfig SystemConfig::from_json(const nlohmann::json& j, const std::string&
   flag("fuse_norm_residual", c.fuse_norm_residual);
   flag("pdl", c.pdl);
   flag("engine_decode_attention", c.engine_decode_attention);
+  flag("persistent_decode", c.persistent_decode);
   if (j.contains("best_ops") && j["best_ops"].is_array())
     for (const auto& o : j["best_ops"])
       if (o.is_string()) c.best_ops.insert(o.get<std::string>());
@@ -324,6 +326,13 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
   static const std::set<std::string> projections = {"qkv_gemm", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm"};
   const bool decode = phase == "decode";
   const bool small = decode && batch <= 4;  // the GEMV path's limit (model/cuda_engine.hpp)
+  // The persistent decode kernel needs every small-batch fusion on (model/cuda_engine.hpp)
+  const bool persistent_ready = small && cur.gemv && cur.fuse_swiglu_down && cur.fuse_norm_residual &&
+                                cur.fuse_qk_rope_kv && cur.engine_decode_attention && !cur.persistent_decode;
+  const char* persistent_change =
+      "run every decoder layer of a decode step in one persistent kernel (weights streamed through shared memory "
+      "by TMA across stage and layer boundaries, stages synchronized in the kernel)";
+  auto set_persistent = [](SystemConfig& c) { c.persistent_decode = true; };
   Proposal p;
   p.next = cur;
   // A change of `cur` by `edit`, unless tried.
@@ -353,6 +362,10 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
     if (decode && !cur.pdl) {
       auto f = propose("compilation", "launch the engine's kernels with programmatic dependent launch, each "
                        "starting while the one before drains", [](SystemConfig& c) { c.pdl = true; });
+      if (f.any) return f;
+    }
+    if (persistent_ready) {
+      auto f = propose("compilation", persistent_change, set_persistent);
       if (f.any) return f;
     }
     why = !decode     ? "prefill launches large kernels back to back; the host gap is launch latency"
@@ -422,7 +435,16 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
     if (small && !cur.gemv)
       return propose("kernels", "projections at <= 4 tokens by the engine's weight-streaming GEMV",
                      [](SystemConfig& c) { c.gemv = true; });
+    if (persistent_ready) {
+      auto f = propose("kernels", persistent_change, set_persistent);
+      if (f.any) return f;
+    }
     why = small ? "the GEMV path is on already" : "cuBLASLt's heuristic kernel is the engine's GEMM above 4 tokens";
+    return p;
+  }
+  if (stage == "decoder_layers") {  // the persistent kernel's interval, unsplit (its timestamps were unusable)
+    p.specialist = "compilation";
+    why = "every decoder layer is one persistent kernel already";
     return p;
   }
   if (stage == "lm_head") {

@@ -4,7 +4,7 @@
 // baseline (each template's simplest variant) and its defaults, graphs on and off, and the
 // engine's knobs all on (flash prefill attention, fused q/k norm + RoPE + KV write, GEMV with
 // SwiGLU, the RMSNorms and the residual adds fused at small batch, programmatic dependent launch,
-// the engine's split-KV decode attention at small batch) or all off. Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
+// the engine's split-KV decode attention at small batch, the persistent decode kernel) or all off. Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
 // prefill too) with each of the norm fusion and PDL on and off. Long ragged prompts (several flash tiles) at head
 // dims 16, 64 and 128. Skips visibly without a GPU.
 #include <gtest/gtest.h>
@@ -51,7 +51,7 @@ CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bo
   o.max_context = max_context;
   o.graphs = graphs;
   o.flash_prefill = o.fuse_qk_rope_kv = o.gemv = o.fuse_swiglu_down = o.fuse_norm_residual = o.pdl = knobs;
-  o.engine_decode_attention = knobs;
+  o.engine_decode_attention = o.persistent_decode = knobs;
   return o;
 }
 
@@ -202,6 +202,60 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
                                            std::tuple{8, 1, 16, true}, std::tuple{4, 2, 128, true},
                                            std::tuple{8, 1, 16, false}, std::tuple{4, 1, 128, false}));
 
+// The persistent decode kernel (engine_decode_layers) against the layered path on the same
+// checkpoint and the float32 CPU engine, 12 teacher-forced graph replays (its stage counters must
+// come back to 0 after each). Dims chosen for its tiling: hidden 2120 and intermediate 4200 are
+// not multiples of its 2048-column tiles (a ragged last tile per row group), gate|up has 8400
+// rows (many row groups per block), down has 3 column tiles per row group; head_dim 64, GQA 2.
+// Parameters: batch (1, 4), PDL.
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [batch, pdl] = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto dir = tiny_checkpoint(home, cfg, 17);
+  auto o = options(batch, 5, 90, true);
+  o.pdl = pdl;
+  auto layered_o = o;
+  layered_o.persistent_decode = false;
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(gpu.options().persistent_decode) << "sm_90 or newer expected on the test device";
+  CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  ASSERT_FALSE(layered.options().persistent_decode);
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 90);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) prompts.push_back(std::vector<int32_t>(size_t(1 + (b * 2) % 5), int32_t(7 + 31 * b)));
+  std::vector<std::vector<float>> gl, ll;
+  gpu.prefill(prompts, &gl);
+  layered.prefill(prompts, &ll);
+  auto cl = cpu.prefill(prompts);
+  auto next = cpu.greedy(cl);
+  for (int step = 0; step < 12; ++step) {
+    const auto gt = gpu.decode(next, &gl);
+    const auto lt = layered.decode(next, &ll);
+    cl = cpu.decode(next);
+    for (size_t b = 0; b < size_t(batch); ++b) {
+      const std::string where = "decode step " + std::to_string(step) + ", sequence " + std::to_string(b);
+      for (float x : gl[b]) ASSERT_TRUE(std::isfinite(x)) << where;
+      // the same roundings as the layered path but for attention's split count
+      EXPECT_LT(rel_diff(ll[b], gl[b]), 1e-2) << where;
+      const double e = rel_diff(cl[b], gl[b]);
+      EXPECT_LT(e, 3e-2) << where;
+      expect_same_greedy(cl[b], gt[b], 8 * e, where);
+      const auto top = std::max_element(gl[b].begin(), gl[b].end()) - gl[b].begin();
+      EXPECT_EQ(gt[b], int32_t(top)) << where;
+    }
+    next = cpu.greedy(cl);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
+                         ::testing::Values(std::tuple{1, true}, std::tuple{4, true}, std::tuple{1, false}));
+
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));
 
@@ -280,8 +334,13 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   t = gpu.decode(t);
   for (const char* stage : {"swiglu", "input_norm", "residual_norm", "mlp_residual_norm", "qk_norm_rope_kv"})
     EXPECT_EQ(gpu.stages().us.count(stage), 0u) << stage;  // qk: inside the engine's decode attention
-  EXPECT_EQ(gpu.stages().calls.at("mlp_down_gemm"), cfg.layers);
-  EXPECT_EQ(gpu.stages().calls.at("o_gemm"), cfg.layers);
+  // the persistent kernel's interval, split into the layer stages by its timestamps
+  ASSERT_TRUE(gpu.options().persistent_decode);
+  EXPECT_EQ(gpu.stages().us.count("decoder_layers"), 0u);
+  for (const char* stage : {"qkv_gemm", "attention", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm"}) {
+    EXPECT_EQ(gpu.stages().calls.at(stage), cfg.layers) << stage;
+    EXPECT_GE(gpu.stages().us.at(stage), 0.0) << stage;
+  }
   EXPECT_EQ(gpu.stages().calls.at("final_norm"), 1);
   EXPECT_THROW(gpu.decode({1}), Error);                 // one token for a batch of two
   EXPECT_THROW(gpu.decode({1, int32_t(cfg.vocab)}), Error);  // id out of range

@@ -31,6 +31,9 @@ struct DeviceInfo {
   std::string driver;         ///< compiler version (cpu) or driver version (cuda)
   int compute_units = 0;      ///< cores granted (cpu) or SMs (cuda)
   int64_t cache_bytes = 0;    ///< last-level cache (cpu L3, cuda L2), bytes
+  /// cuda: shared memory one block may use after opting in (the driver's
+  /// MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 232,448 bytes on the H100/H200), bytes; cpu: 0.
+  int64_t smem_per_block_optin = 0;
   /// "<backend>:<name>:<arch>" with spaces replaced, e.g. "cpu:AMD_EPYC:x86_64-avx2".
   std::string key() const;
 };

@@ -19,6 +19,8 @@
 //   gu = n2 . Wgu^T (gate|up rows, one GEMM)            -> mlp_gate_up_gemm
 //   act = silu(gate) * up                               -> swiglu (THRIVE op `swiglu_act`)
 //   d = act . Wdown^T                                   -> mlp_down_gemm
+//   (decode at batch <= 4 with persistent_decode: every layer above in one persistent kernel,
+//   engine_decode_layers, with the fusions below)
 //   (T <= 4 with gemv: the projections are the engine's GEMV, and with fuse_swiglu_down the
 //   down GEMV computes act itself: no swiglu stage; with fuse_norm_residual the qkv and gate|up
 //   GEMVs compute RMSNorm(h) themselves and the o and down GEMVs add into h: no norm stages in
@@ -85,6 +87,14 @@ struct CudaEngineOptions {
   /// KV-cache write (no qk_norm_rope_kv stage at decode). Needs head_dim / 8 a power of two <= 32
   /// and NQ / NKV in {1, 2, 4, 8}; off otherwise.
   bool engine_decode_attention = true;
+  /// Decode at batch <= 4 as one persistent kernel for all decoder layers
+  /// (engine_decode_layers: a block per SM streams its share of every layer's weights through a
+  /// ring of shared-memory stages filled by TMA bulk copies, stages synchronized by counters in
+  /// global memory instead of kernel boundaries; stage "decoder_layers", split into the layer
+  /// stages by in-kernel timestamps when stages are timed). Needs the GEMV path with
+  /// fuse_swiglu_down and fuse_norm_residual at that batch, engine_decode_attention with the q/k
+  /// kernel fused, sm_90 or newer and at least two 32 KiB stages of shared memory; off otherwise.
+  bool persistent_decode = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

@@ -42,9 +42,10 @@ struct SystemConfig {
   bool fuse_norm_residual = false;  ///< cuda: RMSNorms and residual adds inside the GEMVs
   bool pdl = false;                 ///< cuda: programmatic dependent launch of the engine's kernels
   bool engine_decode_attention = false;  ///< cuda: the engine's split-KV decode attention at batch <= 4
+  bool persistent_decode = false;   ///< cuda: every decoder layer in one persistent kernel at batch <= 4
   std::set<std::string> best_ops;   ///< cuda: ops whose call sites take memory's best kernel
   /// cpu: {"threads", "fuse_residual_norm"} (the stored form since the first release); cuda: the
-  /// CUDA fields (fuse_norm_residual, pdl and engine_decode_attention only when on, so configurations stored before they
+  /// CUDA fields (fuse_norm_residual, pdl, engine_decode_attention and persistent_decode only when on, so configurations stored before they
   /// existed keep their identity). The dump of this JSON is the configuration's identity in memory.
   nlohmann::json to_json() const;
   /// Inverse of to_json for `device`; missing fields keep their defaults.

@@ -411,7 +411,7 @@ __device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf
     const bf16_t* ht = h + t * K;
     float ss = 0.f;
     for (long long k = threadIdx.x * 8; k < K; k += blockDim.x * 8) {
-      const uint4 v = *(const uint4*)(ht + k);
+      const uint4 v = __ldcg((const uint4*)(ht + k));
       const unsigned p[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -421,7 +421,7 @@ __device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf
     }
     const float inv = rsqrtf(engine_block_sum(ss) / (float)K + eps);
     for (long long k = threadIdx.x * 8; k < K; k += blockDim.x * 8) {
-      const uint4 v = *(const uint4*)(ht + k), g = *(const uint4*)(w + k);
+      const uint4 v = __ldcg((const uint4*)(ht + k)), g = *(const uint4*)(w + k);
       const unsigned p[4] = {v.x, v.y, v.z, v.w}, q[4] = {g.x, g.y, g.z, g.w};
       unsigned o[4];
 #pragma unroll
@@ -439,7 +439,7 @@ __device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf
 __device__ __forceinline__ void engine_gemv_swiglu_input(const bf16_t* gu, long long T, long long K, bf16_t* xs) {
   for (long long i = threadIdx.x * 8; i < T * K; i += blockDim.x * 8) {
     const long long t = i / K, k = i % K;  // K % 8 == 0: a piece never crosses a row
-    const uint4 g = *(const uint4*)(gu + t * 2 * K + k), u = *(const uint4*)(gu + t * 2 * K + K + k);
+    const uint4 g = __ldcg((const uint4*)(gu + t * 2 * K + k)), u = __ldcg((const uint4*)(gu + t * 2 * K + K + k));
     const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
     unsigned ow[4];
 #pragma unroll
@@ -604,69 +604,73 @@ __device__ __forceinline__ void engine_unpack8(uint4 v, float x[8]) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
 }
-template <int G, bool QK>
-__device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a) {
-  constexpr int U = 4, kSlotsD = 1024;  // slots x D: 4 warps x (32 / (D / 8)) keys x D = 1024
-  __shared__ float sh_ml[128][G][2];
-  __shared__ float sh_acc[kSlotsD * G];
-  __shared__ bool last;
-  engine_pdl_trigger();
-  engine_pdl_wait();
-  const long long B = a.dims[0], NQ = a.dims[1], NKV = a.dims[2], D = a.dims[3], L = a.dims[4];
-  const int S = gridDim.x, s = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
-  const int LPK = (int)(D / 8), KPW = 32 / LPK;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane / LPK, part = lane % LPK;
-  const int slots = (blockDim.x >> 5) * KPW, slot = warp * KPW + sub;
-  const bf16_t *k_cache, *v_cache;
-  const int* lens;
-  bf16_t* out_base;
+// The operands of one layer's decode attention (the QK = false or true tensors above).
+struct EngineAttention {
+  const bf16_t* qkv;  // QK: the qkv rows [B, (NQ + 2 NKV) D]; otherwise q [B, NQ, D]
+  const bf16_t* qk_w;  // QK: q_norm | k_norm [2 D]
+  const float* cos_sin;  // QK: [L, D]
+  bf16_t *k_cache, *v_cache;  // [B, L, NKV, D] (this layer's)
+  const int* lens;  // [B]
+  bf16_t* out;  // [B, NQ, D]
   float *parts_ml, *parts_acc;
   unsigned* counters;
-  if (QK) {
-    k_cache = (const bf16_t*)a.tensors[3], v_cache = (const bf16_t*)a.tensors[4];
-    lens = (const int*)a.tensors[5], out_base = (bf16_t*)a.tensors[6];
-    counters = (unsigned*)a.workspace;
-    parts_ml = (float*)((char*)a.workspace + (B * NKV * 4 + 255) / 256 * 256);
-    parts_acc = parts_ml + B * NKV * S * G * 2;
-  } else {
-    k_cache = (const bf16_t*)a.tensors[1], v_cache = (const bf16_t*)a.tensors[2];
-    lens = (const int*)a.tensors[3], out_base = (bf16_t*)a.tensors[4];
-    parts_ml = (float*)a.tensors[5], parts_acc = (float*)a.tensors[6], counters = (unsigned*)a.tensors[7];
-  }
-  long long n = lens[b];
+  long long B, NQ, NKV, D, L;
+  float scale, eps;
+};
+// Shared memory of one 128-thread attention group: key-slot (max, sum) pairs, key-slot
+// accumulators, and the last-block flag.
+template <int G>
+struct EngineAttentionSmem {
+  float ml[128][G][2];
+  float acc[1024 * G];
+  bool last;
+};
+// One (split s of S, KV head g, sequence b) part of decode attention by 128 threads (tid 0..127;
+// `sync` is their barrier). Returns true when this call wrote out[b, heads of g] (S == 1, or the
+// last part of (b, g) to finish, which merged the S parts): the same value on every thread.
+// Everything written by another block of the same launch (qkv rows, parts) is read through L2.
+template <int G, bool QK, class Sync>
+__device__ __forceinline__ bool engine_decode_attention_part(const EngineAttention& a, int s, int g, int b, int S,
+                                                             int tid, EngineAttentionSmem<G>& sm, Sync sync) {
+  constexpr int U = 4, kThreads = 128;
+  auto& sh_ml = sm.ml;
+  float* sh_acc = sm.acc;
+  const long long NQ = a.NQ, NKV = a.NKV, D = a.D, L = a.L;
+  const int LPK = (int)(D / 8), KPW = 32 / LPK;
+  const int lane = tid & 31, warp = tid >> 5, sub = lane / LPK, part = lane % LPK;
+  const int slots = (kThreads >> 5) * KPW, slot = warp * KPW + sub;
+  long long n = a.lens[b];
   n = n < 0 ? 0 : (n > L ? L : n);
   const long long c = (n + S - 1) / S, lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
-  const float qs = (float)a.scalars[0] * 1.4426950408889634f;
+  const float qs = a.scale * 1.4426950408889634f;
   float q[G][8], m[G], l[G], acc[G][8];
   uint4 k_new = make_uint4(0u, 0u, 0u, 0u), v_new = k_new;
   if (QK) {
-    const bf16_t* row = (const bf16_t*)a.tensors[0] + (long long)b * (NQ + 2 * NKV) * D + part * 8;
-    const bf16_t* w = (const bf16_t*)a.tensors[1];
-    const float* cs = (const float*)a.tensors[2] + (p < 0 ? 0 : p) * D;
-    const float eps = (float)a.scalars[1];
+    const bf16_t* row = a.qkv + (long long)b * (NQ + 2 * NKV) * D + part * 8;
+    const float* cs = a.cos_sin + (p < 0 ? 0 : p) * D;
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      engine_unpack8(*(const uint4*)(row + (g * G + h) * D), q[h]);
-      engine_norm_rope8(q[h], w, cs, part, LPK, D, eps);
+      engine_unpack8(__ldcg((const uint4*)(row + (g * G + h) * D)), q[h]);
+      engine_norm_rope8(q[h], a.qk_w, cs, part, LPK, D, a.eps);
     }
     float kx[8];
-    engine_unpack8(*(const uint4*)(row + (NQ + g) * D), kx);
-    engine_norm_rope8(kx, w + D, cs, part, LPK, D, eps);
+    engine_unpack8(__ldcg((const uint4*)(row + (NQ + g) * D)), kx);
+    engine_norm_rope8(kx, a.qk_w + D, cs, part, LPK, D, a.eps);
     unsigned kw[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       kw[e] = (unsigned)thrive_f32_to_bf16(kx[2 * e]) | ((unsigned)thrive_f32_to_bf16(kx[2 * e + 1]) << 16);
     k_new = make_uint4(kw[0], kw[1], kw[2], kw[3]);
-    v_new = *(const uint4*)(row + (NQ + NKV + g) * D);
-    if (slot == 0 && lo <= p && p < hi) {  // the block that holds the new position stores it
+    v_new = __ldcg((const uint4*)(row + (NQ + NKV + g) * D));
+    if (slot == 0 && lo <= p && p < hi) {  // the part that holds the new position stores it
       const long long off = (((long long)b * L + p) * NKV + g) * D + part * 8;
-      *(uint4*)((bf16_t*)k_cache + off) = k_new;
-      *(uint4*)((bf16_t*)v_cache + off) = v_new;
+      *(uint4*)(a.k_cache + off) = k_new;
+      *(uint4*)(a.v_cache + off) = v_new;
     }
   } else {
 #pragma unroll
     for (int h = 0; h < G; ++h)
-      engine_unpack8(*(const uint4*)((const bf16_t*)a.tensors[0] + ((long long)b * NQ + g * G + h) * D + part * 8), q[h]);
+      engine_unpack8(__ldcg((const uint4*)(a.qkv + ((long long)b * NQ + g * G + h) * D + part * 8)), q[h]);
   }
 #pragma unroll
   for (int h = 0; h < G; ++h) {
@@ -676,8 +680,8 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
     l[h] = 0.f;
   }
   const long long stride = NKV * D;
-  const bf16_t* kb = k_cache + ((long long)b * L * NKV + g) * D + part * 8;
-  const bf16_t* vb = v_cache + ((long long)b * L * NKV + g) * D + part * 8;
+  const bf16_t* kb = a.k_cache + ((long long)b * L * NKV + g) * D + part * 8;
+  const bf16_t* vb = a.v_cache + ((long long)b * L * NKV + g) * D + part * 8;
   for (long long j0 = lo + slot; j0 - slot < hi; j0 += (long long)slots * U) {
     uint4 kv[U], vv[U];
 #pragma unroll
@@ -690,10 +694,9 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const long long j = j0 + (long long)u * slots;
-      const unsigned kw[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w}, vw[4] = {vv[u].x, vv[u].y, vv[u].z, vv[u].w};
+      const unsigned kw[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w};
       float vf[8];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) vf[2 * e] = __uint_as_float(vw[e] << 16), vf[2 * e + 1] = __uint_as_float(vw[e] & 0xffff0000u);
+      engine_unpack8(vv[u], vf);
 #pragma unroll
       for (int h = 0; h < G; ++h) {
         float dot = 0.f;
@@ -711,19 +714,19 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
       }
     }
   }
-  // Merge the block's key slots: (M, Lsum, A[d]) per head.
+  // Merge the part's key slots: (M, Lsum, A[d]) per head.
 #pragma unroll
   for (int h = 0; h < G; ++h) {
     if (part == 0) sh_ml[slot][h][0] = m[h], sh_ml[slot][h][1] = l[h];
 #pragma unroll
     for (int d = 0; d < 8; ++d) sh_acc[(slot * G + h) * D + part * 8 + d] = acc[h][d];
   }
-  __syncthreads();
+  sync();
   const long long bg = (long long)b * NKV + g;
-  float* part_ml = parts_ml + (bg * S + s) * G * 2;
-  float* part_acc = parts_acc + (bg * S + s) * G * D;
-  bf16_t* out = out_base + ((long long)b * NQ + g * G) * D;
-  for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
+  float* part_ml = a.parts_ml + (bg * S + s) * G * 2;
+  float* part_acc = a.parts_acc + (bg * S + s) * G * D;
+  bf16_t* out = a.out + ((long long)b * NQ + g * G) * D;
+  for (long long e = tid; e < G * D; e += kThreads) {
     const int h = (int)(e / D);
     const long long d = e % D;
     float M = -__int_as_float(0x7f800000);
@@ -742,24 +745,24 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
       if (d == 0) part_ml[2 * h] = M, part_ml[2 * h + 1] = Ls;
     }
   }
-  if (S == 1) return;
+  if (S == 1) return true;
   __threadfence();  // the parts are visible before the count says so
-  __syncthreads();
-  unsigned* counter = counters + bg;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == (unsigned)(S - 1);
-  __syncthreads();
-  if (!last) return;
+  sync();
+  unsigned* counter = a.counters + bg;
+  if (tid == 0) sm.last = atomicAdd(counter, 1u) == (unsigned)(S - 1);
+  sync();
+  if (!sm.last) return false;
   __threadfence();
   // The S parts' (max, sum) of the G heads into shared memory (reused: sh_ml holds 128 G pairs,
   // S <= 64), then each head's weights 2^(m_i - M) and total sum; the accumulators are read
   // through L2 (__ldcg: written by other blocks of this launch) 8 parts at a time.
-  const float* all_ml = parts_ml + bg * S * G * 2;
-  const float* all_acc = parts_acc + bg * S * G * D;
-  float* w_sh = &sh_ml[0][0][0];            // [S][G] weights, then [G] sums after them
-  for (int i = threadIdx.x; i < S * G * 2; i += blockDim.x) sh_acc[i] = __ldcg(all_ml + i);
-  __syncthreads();
-  if (threadIdx.x < G) {
-    const int h = threadIdx.x;
+  const float* all_ml = a.parts_ml + bg * S * G * 2;
+  const float* all_acc = a.parts_acc + bg * S * G * D;
+  float* w_sh = &sh_ml[0][0][0];  // [S][G] weights, then [G] sums after them
+  for (int i = tid; i < S * G * 2; i += kThreads) sh_acc[i] = __ldcg(all_ml + i);
+  sync();
+  if (tid < G) {
+    const int h = tid;
     float M = -__int_as_float(0x7f800000), Ls = 0.f;
     for (int i = 0; i < S; ++i) M = fmaxf(M, sh_acc[(i * G + h) * 2]);
     for (int i = 0; i < S; ++i) {
@@ -769,8 +772,8 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
     }
     w_sh[S * G + h] = Ls;
   }
-  __syncthreads();
-  for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
+  sync();
+  for (long long e = tid; e < G * D; e += kThreads) {
     const int h = (int)(e / D);
     float A = 0.f;
     int i = 0;
@@ -785,7 +788,36 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
     const float Ls = w_sh[S * G + h];
     out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
   }
-  if (threadIdx.x == 0) *counter = 0u;
+  if (tid == 0) *counter = 0u;
+  return true;
+}
+// The standalone kernel: block (s, g, b) of grid (S, NKV, B), 128 threads.
+template <int G, bool QK>
+__device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a) {
+  __shared__ EngineAttentionSmem<G> sm;
+  engine_pdl_trigger();
+  engine_pdl_wait();
+  EngineAttention p;
+  p.B = a.dims[0], p.NQ = a.dims[1], p.NKV = a.dims[2], p.D = a.dims[3], p.L = a.dims[4];
+  p.scale = (float)a.scalars[0];
+  p.qkv = (const bf16_t*)a.tensors[0];
+  const int S = gridDim.x;
+  if (QK) {
+    p.qk_w = (const bf16_t*)a.tensors[1], p.cos_sin = (const float*)a.tensors[2];
+    p.k_cache = (bf16_t*)a.tensors[3], p.v_cache = (bf16_t*)a.tensors[4];
+    p.lens = (const int*)a.tensors[5], p.out = (bf16_t*)a.tensors[6];
+    p.eps = (float)a.scalars[1];
+    p.counters = (unsigned*)a.workspace;
+    p.parts_ml = (float*)((char*)a.workspace + (p.B * p.NKV * 4 + 255) / 256 * 256);
+    p.parts_acc = p.parts_ml + p.B * p.NKV * S * G * 2;
+  } else {
+    p.qk_w = nullptr, p.cos_sin = nullptr, p.eps = 0.f;
+    p.k_cache = (bf16_t*)a.tensors[1], p.v_cache = (bf16_t*)a.tensors[2];
+    p.lens = (const int*)a.tensors[3], p.out = (bf16_t*)a.tensors[4];
+    p.parts_ml = (float*)a.tensors[5], p.parts_acc = (float*)a.tensors[6], p.counters = (unsigned*)a.tensors[7];
+  }
+  engine_decode_attention_part<G, QK>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
+                                      [] { __syncthreads(); });
 }
 #define ENGINE_DECODE_ATTENTION_ENTRY(g)                                                              \
   extern "C" __global__ void __launch_bounds__(128) engine_decode_attention_g##g(ThriveCudaArgs a) {    \
@@ -798,6 +830,318 @@ ENGINE_DECODE_ATTENTION_ENTRY(1)
 ENGINE_DECODE_ATTENTION_ENTRY(2)
 ENGINE_DECODE_ATTENTION_ENTRY(4)
 ENGINE_DECODE_ATTENTION_ENTRY(8)
+
+// ---- Persistent decode: every decoder layer of one decode step (T = batch <= 4 tokens) in one
+// launch of one block per SM (`engine_decode_layers`). The layered path above launches five
+// kernels a layer; each launch drains the weight stream (the last wave, the wait for the
+// previous grid) for a few µs, about a third of the step at batch 1 on the H200 (Nsight Compute
+// and step timings of 2026-11-30). Here the weight stream never stops at a layer or stage
+// boundary: thread 0 of each block keeps a ring of NS 32 KiB shared-memory stages filled with the
+// block's next weight tiles through TMA bulk copies (cp.async.bulk, PTX ISA 8.0, sm_90; completion
+// on one mbarrier per stage), running ahead across stages and layers, since weights depend on no
+// activation. The 256 threads consume the tiles in the same order. Stages that need the whole
+// output of the previous stage wait for it on a counter in global memory (one per stage and
+// layer: the blocks that finished it), which is the only grid-wide synchronization; while a
+// block waits, its ring keeps filling, so a wait shorter than the ring's worth of streaming
+// (NS x 32 KiB at the SM's share of HBM bandwidth, about 5 µs at NS = 6 on the H200) costs no
+// bandwidth. The technique is the "megakernel" of Spector et al., "Look Ma, No Bubbles!" (Hazy
+// Research, 2025), here with one counter per stage instead of their instruction scheduler.
+//
+// Per layer l (the stage order and roundings of the layered path with every fusion on, so the
+// results are the same bits except for attention's split count):
+//   qkv    : x = RMSNorm(h) w_in (each block, in shared memory); qkv = x . Wqkv^T
+//   attn   : waits for every block's qkv rows; 2 x gridDim parts (128 threads each) of split-KV
+//            decode attention with the q/k RMSNorm, RoPE and KV-cache write inside
+//            (engine_decode_attention_part); the last part of each (sequence, KV head) merges
+//   o      : waits for B x NKV merged heads; h += attn . Wo^T (residual add in the epilogue)
+//   gate_up: waits for every block's h rows; x = RMSNorm(h) w_post; gu = x . Wgu^T
+//   down   : waits for every block's gu rows; x = SwiGLU(gu); h += x . Wdown^T
+// A GEMV's N rows are cut into groups of 8 (a warp per row) and the groups split evenly over the
+// blocks; a group's K columns come in tiles of 2048 (8 rows x 4 KiB = one stage), each row piece
+// one bulk copy. A lane accumulates the same 16-byte pieces in the same order as engine_gemv.
+// tensors: h bf16 [T, H] (the residual stream, updated in place), layers u64 [layers][9] (the
+// device pointers of each layer: Wqkv, Wo, Wgu, Wdown, input norm, post-attention norm, q_norm |
+// k_norm, K cache, V cache), qkv bf16 [T, (NQ + 2 NKV) D], attn bf16 [T, NQ D], gu bf16 [T, 2 I],
+// cos_sin f32 [L, D], ctx_lens i32 [T], stamps u64 [5 layers + 1] (or null: with it, block 0
+// records %globaltimer as each stage's wait ends and the last block at the end, the in-kernel
+// stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers; scalars: attention scale, eps, NS,
+// S (attention splits, <= 64). workspace: stage counters u32 [5 layers + 1] (zero before the
+// first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
+// padded to 256 bytes, then engine_decode_attention's workspace (counters | parts). Dynamic
+// shared memory: 128 bytes of mbarriers, then max(T max(H, NQ D, I) 2, 2 x
+// sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block 256, grid <= one
+// block per SM: every block must be resident at once (the host launches gridDim = SMs with more
+// than half an SM's shared memory each); a wait that lasts 10 s traps rather than hangs.
+enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
+enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPostNorm, kDlQkNorm, kDlKCache,
+                         kDlVCache, kDlTableCols };
+constexpr int kDlTileRows = 8, kDlTileCols = 2048, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
+struct EngineDecodeDims {
+  long long T, H, NQ, NKV, D, L, I, layers;
+};
+// The weight of GEMV w (0 qkv, 1 o, 2 gate_up, 3 down): N rows of K, its column in the table.
+__device__ __forceinline__ void engine_dl_matrix(const EngineDecodeDims& d, int w, long long& N, long long& K,
+                                                 int& col) {
+  if (w == 0) N = (d.NQ + 2 * d.NKV) * d.D, K = d.H, col = kDlWqkv;
+  else if (w == 1) N = d.H, K = d.NQ * d.D, col = kDlWo;
+  else if (w == 2) N = 2 * d.I, K = d.H, col = kDlWgu;
+  else N = d.H, K = d.I, col = kDlWdown;
+}
+// This block's row groups [g0, g1) of a matrix of N rows: cdiv(N, 8) groups split evenly.
+__device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, long long& g1) {
+  const long long groups = (N + kDlTileRows - 1) / kDlTileRows;
+  g0 = groups * blockIdx.x / gridDim.x;
+  g1 = groups * (blockIdx.x + 1) / gridDim.x;
+}
+__device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void engine_dl_mbar_wait(unsigned bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+__device__ __forceinline__ unsigned long long engine_dl_clock_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Thread 0's side: the weight tiles of this block in consumption order, `issued` of them so far.
+struct EngineDlProducer {
+  const unsigned long long* table;
+  EngineDecodeDims d;
+  unsigned ring, bars;  // shared addresses
+  int stages;           // NS
+  int l = 0, w = -1;
+  long long g = 0, g1 = 0, kc = 0, N = 0, K = 0, issued = 0;
+  const bf16_t* W = nullptr;
+  bool done = false;
+  // Moves to the next (layer, GEMV) with rows for this block; false past the last layer.
+  __device__ bool next_matrix() {
+    for (;;) {
+      if (++w == 4) {
+        w = 0;
+        if (++l == d.layers) return false;
+      }
+      int col;
+      engine_dl_matrix(d, w, N, K, col);
+      W = (const bf16_t*)table[l * kDlTableCols + col];
+      engine_dl_groups(N, g, g1);
+      kc = 0;
+      if (g < g1) return true;
+    }
+  }
+  __device__ void start() { done = !next_matrix(); }
+  // Issues tiles until the ring holds NS not yet consumed (`consumed` tiles are free).
+  __device__ void top_up(long long consumed) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads of a stage before its refill
+    while (!done && issued < consumed + stages) {
+      const long long rows = N - g * kDlTileRows < kDlTileRows ? N - g * kDlTileRows : kDlTileRows;
+      const long long cols = K - kc < kDlTileCols ? K - kc : kDlTileCols;
+      const int slot = (int)(issued % stages);
+      const unsigned bar = bars + slot * 8, dst = ring + slot * kDlTileBytes;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((unsigned)(rows * cols * 2))
+                   : "memory");
+      for (long long r = 0; r < rows; ++r)
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                         dst + (unsigned)(r * kDlTileCols * 2)),
+                     "l"(W + (g * kDlTileRows + r) * K + kc), "r"((unsigned)(cols * 2)), "r"(bar)
+                     : "memory");
+      ++issued;
+      kc += kDlTileCols;
+      if (kc >= K) {
+        kc = 0;
+        if (++g >= g1) done = !next_matrix();
+      }
+    }
+#endif
+  }
+};
+// Waits (every thread) until *counter >= target; 10 s without progress traps.
+__device__ __forceinline__ void engine_dl_wait(const unsigned* counter, unsigned target) {
+  if (threadIdx.x == 0) {
+    const unsigned long long t0 = engine_dl_clock_ns();
+    unsigned v = 0;
+    for (int spin = 0;; ++spin) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+      if (v >= target) break;
+      if ((spin & 1023) == 1023 && engine_dl_clock_ns() - t0 > 10000000000ull) __trap();
+    }
+  }
+  __syncthreads();
+}
+// Every thread's writes of this stage are visible before the block counts itself done.
+__device__ __forceinline__ void engine_dl_signal(unsigned* counter) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(counter, 1u);
+}
+// One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs in shared memory,
+// the W tiles from the ring (tile counter `tile`, thread 0 refilling as stages free up).
+template <bool RESIDUAL>
+__device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
+                                               const bf16_t* ring, unsigned bars, int stages, long long& tile,
+                                               EngineDlProducer& prod) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  long long g0, g1;
+  engine_dl_groups(N, g0, g1);
+  for (long long g = g0; g < g1; ++g) {
+    const long long n = g * kDlTileRows + warp;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (long long kc = 0; kc < K; kc += kDlTileCols) {
+      const int slot = (int)(tile % stages);
+      engine_dl_mbar_wait(bars + slot * 8, (unsigned)((tile / stages) & 1));
+      const bf16_t* ws = ring + (long long)slot * (kDlTileBytes / 2) + warp * kDlTileCols;
+      if (n < N) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const long long k = lane * 8 + u * 256;
+          if (kc + k >= K) break;
+          const uint4 wv = *(const uint4*)(ws + k);
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            if (t >= T) break;
+            acc[t] += engine_dot8(wv, *(const uint4*)(xs + t * K + kc + k));
+          }
+        }
+      }
+      __syncthreads();  // the stage is free
+      ++tile;
+      if (threadIdx.x == 0) prod.top_up(tile);
+    }
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      if (t >= T) break;
+      float v = acc[t];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane != 0 || n >= N) continue;
+      const bf16_t q = thrive_f32_to_bf16(v);
+      bf16_t* yp = y + t * N + n;
+      *yp = RESIDUAL ? thrive_f32_to_bf16(thrive_bf16_to_f32(__ldcg(yp)) + thrive_bf16_to_f32(q)) : q;
+    }
+  }
+}
+extern __shared__ __align__(128) unsigned char engine_dl_smem[];
+template <int G>
+__device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const EngineDecodeDims d{a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.dims[4], a.dims[5], a.dims[6], a.dims[7]};
+  const long long T = d.T, H = d.H, NQ = d.NQ, NKV = d.NKV, D = d.D, I = d.I, QKV = (NQ + 2 * NKV) * D;
+  const float scale = (float)a.scalars[0], eps = (float)a.scalars[1];
+  const int stages = (int)a.scalars[2], S = (int)a.scalars[3];
+  bf16_t* h = (bf16_t*)a.tensors[0];
+  const unsigned long long* table = (const unsigned long long*)a.tensors[1];
+  bf16_t *qkv = (bf16_t*)a.tensors[2], *attn = (bf16_t*)a.tensors[3], *gu = (bf16_t*)a.tensors[4];
+  unsigned long long* stamps = (unsigned long long*)a.tensors[7];
+  const bool stamp = stamps != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+  unsigned* counters = (unsigned*)a.workspace;
+  const long long n_counters = kDlStages * d.layers + 1;
+  unsigned* exit_counter = counters + kDlStages * d.layers;
+  char* attn_ws = (char*)a.workspace + (n_counters * 4 + 255) / 256 * 256;
+  EngineAttention at;
+  at.B = T, at.NQ = NQ, at.NKV = NKV, at.D = D, at.L = d.L, at.scale = scale, at.eps = eps;
+  at.qkv = qkv, at.cos_sin = (const float*)a.tensors[5], at.lens = (const int*)a.tensors[6], at.out = attn;
+  at.counters = (unsigned*)attn_ws;
+  at.parts_ml = (float*)(attn_ws + (T * NKV * 4 + 255) / 256 * 256);
+  at.parts_acc = at.parts_ml + T * NKV * S * G * 2;
+
+  const long long kmax = H > NQ * D ? (H > I ? H : I) : (NQ * D > I ? NQ * D : I);
+  const long long xs_bytes = T * kmax * 2, attn_bytes = 2 * (long long)sizeof(EngineAttentionSmem<G>);
+  const long long region = ((xs_bytes > attn_bytes ? xs_bytes : attn_bytes) + 127) / 128 * 128;
+  const unsigned bars = engine_dl_smem_addr(engine_dl_smem);
+  bf16_t* xs = (bf16_t*)(engine_dl_smem + 128);
+  EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)(engine_dl_smem + 128);
+  const bf16_t* ring = (const bf16_t*)(engine_dl_smem + 128 + region);
+
+  EngineDlProducer prod;
+  long long tile = 0;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + i * 8) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    prod.table = table, prod.d = d, prod.ring = engine_dl_smem_addr(ring), prod.bars = bars, prod.stages = stages;
+    prod.start();
+    prod.top_up(0);  // weights first: they depend on no earlier kernel
+  }
+  __syncthreads();
+  engine_pdl_trigger();
+  engine_pdl_wait();
+  for (long long l = 0; l < d.layers; ++l) {
+    const bf16_t* const* W = (const bf16_t* const*)(table + l * kDlTableCols);
+    unsigned* c = counters + kDlStages * l;
+    // qkv = RMSNorm(h) . Wqkv^T
+    if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
+    if (stamp) stamps[kDlStages * l + kDlQkv] = engine_dl_clock_ns();
+    engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
+    __syncthreads();
+    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, bars, stages, tile, prod);
+    engine_dl_signal(c + kDlQkv);
+    // attention: parts i = (b, g, s), two 128-thread groups a block
+    engine_dl_wait(c + kDlQkv, gridDim.x);
+    if (stamp) stamps[kDlStages * l + kDlAttn] = engine_dl_clock_ns();
+    at.qk_w = W[kDlQkNorm], at.k_cache = (bf16_t*)W[kDlKCache], at.v_cache = (bf16_t*)W[kDlVCache];
+    {
+      const int half = threadIdx.x >> 7, tid = threadIdx.x & 127;
+      const auto sync = [half] { asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory"); };
+      for (long long i = blockIdx.x * 2 + half; i < T * NKV * S; i += 2 * (long long)gridDim.x) {
+        const int s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
+        if (engine_decode_attention_part<G, true>(at, s, g, b, S, tid, attn_sm[half], sync)) {
+          __threadfence();
+          sync();
+          if (tid == 0) atomicAdd(c + kDlAttn, 1u);
+        }
+      }
+    }
+    // h += attn . Wo^T
+    engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV));
+    if (stamp) stamps[kDlStages * l + kDlO] = engine_dl_clock_ns();
+    for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
+      *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
+    __syncthreads();
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, bars, stages, tile, prod);
+    engine_dl_signal(c + kDlO);
+    // gu = RMSNorm(h) . Wgu^T
+    engine_dl_wait(c + kDlO, gridDim.x);
+    if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_dl_clock_ns();
+    engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
+    __syncthreads();
+    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, bars, stages, tile, prod);
+    engine_dl_signal(c + kDlGateUp);
+    // h += SwiGLU(gu) . Wdown^T
+    engine_dl_wait(c + kDlGateUp, gridDim.x);
+    if (stamp) stamps[kDlStages * l + kDlDown] = engine_dl_clock_ns();
+    engine_gemv_swiglu_input(gu, T, I, xs);
+    __syncthreads();
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, bars, stages, tile, prod);
+    engine_dl_signal(c + kDlDown);
+  }
+  // The last block out zeroes the stage counters for the next launch (every other block is past
+  // its last wait).
+  if (threadIdx.x == 0 && atomicAdd(exit_counter, 1u) == gridDim.x - 1) {
+    if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_dl_clock_ns();
+    for (long long i = 0; i < n_counters; ++i) counters[i] = 0u;
+    __threadfence();
+  }
+#else
+  __trap();  // needs sm_90 (TMA bulk copies, mbarrier transaction counts); the host checks
+#endif
+}
+#define ENGINE_DECODE_LAYERS_ENTRY(g)                                                                      \
+  extern "C" __global__ void __launch_bounds__(256, 1) engine_decode_layers_g##g(ThriveCudaArgs a) {  \
+    engine_decode_layers<g>(a);                                                                      \
+  }
+ENGINE_DECODE_LAYERS_ENTRY(1)
+ENGINE_DECODE_LAYERS_ENTRY(2)
+ENGINE_DECODE_LAYERS_ENTRY(4)
+ENGINE_DECODE_LAYERS_ENTRY(8)
 
 // Causal softmax of prefill scores: for row i of sequence b, probs[b, i, j] = softmax_j<=i
 // (scale * S[b, i, j]), 0 for j > i. tensors: S f32 [B, P, P], probs bf16 [B, P, P]; dims: B, P;

@@ -2,7 +2,7 @@
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -35,7 +35,7 @@ struct InitFlags {
 
 struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
-  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on";
+  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on", persistent = "on";
   int batch = 1, prompt = 16, gen = 16;
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
@@ -256,6 +256,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.pdl = f.pdl == "on";
   o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
+  o.persistent_decode = f.persistent == "on";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -338,6 +339,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"pdl", eo.pdl},
              {"gemv_rows_per_warp", eo.gemv_rows},
              {"decode_attention", eo.engine_decode_attention ? "engine" : "op"},
+             {"persistent_decode", eo.persistent_decode},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -417,7 +419,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
-  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl}})
+  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl},
+                                     {"--persistent", f.persistent}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   parse_fusions(f.fusions);
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
@@ -430,7 +433,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention: the CPU engine is the float32 "
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention/--persistent: the CPU engine is the float32 "
          "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
@@ -487,6 +490,10 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--decode-attention", f.decode_attention,
                   "Decode attention at batch <= 4: engine (default; one-launch split-KV kernel) | op (the "
                   "gqa_decode_attention op's registry kernel)");
+  cmd->add_option("--persistent", f.persistent,
+                  "on (default): decode at batch <= 4 runs every decoder layer in one persistent kernel (weights "
+                  "streamed through shared memory by TMA, stages synchronized in the kernel; needs sm_90 and "
+                  "every fusion, --gemv on and --decode-attention engine) | off: a launch per stage");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -508,7 +515,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     run_e2e(ctx, f,
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
                     cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") +
-                    cmd->count("--decode-attention") > 0);
+                    cmd->count("--decode-attention") + cmd->count("--persistent") > 0);
   });
 }
 

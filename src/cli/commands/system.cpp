@@ -56,6 +56,7 @@ model::CudaEngineOptions engine_options(const model::SystemConfig& sc, const mod
   e.fuse_norm_residual = sc.fuse_norm_residual;
   e.pdl = sc.pdl;
   e.engine_decode_attention = sc.engine_decode_attention;
+  e.persistent_decode = sc.persistent_decode;
   return e;
 }
 
@@ -77,7 +78,8 @@ std::vector<std::string> e2e_args(const std::string& self, const std::string& ho
           "--seed", std::to_string(o.seed), "--graphs", sc.graphs ? "on" : "off", "--kernels", kernels,
           "--attention", sc.flash_prefill ? "flash" : "gemm", "--fusions", fusions.empty() ? "off" : fusions,
           "--gemv", sc.gemv ? "on" : "off", "--pdl", sc.pdl ? "on" : "off",
-          "--decode-attention", sc.engine_decode_attention ? "engine" : "op", "--json", "--dump", dump};
+          "--decode-attention", sc.engine_decode_attention ? "engine" : "op", "--persistent",
+          sc.persistent_decode ? "on" : "off", "--json", "--dump", dump};
 }
 
 // Runs argv with stdout into `out_path` and stderr into `err_path`; returns the exit status
