@@ -27,15 +27,17 @@ while IFS='|' read -r name flags; do
 import json,sys
 d=json.load(open(sys.argv[1]))
 print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step ({d['decode_tokens_per_s']:.0f} tok/s), eager profiled {d['decode_eager_ms_per_step']:.3f} ms; prefill {d['prefill_tokens_per_s']:.0f} tok/s\")
+st={r['stage']: r for r in d['decode_stages']}
+print('  eager stages, us per call: ' + ', '.join(f\"{k} {1000*r['ms']/max(r['calls'],1):.1f}\" for k, r in st.items() if r['calls']))
 " "$OUT/e2e-b1-$name.json"
 done <<< "$variants"
 # Per-kernel GPU time of the first decode step's GEMVs and attention (Nsight Compute, one kernel
 # at a time, caches flushed between them as a weight stream sees them; clocks left as they are).
 # At batch 1 only decode runs the GEMV path and the engine's decode attention, so the first 15 matching
-# launches are the first 3 layers of the first decode step.
+# launches are the first 3 layers of the first decode step (with the persistent kernel: its launches).
 if [ "${SKIP_NCU:-0}" != 1 ] && command -v ncu > /dev/null; then
   for rows in ${NCU_ROWS:-1 2}; do
-    timeout 200 ncu --clock-control none --kernel-name "regex:engine_gemv|engine_decode_attention" --launch-count 15 \
+    timeout 200 ncu --clock-control none --kernel-name "regex:engine_gemv|engine_decode_attention|engine_decode_layers" --launch-count 15 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__occupancy_limit_registers,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
       --csv $bin e2e --device cuda --model $model --batch 1 --prompt 512 --gen 3 --graphs off --gemv-rows $rows \
       > "$OUT/ncu-b1-rows$rows.csv" 2>> "$OUT/e2e-stderr.log"

@@ -69,10 +69,10 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_attention_qk_g2", "128", "S", "NKV", "B"},
     {"engine_decode_attention_qk_g4", "128", "S", "NKV", "B"},
     {"engine_decode_attention_qk_g8", "128", "S", "NKV", "B"},
-    {"engine_decode_layers_g1", "256", "P", "1", "1", "SMEM"},
-    {"engine_decode_layers_g2", "256", "P", "1", "1", "SMEM"},
-    {"engine_decode_layers_g4", "256", "P", "1", "1", "SMEM"},
-    {"engine_decode_layers_g8", "256", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g1", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g2", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g4", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_g8", "512", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -491,6 +491,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
                                  const CudaEngineOptions& opts, const KernelRegistry& registry)
     : impl_(std::make_unique<Impl>()), registry_(registry) {
   cfg.validate("engine");
+  if (opts.persistent_stages < 0 || opts.persistent_stages == 1 || opts.persistent_stages > kDlMaxStages)
+    fail(ErrorCategory::kUsage, "engine: {} persistent ring stages: expected 0 (as many as fit) or 2 to {}",
+         opts.persistent_stages, kDlMaxStages);
   if (opts.gemv_rows != 1 && opts.gemv_rows != 2)
     fail(ErrorCategory::kUsage, "engine: {} GEMV rows per warp: expected 1 or 2", opts.gemv_rows);
   if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt + 1 ||
@@ -543,13 +546,15 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     const auto& mod = *m.engine_modules.at("engine_decode_layers_g" + std::to_string(NQ / NKV));
     const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes -
                          decode_layers_region(cfg, B);
-    m.dl_stages = std::min<int64_t>(kDlMaxStages, room / kDlTileBytes);
+    m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlMaxStages,
+                                    room / kDlTileBytes);
     m.dl_blocks = dev.compute_units;
     if (m.dl_stages < 2 || m.dl_blocks < 1) {
       m.opts.persistent_decode = false;
     } else {
       m.dl_smem = kDlHeadBytes + decode_layers_region(cfg, B) + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV);
+      m.opts.persistent_stages = int(m.dl_stages);
     }
   }
   for (const auto& [key, ok] : registry) {

@@ -95,6 +95,9 @@ struct CudaEngineOptions {
   /// fuse_swiglu_down and fuse_norm_residual at that batch, engine_decode_attention with the q/k
   /// kernel fused, sm_90 or newer and at least two 32 KiB stages of shared memory; off otherwise.
   bool persistent_decode = true;
+  /// Ring stages of the persistent kernel (32 KiB of weights each, in flight or landed per SM): 0 =
+  /// as many as fit in shared memory (at most 8), else at most that many (>= 2).
+  int persistent_stages = 0;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

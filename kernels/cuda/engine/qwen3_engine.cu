@@ -875,7 +875,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
 enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPostNorm, kDlQkNorm, kDlKCache,
                          kDlVCache, kDlTableCols };
-constexpr int kDlTileRows = 8, kDlTileCols = 2048, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
+constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2, kDlThreads = 512;
 struct EngineDecodeDims {
   long long T, H, NQ, NKV, D, L, I, layers;
 };
@@ -896,33 +896,25 @@ __device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, lon
 __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-__device__ __forceinline__ void engine_dl_mbar_wait(unsigned bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-#endif
-}
 __device__ __forceinline__ unsigned long long engine_dl_clock_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-// Thread 0's side: the weight tiles of this block in consumption order, `issued` of them so far.
-struct EngineDlProducer {
+// The weight tiles of this block in consumption order, `issued` of them so far. Every thread
+// keeps the same cursor and copies its 16-byte piece of each of a tile's rows (cp.async, L2
+// evict-first: the stream is read once per step and must not push the activations, the KV cache
+// and the counters out of L2), one commit group per tile.
+struct EngineDlStream {
   const unsigned long long* table;
   EngineDecodeDims d;
-  unsigned ring, bars;  // shared addresses
-  int stages;           // NS
+  unsigned ring;  // shared address of stage 0
+  int stages;     // NS
   int l = 0, w = -1;
   long long g = 0, g1 = 0, kc = 0, N = 0, K = 0, issued = 0;
   const bf16_t* W = nullptr;
   bool done = false;
+  unsigned long long policy = 0;
   // Moves to the next (layer, GEMV) with rows for this block; false past the last layer.
   __device__ bool next_matrix() {
     for (;;) {
@@ -938,30 +930,34 @@ struct EngineDlProducer {
       if (g < g1) return true;
     }
   }
-  __device__ void start() { done = !next_matrix(); }
-  // Issues tiles until the ring holds NS not yet consumed (`consumed` tiles are free).
-  __device__ void top_up(long long consumed) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads of a stage before its refill
-    while (!done && issued < consumed + stages) {
-      const long long rows = N - g * kDlTileRows < kDlTileRows ? N - g * kDlTileRows : kDlTileRows;
-      const long long cols = K - kc < kDlTileCols ? K - kc : kDlTileCols;
-      const int slot = (int)(issued % stages);
-      const unsigned bar = bars + slot * 8, dst = ring + slot * kDlTileBytes;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((unsigned)(rows * cols * 2))
-                   : "memory");
-      for (long long r = 0; r < rows; ++r)
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         dst + (unsigned)(r * kDlTileCols * 2)),
-                     "l"(W + (g * kDlTileRows + r) * K + kc), "r"((unsigned)(cols * 2)), "r"(bar)
-                     : "memory");
-      ++issued;
+  __device__ void start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+    done = !next_matrix();
+  }
+  // Issues the next tile into its stage (or an empty group past the last one).
+  __device__ void issue() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (!done) {
+      // thread i copies piece i % 128 (16 bytes) of rows i / 128, i / 128 + 4, ... of the tile
+      const int rows = (int)(N - g * kDlTileRows < kDlTileRows ? N - g * kDlTileRows : kDlTileRows);
+      const long long col = kc + (threadIdx.x & 127) * 8;
+      const unsigned dst = ring + (unsigned)((issued % stages) * kDlTileBytes) + (threadIdx.x & 127) * 16;
+      if (col < K)
+        for (int r = threadIdx.x >> 7; r < rows; r += kDlThreads / 128)
+          asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
+                           dst + (unsigned)(r * kDlTileCols * 2)),
+                       "l"(W + (g * kDlTileRows + r) * K + col), "l"(policy)
+                       : "memory");
       kc += kDlTileCols;
       if (kc >= K) {
         kc = 0;
         if (++g >= g1) done = !next_matrix();
       }
     }
+    ++issued;
+    asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
   }
 };
@@ -984,12 +980,25 @@ __device__ __forceinline__ void engine_dl_signal(unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) atomicAdd(counter, 1u);
 }
+// cp.async.wait_group takes an immediate: at most NS - 2 of this thread's groups pending.
+__device__ __forceinline__ void engine_dl_wait_stage(int stages) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  switch (stages) {
+    case 2: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 7: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+  }
+#endif
+}
 // One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs in shared memory,
-// the W tiles from the ring (tile counter `tile`, thread 0 refilling as stages free up).
+// the W tiles from the ring (tile counter `tile`; NS - 1 tiles in flight ahead of it).
 template <bool RESIDUAL>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
-                                               const bf16_t* ring, unsigned bars, int stages, long long& tile,
-                                               EngineDlProducer& prod) {
+                                               const bf16_t* ring, long long& tile, EngineDlStream& st) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   long long g0, g1;
   engine_dl_groups(N, g0, g1);
@@ -997,13 +1006,17 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
     const long long n = g * kDlTileRows + warp;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (long long kc = 0; kc < K; kc += kDlTileCols) {
-      const int slot = (int)(tile % stages);
-      engine_dl_mbar_wait(bars + slot * 8, (unsigned)((tile / stages) & 1));
+      // this thread's pieces of tile `tile` have landed (NS - 2 younger groups may be pending),
+      // then everyone's; the stage consumed last round is free for tile + NS - 1
+      engine_dl_wait_stage(st.stages);
+      __syncthreads();
+      st.issue();
+      const int slot = (int)(tile % st.stages);
       const bf16_t* ws = ring + (long long)slot * (kDlTileBytes / 2) + warp * kDlTileCols;
       if (n < N) {
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const long long k = lane * 8 + u * 256;
+        for (int u = 0; u < kDlTileCols / 256; ++u) {
+          const int k = lane * 8 + u * 256;
           if (kc + k >= K) break;
           const uint4 wv = *(const uint4*)(ws + k);
 #pragma unroll
@@ -1013,9 +1026,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
           }
         }
       }
-      __syncthreads();  // the stage is free
       ++tile;
-      if (threadIdx.x == 0) prod.top_up(tile);
     }
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
@@ -1056,21 +1067,16 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const long long kmax = H > NQ * D ? (H > I ? H : I) : (NQ * D > I ? NQ * D : I);
   const long long xs_bytes = T * kmax * 2, attn_bytes = 2 * (long long)sizeof(EngineAttentionSmem<G>);
   const long long region = ((xs_bytes > attn_bytes ? xs_bytes : attn_bytes) + 127) / 128 * 128;
-  const unsigned bars = engine_dl_smem_addr(engine_dl_smem);
   bf16_t* xs = (bf16_t*)(engine_dl_smem + 128);
   EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)(engine_dl_smem + 128);
   const bf16_t* ring = (const bf16_t*)(engine_dl_smem + 128 + region);
 
-  EngineDlProducer prod;
+  // Weights first (they depend on no earlier kernel): NS - 1 tiles in flight before the wait.
+  EngineDlStream st;
+  st.table = table, st.d = d, st.ring = engine_dl_smem_addr(ring), st.stages = stages;
+  st.start();
+  for (int i = 0; i + 1 < stages; ++i) st.issue();
   long long tile = 0;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + i * 8) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    prod.table = table, prod.d = d, prod.ring = engine_dl_smem_addr(ring), prod.bars = bars, prod.stages = stages;
-    prod.start();
-    prod.top_up(0);  // weights first: they depend on no earlier kernel
-  }
   __syncthreads();
   engine_pdl_trigger();
   engine_pdl_wait();
@@ -1082,16 +1088,17 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_dl_clock_ns();
     engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, bars, stages, tile, prod);
+    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, tile, st);
     engine_dl_signal(c + kDlQkv);
     // attention: parts i = (b, g, s), two 128-thread groups a block
     engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_dl_clock_ns();
     at.qk_w = W[kDlQkNorm], at.k_cache = (bf16_t*)W[kDlKCache], at.v_cache = (bf16_t*)W[kDlVCache];
     {
+      // threads 0-255: two 128-thread parts at a time; the other warps wait at the next barrier
       const int half = threadIdx.x >> 7, tid = threadIdx.x & 127;
       const auto sync = [half] { asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory"); };
-      for (long long i = blockIdx.x * 2 + half; i < T * NKV * S; i += 2 * (long long)gridDim.x) {
+      for (long long i = blockIdx.x * 2 + half; half < 2 && i < T * NKV * S; i += 2 * (long long)gridDim.x) {
         const int s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
         if (engine_decode_attention_part<G, true>(at, s, g, b, S, tid, attn_sm[half], sync)) {
           __threadfence();
@@ -1106,21 +1113,21 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
       *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
     __syncthreads();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, bars, stages, tile, prod);
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, tile, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_dl_clock_ns();
     engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, bars, stages, tile, prod);
+    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, tile, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
     engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_dl_clock_ns();
     engine_gemv_swiglu_input(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, ring, bars, stages, tile, prod);
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, tile, st);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
@@ -1135,7 +1142,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 #endif
 }
 #define ENGINE_DECODE_LAYERS_ENTRY(g)                                                                      \
-  extern "C" __global__ void __launch_bounds__(256, 1) engine_decode_layers_g##g(ThriveCudaArgs a) {  \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_g##g(ThriveCudaArgs a) {  \
     engine_decode_layers<g>(a);                                                                      \
   }
 ENGINE_DECODE_LAYERS_ENTRY(1)

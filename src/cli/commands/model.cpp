@@ -39,6 +39,7 @@ struct E2eFlags {
   int batch = 1, prompt = 16, gen = 16;
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
+  std::string persistent_stages = "0";
   std::string seed = "1";
   bool json = false;
 };
@@ -257,6 +258,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
   o.persistent_decode = f.persistent == "on";
+  o.persistent_stages = std::stoi(f.persistent_stages);
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -340,6 +342,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"gemv_rows_per_warp", eo.gemv_rows},
              {"decode_attention", eo.engine_decode_attention ? "engine" : "op"},
              {"persistent_decode", eo.persistent_decode},
+             {"persistent_stages", eo.persistent_stages},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -425,6 +428,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   parse_fusions(f.fusions);
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
+  if (f.persistent_stages.size() != 1 || f.persistent_stages < "0" || f.persistent_stages > "8" ||
+      f.persistent_stages == "1")
+    fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (as many as fit) or 2 to 8",
+         f.persistent_stages.substr(0, 40));
   if (f.decode_attention != "engine" && f.decode_attention != "op")
     fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
   if (f.attention != "flash" && f.attention != "gemm")
@@ -494,6 +501,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "on (default): decode at batch <= 4 runs every decoder layer in one persistent kernel (weights "
                   "streamed through shared memory by TMA, stages synchronized in the kernel; needs sm_90 and "
                   "every fusion, --gemv on and --decode-attention engine) | off: a launch per stage");
+  cmd->add_option("--persistent-stages", f.persistent_stages,
+                  "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
+                  "as fit in shared memory | 2..8");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -515,7 +525,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
     run_e2e(ctx, f,
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
                     cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") +
-                    cmd->count("--decode-attention") + cmd->count("--persistent") > 0);
+                    cmd->count("--decode-attention") + cmd->count("--persistent") +
+                    cmd->count("--persistent-stages") > 0);
   });
 }
 
