@@ -911,7 +911,8 @@ struct EngineDlStream {
   unsigned ring;  // shared address of stage 0
   int stages;     // NS
   int l = 0, w = -1;
-  long long g = 0, g1 = 0, kc = 0, N = 0, K = 0, issued = 0;
+  long long g = 0, g1 = 0, kc = 0, N = 0, K = 0;
+  unsigned next_stage = 0;  // byte offset of the stage the next tile goes to (no 64-bit modulo per tile)
   const bf16_t* W = nullptr;
   bool done = false;
   unsigned long long policy = 0;
@@ -943,7 +944,7 @@ struct EngineDlStream {
       // thread i copies piece i % 128 (16 bytes) of rows i / 128, i / 128 + 4, ... of the tile
       const int rows = (int)(N - g * kDlTileRows < kDlTileRows ? N - g * kDlTileRows : kDlTileRows);
       const long long col = kc + (threadIdx.x & 127) * 8;
-      const unsigned dst = ring + (unsigned)((issued % stages) * kDlTileBytes) + (threadIdx.x & 127) * 16;
+      const unsigned dst = ring + next_stage + (threadIdx.x & 127) * 16;
       if (col < K)
         for (int r = threadIdx.x >> 7; r < rows; r += kDlThreads / 128)
           asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
@@ -956,7 +957,7 @@ struct EngineDlStream {
         if (++g >= g1) done = !next_matrix();
       }
     }
-    ++issued;
+    next_stage = next_stage + kDlTileBytes == (unsigned)(stages * kDlTileBytes) ? 0u : next_stage + kDlTileBytes;
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
   }
@@ -995,10 +996,10 @@ __device__ __forceinline__ void engine_dl_wait_stage(int stages) {
 #endif
 }
 // One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs in shared memory,
-// the W tiles from the ring (tile counter `tile`; NS - 1 tiles in flight ahead of it).
+// the W tiles from the ring (`stage`: the one the next tile is in; NS - 1 tiles in flight ahead of it).
 template <bool RESIDUAL>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
-                                               const bf16_t* ring, long long& tile, EngineDlStream& st) {
+                                               const bf16_t* ring, int& stage, EngineDlStream& st) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   long long g0, g1;
   engine_dl_groups(N, g0, g1);
@@ -1011,8 +1012,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
       engine_dl_wait_stage(st.stages);
       __syncthreads();
       st.issue();
-      const int slot = (int)(tile % st.stages);
-      const bf16_t* ws = ring + (long long)slot * (kDlTileBytes / 2) + warp * kDlTileCols;
+      const bf16_t* ws = ring + stage * (kDlTileBytes / 2) + warp * kDlTileCols;
       if (n < N) {
 #pragma unroll
         for (int u = 0; u < kDlTileCols / 256; ++u) {
@@ -1026,7 +1026,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
           }
         }
       }
-      ++tile;
+      stage = stage + 1 == st.stages ? 0 : stage + 1;
     }
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
@@ -1076,7 +1076,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   st.table = table, st.d = d, st.ring = engine_dl_smem_addr(ring), st.stages = stages;
   st.start();
   for (int i = 0; i + 1 < stages; ++i) st.issue();
-  long long tile = 0;
+  int stage = 0;
   __syncthreads();
   engine_pdl_trigger();
   engine_pdl_wait();
@@ -1088,7 +1088,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_dl_clock_ns();
     engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, tile, st);
+    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, stage, st);
     engine_dl_signal(c + kDlQkv);
     // attention: parts i = (b, g, s), two 128-thread groups a block
     engine_dl_wait(c + kDlQkv, gridDim.x);
@@ -1113,21 +1113,21 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
       *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
     __syncthreads();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, tile, st);
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_dl_clock_ns();
     engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, tile, st);
+    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, stage, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
     engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_dl_clock_ns();
     engine_gemv_swiglu_input(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, ring, tile, st);
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, stage, st);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
