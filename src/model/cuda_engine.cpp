@@ -112,8 +112,8 @@ std::string decode_attention_entry(const Qwen3Config& c, const CudaEngineOptions
 }
 // Its splits along the context: about 32 keys a block (one round of loads per key slot), at most 64.
 int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t>((max_context + 31) / 32, 1, 64); }
-// engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu): weight tiles of 8 rows x 2048
-// columns bf16 (32 KiB) in a ring of at most 8 stages, after 128 bytes of mbarriers and a region
+// engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu): weight tiles of 16 rows x 1024
+// columns bf16 (32 KiB) in a ring of at most 8 stages, after a 128-byte head and a region
 // that holds either the GEMV input (T x the widest K, bf16) or two 128-thread attention groups'
 // EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128;
@@ -516,7 +516,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.be = backend::make_backend("cuda", run_cfg);
   const auto& dev = m.be->device();
   if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))
-    m.opts.persistent_decode = false;  // TMA bulk copies and mbarrier transaction counts: sm_90+
+    m.opts.persistent_decode = false;  // griddepcontrol and the tested path: sm_90+
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
   const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
 

@@ -331,7 +331,7 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
                                 cur.fuse_qk_rope_kv && cur.engine_decode_attention && !cur.persistent_decode;
   const char* persistent_change =
       "run every decoder layer of a decode step in one persistent kernel (weights streamed through shared memory "
-      "by TMA across stage and layer boundaries, stages synchronized in the kernel)";
+      "by cp.async across stage and layer boundaries, stages synchronized in the kernel)";
   auto set_persistent = [](SystemConfig& c) { c.persistent_decode = true; };
   Proposal p;
   p.next = cur;

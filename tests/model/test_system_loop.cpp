@@ -161,6 +161,23 @@ TEST(DispatchCuda, EachStageGoesToItsSpecialist) {
   why.clear();
   EXPECT_FALSE(dispatch_cuda("decode", "final_norm", base, {}, 1, why).any);
   EXPECT_NE(why.find("RMSNorm"), std::string::npos) << why;
+  // The persistent decode kernel: proposed at batch <= 4 for the projections and the host gap once
+  // every fusion it needs is on, never at batch 256, never twice
+  auto fused = gemv;
+  fused.fuse_swiglu_down = fused.fuse_norm_residual = fused.fuse_qk_rope_kv = fused.engine_decode_attention = true;
+  fused.graphs = fused.pdl = true;
+  p = dispatch_cuda("decode", "mlp_gate_up_gemm", fused, {}, 1, why);
+  EXPECT_TRUE(p.any && p.next.persistent_decode && p.specialist == "kernels");
+  p = dispatch_cuda("decode", "host_other", fused, {}, 4, why);
+  EXPECT_TRUE(p.any && p.next.persistent_decode && p.specialist == "compilation");
+  EXPECT_FALSE(dispatch_cuda("decode", "qkv_gemm", fused, {p.next.to_json().dump()}, 1, why).any);
+  EXPECT_FALSE(dispatch_cuda("decode", "qkv_gemm", fused, {}, 256, why).any);
+  EXPECT_FALSE(dispatch_cuda("decode", "qkv_gemm", gemv, {}, 1, why).next.persistent_decode);  // fusions off
+  why.clear();
+  EXPECT_FALSE(dispatch_cuda("decode", "decoder_layers", p.next, {}, 1, why).any);
+  EXPECT_FALSE(why.empty());
+  EXPECT_TRUE(SystemConfig::from_json(p.next.to_json(), "cuda").persistent_decode);
+  EXPECT_FALSE(fused.to_json().contains("persistent_decode"));
 }
 
 SystemProfile profile_with(std::vector<std::vector<float>> logits, std::vector<std::vector<int32_t>> tokens) {

@@ -832,44 +832,48 @@ ENGINE_DECODE_ATTENTION_ENTRY(4)
 ENGINE_DECODE_ATTENTION_ENTRY(8)
 
 // ---- Persistent decode: every decoder layer of one decode step (T = batch <= 4 tokens) in one
-// launch of one block per SM (`engine_decode_layers`). The layered path above launches five
-// kernels a layer; each launch drains the weight stream (the last wave, the wait for the
-// previous grid) for a few µs, about a third of the step at batch 1 on the H200 (Nsight Compute
-// and step timings of 2026-11-30). Here the weight stream never stops at a layer or stage
-// boundary: thread 0 of each block keeps a ring of NS 32 KiB shared-memory stages filled with the
-// block's next weight tiles through TMA bulk copies (cp.async.bulk, PTX ISA 8.0, sm_90; completion
-// on one mbarrier per stage), running ahead across stages and layers, since weights depend on no
-// activation. The 256 threads consume the tiles in the same order. Stages that need the whole
-// output of the previous stage wait for it on a counter in global memory (one per stage and
-// layer: the blocks that finished it), which is the only grid-wide synchronization; while a
-// block waits, its ring keeps filling, so a wait shorter than the ring's worth of streaming
-// (NS x 32 KiB at the SM's share of HBM bandwidth, about 5 µs at NS = 6 on the H200) costs no
-// bandwidth. The technique is the "megakernel" of Spector et al., "Look Ma, No Bubbles!" (Hazy
-// Research, 2025), here with one counter per stage instead of their instruction scheduler.
+// launch of one 512-thread block per SM (`engine_decode_layers`). The layered path above
+// launches five kernels a layer, and each boundary drains the weight stream for a few µs. Here
+// the stream does not stop at a stage or layer boundary: every thread keeps the same cursor over
+// the block's weight tiles (in consumption order, across stages and layers, since weights depend
+// on no activation) and copies its 16-byte pieces of the next tile into a ring of NS 32 KiB
+// shared-memory stages with cp.async (L2 evict-first: the 2.8 GB stream must not push the
+// activations, KV cache and counters out of L2; that hint alone took the step from 3.0 to 2.3 ms
+// on the H200), NS - 1 tiles in flight. Stages that need the whole output of the previous stage
+// wait for it on a counter in global memory (one per stage and layer: the blocks that finished
+// it), the only grid-wide synchronization; while a block waits, its in-flight tiles land. This is
+// the "megakernel" idea of Spector et al., "Look Ma, No Bubbles!" (Hazy Research, 2025), with one
+// counter per stage instead of their instruction scheduler.
+// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/): 1.87 ms
+// per batch-1 step against 1.72 for the layered path with CUDA graphs and PDL, so it is off by
+// default. Nsight Compute shows what limits it: the consumers (16 warps per SM, one 16 x 1024
+// tile per stage) are latency-bound on the unpack-and-FMA work of each tile (3.2 issue stalls per
+// instruction at barriers, 2.2 on fixed-latency dependencies), and each of the five grid-wide
+// waits per layer costs a few µs of dependent L2 round trips (signal, poll, stage the input).
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on, so the
 // results are the same bits except for attention's split count):
 //   qkv    : x = RMSNorm(h) w_in (each block, in shared memory); qkv = x . Wqkv^T
-//   attn   : waits for every block's qkv rows; 2 x gridDim parts (128 threads each) of split-KV
-//            decode attention with the q/k RMSNorm, RoPE and KV-cache write inside
+//   attn   : waits for every block's qkv rows; 2 x gridDim parts of split-KV decode attention
+//            (threads 0-255, 128 a part) with the q/k RMSNorm, RoPE and KV-cache write inside
 //            (engine_decode_attention_part); the last part of each (sequence, KV head) merges
 //   o      : waits for B x NKV merged heads; h += attn . Wo^T (residual add in the epilogue)
 //   gate_up: waits for every block's h rows; x = RMSNorm(h) w_post; gu = x . Wgu^T
 //   down   : waits for every block's gu rows; x = SwiGLU(gu); h += x . Wdown^T
-// A GEMV's N rows are cut into groups of 8 (a warp per row) and the groups split evenly over the
-// blocks; a group's K columns come in tiles of 2048 (8 rows x 4 KiB = one stage), each row piece
-// one bulk copy. A lane accumulates the same 16-byte pieces in the same order as engine_gemv.
+// A GEMV's N rows are cut into groups of 16 (a warp per row) and the groups split evenly over the
+// blocks; a group's K columns come in tiles of 1024 (16 rows x 2 KiB = one stage). A lane
+// accumulates the same 16-byte pieces in the same order as engine_gemv.
 // tensors: h bf16 [T, H] (the residual stream, updated in place), layers u64 [layers][9] (the
 // device pointers of each layer: Wqkv, Wo, Wgu, Wdown, input norm, post-attention norm, q_norm |
 // k_norm, K cache, V cache), qkv bf16 [T, (NQ + 2 NKV) D], attn bf16 [T, NQ D], gu bf16 [T, 2 I],
 // cos_sin f32 [L, D], ctx_lens i32 [T], stamps u64 [5 layers + 1] (or null: with it, block 0
 // records %globaltimer as each stage's wait ends and the last block at the end, the in-kernel
-// stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers; scalars: attention scale, eps, NS,
-// S (attention splits, <= 64). workspace: stage counters u32 [5 layers + 1] (zero before the
+// stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers; scalars: attention scale, eps, NS (2 to
+// 8), S (attention splits, <= 64). workspace: stage counters u32 [5 layers + 1] (zero before the
 // first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
 // padded to 256 bytes, then engine_decode_attention's workspace (counters | parts). Dynamic
-// shared memory: 128 bytes of mbarriers, then max(T max(H, NQ D, I) 2, 2 x
-// sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block 256, grid <= one
+// shared memory: 128 bytes (unused head), then max(T max(H, NQ D, I) 2, 2 x
+// sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block 512, grid <= one
 // block per SM: every block must be resident at once (the host launches gridDim = SMs with more
 // than half an SM's shared memory each); a wait that lasts 10 s traps rather than hangs.
 enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
@@ -1138,7 +1142,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     __threadfence();
   }
 #else
-  __trap();  // needs sm_90 (TMA bulk copies, mbarrier transaction counts); the host checks
+  __trap();  // needs sm_90 (griddepcontrol; tested there); the host checks
 #endif
 }
 #define ENGINE_DECODE_LAYERS_ENTRY(g)                                                                      \

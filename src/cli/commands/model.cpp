@@ -35,7 +35,7 @@ struct InitFlags {
 
 struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
-  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on", persistent = "on";
+  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on", persistent = "off";
   int batch = 1, prompt = 16, gen = 16;
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
@@ -498,9 +498,10 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "Decode attention at batch <= 4: engine (default; one-launch split-KV kernel) | op (the "
                   "gqa_decode_attention op's registry kernel)");
   cmd->add_option("--persistent", f.persistent,
-                  "on (default): decode at batch <= 4 runs every decoder layer in one persistent kernel (weights "
-                  "streamed through shared memory by TMA, stages synchronized in the kernel; needs sm_90 and "
-                  "every fusion, --gemv on and --decode-attention engine) | off: a launch per stage");
+                  "on: decode at batch <= 4 runs every decoder layer in one persistent kernel (weights streamed "
+                  "through shared memory by cp.async, stages synchronized in the kernel; needs sm_90, every "
+                  "fusion, --gemv on and --decode-attention engine) | off (default; faster with graphs and PDL on "
+                  "the H200): a launch per stage");
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
                   "as fit in shared memory | 2..8");
