@@ -861,8 +861,9 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 //   gate_up: waits for every block's h rows; x = RMSNorm(h) w_post; gu = x . Wgu^T
 //   down   : waits for every block's gu rows; x = SwiGLU(gu); h += x . Wdown^T
 // A GEMV's N rows are cut into groups of 16 (a warp per row) and the groups split evenly over the
-// blocks; a group's K columns come in tiles of 1024 (16 rows x 2 KiB = one stage). A lane
-// accumulates the same 16-byte pieces in the same order as engine_gemv.
+// blocks; a group's K columns come in tiles of 1024 (16 rows x 2 KiB = one stage). Each lane
+// copies exactly the 16-byte pieces it later reads, so a stage needs no block barrier, and
+// accumulates them in the same order as engine_gemv.
 // tensors: h bf16 [T, H] (the residual stream, updated in place), layers u64 [layers][9] (the
 // device pointers of each layer: Wqkv, Wo, Wgu, Wdown, input norm, post-attention norm, q_norm |
 // k_norm, K cache, V cache), qkv bf16 [T, (NQ + 2 NKV) D], attn bf16 [T, NQ D], gu bf16 [T, 2 I],
@@ -879,7 +880,8 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
 enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPostNorm, kDlQkNorm, kDlKCache,
                          kDlVCache, kDlTableCols };
-constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2, kDlThreads = 512;
+// a tile row per warp of the 512-thread block
+constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 struct EngineDecodeDims {
   long long T, H, NQ, NKV, D, L, I, layers;
 };
@@ -945,16 +947,22 @@ struct EngineDlStream {
   __device__ void issue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (!done) {
-      // thread i copies piece i % 128 (16 bytes) of rows i / 128, i / 128 + 4, ... of the tile
-      const int rows = (int)(N - g * kDlTileRows < kDlTileRows ? N - g * kDlTileRows : kDlTileRows);
-      const long long col = kc + (threadIdx.x & 127) * 8;
-      const unsigned dst = ring + next_stage + (threadIdx.x & 127) * 16;
-      if (col < K)
-        for (int r = threadIdx.x >> 7; r < rows; r += kDlThreads / 128)
-          asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
-                           dst + (unsigned)(r * kDlTileCols * 2)),
-                       "l"(W + (g * kDlTileRows + r) * K + col), "l"(policy)
-                       : "memory");
+      // warp r copies row r of the tile, lane i its pieces i, i + 32, i + 64, i + 96 (16 bytes
+      // each): exactly the pieces the lane reads in engine_dl_gemv, so a thread's own
+      // cp.async.wait_group is all the synchronization a stage needs
+      const int r = threadIdx.x >> 5, lane = threadIdx.x & 31;
+      if (g * kDlTileRows + r < N) {
+        const bf16_t* src = W + (g * kDlTileRows + r) * K + kc;
+        const unsigned dst = ring + next_stage + (unsigned)(r * kDlTileCols * 2);
+#pragma unroll
+        for (int u = 0; u < kDlTileCols / 256; ++u) {
+          const int k = lane * 8 + u * 256;
+          if (kc + k < K)
+            asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + (unsigned)(k * 2)),
+                         "l"(src + k), "l"(policy)
+                         : "memory");
+        }
+      }
       kc += kDlTileCols;
       if (kc >= K) {
         kc = 0;
@@ -1011,10 +1019,10 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
     const long long n = g * kDlTileRows + warp;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (long long kc = 0; kc < K; kc += kDlTileCols) {
-      // this thread's pieces of tile `tile` have landed (NS - 2 younger groups may be pending),
-      // then everyone's; the stage consumed last round is free for tile + NS - 1
+      // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending); the
+      // stage this thread read last round is free for the tile NS - 1 ahead (each lane copies and
+      // reads only its own pieces: no block barrier per tile)
       engine_dl_wait_stage(st.stages);
-      __syncthreads();
       st.issue();
       const bf16_t* ws = ring + stage * (kDlTileBytes / 2) + warp * kDlTileCols;
       if (n < N) {
