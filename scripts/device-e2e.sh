@@ -9,7 +9,7 @@
 # also b256-plain, b1-plain: best kernels and graphs without flash attention, fusions and GEMV;
 # b1-persistent (all on and the persistent decode kernel), b1-nopdl (all on but
 # programmatic dependent launch), b1-nonorm (all on but the norm/residual
-# fusion into the GEMVs), b4-best, b4-persistent, b1-baseline; "baseline" = simplest kernels, no graphs, no flash attention, fusions or GEMV),
+# fusion into the GEMVs), b4-best (the persistent kernel on, as --persistent auto does at batch 4), b4-layered, b1-baseline; "baseline" = simplest kernels, no graphs, no flash attention, fusions or GEMV),
 # TESTS (a ctest -R regex; default: the whole suite), SKIP_TESTS=1, SKIP_HF=1.
 # Out ($OUT): build.log, ctest.log, e2e-*.json, e2e-stderr.log, hf-compare.json.
 set -uo pipefail
@@ -52,7 +52,7 @@ for r in ${RUNS:-b256-best b256-baseline b1-best}; do
     b1-plain) run b1-plain --batch 1 --prompt 512 --gen 64 --kernels best --graphs on $plain ;;
     b1-persistent) run b1-persistent --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --persistent on ;;
     b4-best) run b4-best --batch 4 --prompt 512 --gen 64 --kernels best --graphs on ;;
-    b4-persistent) run b4-persistent --batch 4 --prompt 512 --gen 64 --kernels best --graphs on --persistent on ;;
+    b4-layered) run b4-layered --batch 4 --prompt 512 --gen 64 --kernels best --graphs on --persistent off ;;
     b1-nopdl) run b1-nopdl --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --pdl off ;;
     b1-nonorm) run b1-nonorm --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --fusions qk_rope_kv,swiglu_down ;;
     b1-baseline) run b1-baseline --batch 1 --prompt 512 --gen 64 --kernels baseline --graphs off $plain ;;

@@ -2,7 +2,7 @@
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -35,7 +35,7 @@ struct InitFlags {
 
 struct E2eFlags {
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
-  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on", persistent = "off";
+  std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on", persistent = "auto";
   int batch = 1, prompt = 16, gen = 16;
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
@@ -257,7 +257,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.pdl = f.pdl == "on";
   o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
-  o.persistent_decode = f.persistent == "on";
+  // auto: the persistent decode kernel where it measured faster on the H200 (batch 4: 2.85 against
+  // 3.35 ms/step; batch 1: 1.87 against 1.72; README, 2026-12-01), so from batch 2 on
+  o.persistent_decode = f.persistent == "on" || (f.persistent == "auto" && f.batch >= 2);
   o.persistent_stages = std::stoi(f.persistent_stages);
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
@@ -422,9 +424,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
-  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl},
-                                     {"--persistent", f.persistent}})
+  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
+  if (f.persistent != "auto" && f.persistent != "on" && f.persistent != "off")
+    fail(ErrorCategory::kUsage, "--persistent {}: expected auto, on or off", f.persistent.substr(0, 40));
   parse_fusions(f.fusions);
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
@@ -440,7 +443,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention/--persistent: the CPU engine is the float32 "
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention/--persistent/--persistent-stages: the CPU engine is the float32 "
          "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
@@ -500,8 +503,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent", f.persistent,
                   "on: decode at batch <= 4 runs every decoder layer in one persistent kernel (weights streamed "
                   "through shared memory by cp.async, stages synchronized in the kernel; needs sm_90, every "
-                  "fusion, --gemv on and --decode-attention engine) | off (default; faster with graphs and PDL on "
-                  "the H200): a launch per stage");
+                  "fusion, --gemv on and --decode-attention engine) | off: a launch per stage | auto (default): "
+                  "on at batch 2-4, off at batch 1 (where the launches with graphs and PDL measured faster on "
+                  "the H200)");
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
                   "as fit in shared memory | 2..8");
