@@ -154,6 +154,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
   o.persistent_decode = o.persistent_decode && o.engine_decode_attention && decode_attention_fuses_qk(c, o) &&
                         swiglu_fused_at(c, o, o.batch) && norm_fused_at(c, o, o.batch);
+  if (!o.persistent_decode) o.persistent_stages = 0;
   return o;
 }
 // Engine kernels the options use (the flash entry of the model's head dim only).

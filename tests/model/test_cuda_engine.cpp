@@ -4,7 +4,7 @@
 // baseline (each template's simplest variant) and its defaults, graphs on and off, and the
 // engine's knobs all on (flash prefill attention, fused q/k norm + RoPE + KV write, GEMV with
 // SwiGLU, the RMSNorms and the residual adds fused at small batch, programmatic dependent launch,
-// the engine's split-KV decode attention at small batch, the persistent decode kernel) or all off. Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
+// the engine's split-KV decode attention at small batch) or all off (the persistent decode kernel has its own tests). Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
 // prefill too) with each of the norm fusion and PDL on and off. Long ragged prompts (several flash tiles) at head
 // dims 16, 64 and 128. Skips visibly without a GPU.
 #include <gtest/gtest.h>
@@ -51,7 +51,7 @@ CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bo
   o.max_context = max_context;
   o.graphs = graphs;
   o.flash_prefill = o.fuse_qk_rope_kv = o.gemv = o.fuse_swiglu_down = o.fuse_norm_residual = o.pdl = knobs;
-  o.engine_decode_attention = o.persistent_decode = knobs;
+  o.engine_decode_attention = knobs;  // persistent_decode stays off: the layered path (its own tests below)
   return o;
 }
 
@@ -160,22 +160,25 @@ TEST_P(CudaEngineBatchOne, MatchesTheCpuWithALargeVocabulary) {
 }
 
 // The engine's decode attention at every GQA group size it compiles (G = 1, 2, 4, 8) and head
-// dims 16 to 128, with and without the q/k kernel fused in: batch 2 with ragged prompts (4 and 1
+// dims 16 to 128, with and without the q/k kernel fused in, standalone and inside the persistent
+// decode kernel: batch 2 with ragged prompts (4 and 1
 // tokens), context 80 (3 splits), 10 teacher-forced decode steps against the float32 CPU engine.
-// Parameters: heads, kv_heads, head_dim, q/k fused into the attention.
-class CudaEngineGqaGroups : public ::testing::TestWithParam<std::tuple<int, int, int, bool>> {};
+// Parameters: heads, kv_heads, head_dim, q/k fused into the attention, the persistent kernel.
+class CudaEngineGqaGroups : public ::testing::TestWithParam<std::tuple<int, int, int, bool, bool>> {};
 
 TEST_P(CudaEngineGqaGroups, DecodeAttentionMatchesTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [heads, kv_heads, head_dim, fuse_qk] = GetParam();
+  const auto [heads, kv_heads, head_dim, fuse_qk, persistent] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.heads = heads, cfg.kv_heads = kv_heads, cfg.head_dim = head_dim;
   const auto dir = tiny_checkpoint(home, cfg, 13);
   auto o = options(2, 4, 80, true);
   o.fuse_qk_rope_kv = fuse_qk;
+  o.persistent_decode = persistent;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  EXPECT_EQ(gpu.options().persistent_decode, persistent);
   ASSERT_TRUE(gpu.options().engine_decode_attention);
   for (const auto& site : CudaQwen3Engine::call_sites(cfg, o)) EXPECT_NE(site.op, "gqa_decode_attention");
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 2, 80);
@@ -198,15 +201,19 @@ TEST_P(CudaEngineGqaGroups, DecodeAttentionMatchesTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
-                         ::testing::Values(std::tuple{2, 2, 64, true}, std::tuple{4, 1, 32, true},
-                                           std::tuple{8, 1, 16, true}, std::tuple{4, 2, 128, true},
-                                           std::tuple{8, 1, 16, false}, std::tuple{4, 1, 128, false}));
+                         ::testing::Values(std::tuple{2, 2, 64, true, false}, std::tuple{4, 1, 32, true, false},
+                                           std::tuple{8, 1, 16, true, false}, std::tuple{4, 2, 128, true, false},
+                                           std::tuple{8, 1, 16, false, false}, std::tuple{4, 1, 128, false, false},
+                                           // the persistent kernel's four entries (GQA 1, 4, 8, 2)
+                                           std::tuple{2, 2, 64, true, true}, std::tuple{4, 1, 32, true, true},
+                                           std::tuple{8, 1, 16, true, true}, std::tuple{4, 2, 128, true, true}));
 
 // The persistent decode kernel (engine_decode_layers) against the layered path on the same
 // checkpoint and the float32 CPU engine, 12 teacher-forced graph replays (its stage counters must
 // come back to 0 after each). Dims chosen for its tiling: hidden 2120 and intermediate 4200 are
-// not multiples of its 2048-column tiles (a ragged last tile per row group), gate|up has 8400
-// rows (many row groups per block), down has 3 column tiles per row group; head_dim 64, GQA 2.
+// not multiples of its 1024-column tiles (a ragged last tile per row group: 3 tiles per group for
+// qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
+// GQA 2.
 // Parameters: batch (1, 4), PDL.
 class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -220,6 +227,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   const auto dir = tiny_checkpoint(home, cfg, 17);
   auto o = options(batch, 5, 90, true);
   o.pdl = pdl;
+  o.persistent_decode = true;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
@@ -321,7 +329,8 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   }
   // knobs on: q/k norm + RoPE + KV write fused; decode at batch 2 has SwiGLU, the norms and the
   // residual adds inside the GEMVs
-  const auto o = options(2, 4, 6, true);
+  auto o = options(2, 4, 6, true);
+  o.persistent_decode = true;
   for (const auto& site : CudaQwen3Engine::call_sites(cfg, o)) EXPECT_NE(site.op, "rope") << site.key();
   EXPECT_EQ(CudaQwen3Engine::call_sites(cfg, o).size(), 2u);  // rmsnorm and swiglu at T=8 (decode: engine attention)
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));

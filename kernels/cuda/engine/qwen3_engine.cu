@@ -873,10 +873,11 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // 8), S (attention splits, <= 64). workspace: stage counters u32 [5 layers + 1] (zero before the
 // first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
 // padded to 256 bytes, then engine_decode_attention's workspace (counters | parts). Dynamic
-// shared memory: 128 bytes (unused head), then max(T max(H, NQ D, I) 2, 2 x
+// shared memory: a 128-byte head (kept for alignment), then max(T max(H, NQ D, I) 2, 2 x
 // sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block 512, grid <= one
-// block per SM: every block must be resident at once (the host launches gridDim = SMs with more
-// than half an SM's shared memory each); a wait that lasts 10 s traps rather than hangs.
+// block per SM: every block must be resident at once (the host launches gridDim = the SM count,
+// which fits when the GPU runs nothing else; another process or stream holding SMs for the whole
+// step would leave blocks unscheduled), and a wait that lasts 10 s traps rather than hangs.
 enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
 enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPostNorm, kDlQkNorm, kDlKCache,
                          kDlVCache, kDlTableCols };
@@ -893,7 +894,7 @@ __device__ __forceinline__ void engine_dl_matrix(const EngineDecodeDims& d, int 
   else if (w == 2) N = 2 * d.I, K = d.H, col = kDlWgu;
   else N = d.H, K = d.I, col = kDlWdown;
 }
-// This block's row groups [g0, g1) of a matrix of N rows: cdiv(N, 8) groups split evenly.
+// This block's row groups [g0, g1) of a matrix of N rows: cdiv(N, 16) groups split evenly.
 __device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, long long& g1) {
   const long long groups = (N + kDlTileRows - 1) / kDlTileRows;
   g0 = groups * blockIdx.x / gridDim.x;
@@ -907,8 +908,8 @@ __device__ __forceinline__ unsigned long long engine_dl_clock_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-// The weight tiles of this block in consumption order, `issued` of them so far. Every thread
-// keeps the same cursor and copies its 16-byte piece of each of a tile's rows (cp.async, L2
+// The weight tiles of this block in consumption order. Every thread keeps the same cursor and
+// copies, for each tile, the 16-byte pieces of its warp's row that it will read (cp.async, L2
 // evict-first: the stream is read once per step and must not push the activations, the KV cache
 // and the counters out of L2), one commit group per tile.
 struct EngineDlStream {
@@ -1143,7 +1144,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
-  // its last wait).
+  // its last wait; the fence orders this block's last signal before its exit count, so no count
+  // can land after the zeroing).
+  __threadfence();
   if (threadIdx.x == 0 && atomicAdd(exit_counter, 1u) == gridDim.x - 1) {
     if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_dl_clock_ns();
     for (long long i = 0; i < n_counters; ++i) counters[i] = 0u;
