@@ -6,3 +6,8 @@ cd "$(dirname "$0")/.."
 THRIVE_CMAKE_ARGS="-DTHRIVE_ENABLE_WERROR=ON ${THRIVE_CMAKE_ARGS:-}" ./scripts/setup.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 900
+# ctest prints a skip's reason only with -V: list the reasons here, each with how many tests gave it.
+if grep -q "Skipped" Testing/Temporary/LastTest.log; then
+  echo "Skipped tests, by reason:"
+  grep -ho "no GPU: [^\"]*\|GTEST_SKIP[^\"]*\|Skipped: [^\"]*" Testing/Temporary/LastTest.log | sort | uniq -c || true
+fi
