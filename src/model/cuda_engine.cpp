@@ -130,9 +130,10 @@ int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv) {
 // workspace (engine_decode_attention's layout: per-(b, g) counters padded to 256 bytes, (max, sum)
 // pairs and accumulators of every part).
 int64_t decode_layers_counter_bytes(int64_t layers) { return ((5 * layers + 1) * 4 + 255) / 256 * 256; }
+int64_t decode_attention_counter_bytes(int64_t b, int64_t nkv) { return (b * nkv * 4 + 255) / 256 * 256; }
 int64_t decode_attention_ws_bytes(const Qwen3Config& c, int64_t b, int64_t splits) {
   const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads);
-  return (b * c.kv_heads * 4 + 255) / 256 * 256 + parts * 2 * 4 + parts * c.head_dim * 4;
+  return decode_attention_counter_bytes(b, c.kv_heads) + parts * 2 * 4 + parts * c.head_dim * 4;
 }
 bool gemv_supported(const Qwen3Config& c) {
   return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
@@ -545,15 +546,15 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     // stages (a large T x intermediate, or a device with little shared memory) takes the layered
     // path.
     const auto& mod = *m.engine_modules.at("engine_decode_layers_g" + std::to_string(NQ / NKV));
-    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes -
-                         decode_layers_region(cfg, B);
+    const int64_t region = decode_layers_region(cfg, B);
+    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlMaxStages,
                                     room / kDlTileBytes);
     m.dl_blocks = dev.compute_units;
     if (m.dl_stages < 2 || m.dl_blocks < 1) {
       m.opts.persistent_decode = false;
     } else {
-      m.dl_smem = kDlHeadBytes + decode_layers_region(cfg, B) + m.dl_stages * kDlTileBytes;
+      m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV);
       m.opts.persistent_stages = int(m.dl_stages);
     }
@@ -639,7 +640,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.argmax_count = m.alloc(B * 4);
   m.be->memset(m.argmax_count, 0, B * 4);
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
-    const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = (B * NKV * 4 + 255) / 256 * 256;
+    const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);
     m.attn_ws_bytes = decode_attention_ws_bytes(cfg, B, decode_attention_splits(L));
     m.attn_ws = m.alloc(m.attn_ws_bytes);
     m.attn_ml = at(m.attn_ws, counters, 1);
@@ -659,7 +660,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     const int64_t counters = decode_layers_counter_bytes(cfg.layers);
     m.dl_ws_bytes = counters + decode_attention_ws_bytes(cfg, B, m.dl_splits);
     m.dl_ws = m.alloc(m.dl_ws_bytes);
-    m.be->memset(m.dl_ws, 0, counters + (B * NKV * 4 + 255) / 256 * 256);  // stage and (b, g) counters
+    m.be->memset(m.dl_ws, 0, counters + decode_attention_counter_bytes(B, NKV));  // stage and (b, g) counters
     m.dl_stamps = m.alloc((5 * cfg.layers + 1) * 8);
     m.be->synchronize();  // `table` is uploaded before it goes out of scope
   }
