@@ -7,9 +7,10 @@
 # Environment: SEED_HOME=FILE.tgz (a memory with tuned kernels, e.g. .device-home/home.tgz),
 # GEN (decode tokens per sequence, default 32), RUNS (default "b256-best b256-baseline b1-best";
 # also b256-plain, b1-plain: best kernels and graphs without flash attention, fusions and GEMV;
-# b1-persistent (all on and the persistent decode kernel), b1-nopdl (all on but
-# programmatic dependent launch), b1-nonorm (all on but the norm/residual
-# fusion into the GEMVs), b4-best (the persistent kernel on, as --persistent auto does at batch 4), b4-layered, b1-baseline; "baseline" = simplest kernels, no graphs, no flash attention, fusions or GEMV),
+# b1-layered (all on but the persistent decode kernel, which --persistent auto uses at batch 1-4),
+# b1-nopdl (all on but programmatic dependent launch), b1-nonorm (all on but the norm/residual
+# fusion into the GEMVs), b4-best (the persistent kernel on), b4-layered, b1-baseline; "baseline"
+# = simplest kernels, no graphs, no flash attention, fusions or GEMV),
 # TESTS (a ctest -R regex; default: the whole suite), SKIP_TESTS=1, SKIP_HF=1.
 # Out ($OUT): build.log, ctest.log, e2e-*.json, e2e-stderr.log, hf-compare.json.
 set -uo pipefail
@@ -50,7 +51,7 @@ for r in ${RUNS:-b256-best b256-baseline b1-best}; do
     b256-plain) run b256-plain --batch 256 --prompt 512 --gen "$gen" --kernels best --graphs on $plain ;;
     b1-best) run b1-best --batch 1 --prompt 512 --gen 64 --kernels best --graphs on ;;
     b1-plain) run b1-plain --batch 1 --prompt 512 --gen 64 --kernels best --graphs on $plain ;;
-    b1-persistent) run b1-persistent --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --persistent on ;;
+    b1-layered) run b1-layered --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --persistent off ;;
     b4-best) run b4-best --batch 4 --prompt 512 --gen 64 --kernels best --graphs on ;;
     b4-layered) run b4-layered --batch 4 --prompt 512 --gen 64 --kernels best --graphs on --persistent off ;;
     b1-nopdl) run b1-nopdl --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --pdl off ;;

@@ -113,18 +113,26 @@ std::string decode_attention_entry(const Qwen3Config& c, const CudaEngineOptions
 // Its splits along the context: about 32 keys a block (one round of loads per key slot), at most 64.
 int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t>((max_context + 31) / 32, 1, 64); }
 // engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu): weight tiles of 16 rows x 1024
-// columns bf16 (32 KiB) in a ring of at most 8 stages, after a 128-byte head and a region
+// columns bf16 (32 KiB) in a ring of at most 8 stages, after a head (128 bytes, then the GEMV's
+// cross-warp sums: two buffers of 16 warps x 16 rows x 4 tokens f32, 8 KiB), the per-layer
+// pointer table (decode_layers_table_bytes) and a region
 // that holds either the GEMV input (T x the widest K, bf16) or two 128-thread attention groups'
 // EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
-constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128;
+// With 0 stages in the options, as many as fit: on the H200 (2026-12-01,
+// bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms
+// against 1.72 with 2; at batch 4 the depth did not matter (2.12 ms with 5 or 2).
+constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128 + 8192;
+int64_t decode_layers_table_bytes(const Qwen3Config& c) { return (c.layers * 9 * 8 + 127) / 128 * 128; }
 int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
   const int64_t kmax = std::max({c.hidden, c.heads * c.head_dim, c.intermediate}), g = c.heads / c.kv_heads;
   return (std::max(t * kmax * 2, 2 * (5120 * g + 4)) + 127) / 128 * 128;
 }
-// Attention splits of the persistent kernel: two parts per block over B x NKV (sequence, KV
-// head) pairs, at most 64 (engine_decode_attention_part's merge).
-int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv) {
-  return std::clamp<int64_t>(2 * blocks / (b * nkv), 1, 64);
+// Attention splits of the persistent kernel: at most two parts per block over B x NKV (sequence,
+// KV head) pairs, and no more than the layered path's (about 32 keys a part: a part's keys then
+// come in one round of loads, which the kernel issues before its wait for the qkv rows, and the
+// last part merges fewer partial results), at most 64 (engine_decode_attention_part's merge).
+int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
+  return std::clamp<int64_t>(std::min(2 * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
 }
 // Its stage counters (5 per layer and an exit count, padded to 256 bytes) and the attention
 // workspace (engine_decode_attention's layout: per-(b, g) counters padded to 256 bytes, (max, sum)
@@ -546,7 +554,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     // stages (a large T x intermediate, or a device with little shared memory) takes the layered
     // path.
     const auto& mod = *m.engine_modules.at("engine_decode_layers_g" + std::to_string(NQ / NKV));
-    const int64_t region = decode_layers_region(cfg, B);
+    const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg);
     const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlMaxStages,
                                     room / kDlTileBytes);
@@ -555,7 +563,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       m.opts.persistent_decode = false;
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
-      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV);
+      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L);
       m.opts.persistent_stages = int(m.dl_stages);
     }
   }

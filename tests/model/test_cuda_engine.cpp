@@ -214,13 +214,13 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // not multiples of its 1024-column tiles (a ragged last tile per row group: 3 tiles per group for
 // qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
 // GQA 2.
-// Parameters: batch (1, 4), PDL.
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+// Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6).
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl] = GetParam();
+  const auto [batch, pdl, stages] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
@@ -228,10 +228,15 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   auto o = options(batch, 5, 90, true);
   o.pdl = pdl;
   o.persistent_decode = true;
+  o.persistent_stages = stages;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   ASSERT_TRUE(gpu.options().persistent_decode) << "sm_90 or newer expected on the test device";
+  if (stages > 0) {  // that many, or fewer where they do not fit
+    EXPECT_LE(gpu.options().persistent_stages, stages);
+    EXPECT_GE(gpu.options().persistent_stages, 2);
+  }
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 90);
@@ -262,7 +267,8 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true}, std::tuple{4, true}, std::tuple{1, false}));
+                         ::testing::Values(std::tuple{1, true, 0}, std::tuple{4, true, 0}, std::tuple{1, false, 0},
+                                           std::tuple{1, true, 6}, std::tuple{4, true, 6}));
 
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));

@@ -94,12 +94,13 @@ struct CudaEngineOptions {
   /// in-kernel timestamps when stages are timed). Needs the GEMV path with fuse_swiglu_down and
   /// fuse_norm_residual at that batch, engine_decode_attention with the q/k kernel fused, sm_90 or
   /// newer and at least two 32 KiB stages of shared memory; off otherwise. Off by default here
-  /// (`thrive e2e --persistent auto` turns it on from batch 2): on the H200 it decodes batch 4 in
-  /// 2.85 ms/step against the layered path's 3.35, but batch 1 in 1.87 against 1.72 with CUDA
-  /// graphs and PDL (2026-12-01, README).
+  /// (`thrive e2e --persistent auto` turns it on): on the H200 it decodes batch 1 in 1.65 ms/step
+  /// against the layered path's 1.70 with CUDA graphs and PDL, batch 4 in 2.12 against 3.27
+  /// (2026-12-01, README).
   bool persistent_decode = false;
   /// Ring stages of the persistent kernel (32 KiB of weights each, in flight or landed per SM): 0 =
-  /// as many as fit in shared memory (at most 8), else at most that many (>= 2).
+  /// as many as fit in shared memory (at most 8), else that many (2 to 8) or as many as fit if
+  /// fewer.
   int persistent_stages = 0;
 };
 

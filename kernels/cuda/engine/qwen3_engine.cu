@@ -405,32 +405,50 @@ enum EngineGemvInput { kGemvX = 0, kGemvNorm = 1, kGemvSwiglu = 2 };
 extern __shared__ __align__(16) bf16_t engine_gemv_xs[];
 
 // xs[t, k] = bf16(h[t, k] * rsqrt(mean_k(h[t]^2) + eps) * w[k]), as engine_rmsnorm computes it.
+// A thread's first kNormKeep pieces of h and w (all of them while K <= kNormKeep x 8 x blockDim:
+// 4096 at 256 threads, 8192 at 512) are loaded once, together, and kept in registers for the
+// second pass: one round trip to L2 instead of three dependent ones.
+constexpr int kNormKeep = 2;
+__device__ __forceinline__ void engine_norm_piece(uint4 v, uint4 g, float inv, bf16_t* dst) {
+  const unsigned p[4] = {v.x, v.y, v.z, v.w}, q[4] = {g.x, g.y, g.z, g.w};
+  unsigned o[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    o[e] = (unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] << 16) * inv * __uint_as_float(q[e] << 16)) |
+           ((unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] & 0xffff0000u) * inv *
+                                         __uint_as_float(q[e] & 0xffff0000u)) << 16);
+  *(uint4*)dst = make_uint4(o[0], o[1], o[2], o[3]);
+}
+__device__ __forceinline__ float engine_sumsq8(uint4 v) {
+  const unsigned p[4] = {v.x, v.y, v.z, v.w};
+  float ss = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float lo = __uint_as_float(p[e] << 16), hi = __uint_as_float(p[e] & 0xffff0000u);
+    ss += lo * lo + hi * hi;
+  }
+  return ss;
+}
 __device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf16_t* w, long long T, long long K,
                                                        float eps, bf16_t* xs) {
+  const long long step = (long long)blockDim.x * 8, k0 = threadIdx.x * 8, tail = k0 + kNormKeep * step;
   for (long long t = 0; t < T; ++t) {
     const bf16_t* ht = h + t * K;
+    uint4 hv[kNormKeep], wv[kNormKeep];
+#pragma unroll
+    for (int i = 0; i < kNormKeep; ++i)
+      if (k0 + i * step < K) hv[i] = __ldcg((const uint4*)(ht + k0 + i * step)), wv[i] = *(const uint4*)(w + k0 + i * step);
     float ss = 0.f;
-    for (long long k = threadIdx.x * 8; k < K; k += blockDim.x * 8) {
-      const uint4 v = __ldcg((const uint4*)(ht + k));
-      const unsigned p[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float lo = __uint_as_float(p[e] << 16), hi = __uint_as_float(p[e] & 0xffff0000u);
-        ss += lo * lo + hi * hi;
-      }
-    }
+    for (int i = 0; i < kNormKeep; ++i)
+      if (k0 + i * step < K) ss += engine_sumsq8(hv[i]);
+    for (long long k = tail; k < K; k += step) ss += engine_sumsq8(__ldcg((const uint4*)(ht + k)));
     const float inv = rsqrtf(engine_block_sum(ss) / (float)K + eps);
-    for (long long k = threadIdx.x * 8; k < K; k += blockDim.x * 8) {
-      const uint4 v = __ldcg((const uint4*)(ht + k)), g = *(const uint4*)(w + k);
-      const unsigned p[4] = {v.x, v.y, v.z, v.w}, q[4] = {g.x, g.y, g.z, g.w};
-      unsigned o[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[e] = (unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] << 16) * inv * __uint_as_float(q[e] << 16)) |
-               ((unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] & 0xffff0000u) * inv *
-                                             __uint_as_float(q[e] & 0xffff0000u)) << 16);
-      *(uint4*)(xs + t * K + k) = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    for (int i = 0; i < kNormKeep; ++i)
+      if (k0 + i * step < K) engine_norm_piece(hv[i], wv[i], inv, xs + t * K + k0 + i * step);
+    for (long long k = tail; k < K; k += step)
+      engine_norm_piece(__ldcg((const uint4*)(ht + k)), *(const uint4*)(w + k), inv, xs + t * K + k);
   }
 }
 
@@ -552,7 +570,8 @@ ENGINE_GEMV_ENTRY(engine_gemv_swiglu_residual, kGemvSwiglu, true)
 // block 128; block (s, g, b) takes keys [s c, min(n_b, (s + 1) c)), c = cdiv(n_b, S), online
 // softmax in f32 with scores in the log2 domain (q pre-scaled by scale log2 e, exp2f). A key row
 // is read by LPK = D / 8 lanes (16-byte pieces; D / 8 a power of two <= 32), so a warp holds
-// 32 / LPK keys at once, each lane group issuing the K and V loads of U = 4 keys before using them.
+// 32 / LPK keys at once, each lane group issuing the K and V loads of U keys before using them (4
+// here, 2 in the persistent kernel, which has fewer registers a thread).
 // The block's key slots merge through shared memory; with S > 1 the block writes (max, sum) and
 // the unnormalized accumulator to the workspace, and the last block of (b, g) to finish (a
 // per-(b, g) counter, reset by that block so a CUDA graph can replay the kernel) merges the S
@@ -625,43 +644,63 @@ struct EngineAttentionSmem {
   float acc[1024 * G];
   bool last;
 };
+// Where thread tid of a 128-thread part (split s of S, KV head g, sequence b) works: LPK lanes hold
+// one key row (8 elements each, lane `part`), a warp KPW rows, the part `slots` key slots; the
+// part covers keys [lo, hi) of the sequence's n = clamp(lens[b], 0, L), and p = n - 1 is the new
+// position (the step's token).
+struct EngineAttentionLane {
+  int LPK, KPW, lane, warp, sub, part, slots, slot;
+  long long n, lo, hi, p;
+  __device__ EngineAttentionLane(const EngineAttention& a, int s, int b, int S, int tid) {
+    LPK = (int)(a.D / 8), KPW = 32 / LPK;
+    lane = tid & 31, warp = tid >> 5, sub = lane / LPK, part = lane % LPK;
+    slots = 4 * KPW, slot = warp * KPW + sub;  // 4 warps
+    n = a.lens[b];
+    n = n < 0 ? 0 : (n > a.L ? a.L : n);
+    const long long c = (n + S - 1) / S;
+    lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
+  }
+};
 // One (split s of S, KV head g, sequence b) part of decode attention by 128 threads (tid 0..127;
 // `sync` is their barrier). Returns true when this call wrote out[b, heads of g] (S == 1, or the
 // last part of (b, g) to finish, which merged the S parts): the same value on every thread.
 // Everything written by another block of the same launch (qkv rows, parts) is read through L2.
-template <int G, bool QK, class Sync>
+// U: key slots a lane loads per round (all issued before any is used).
+template <int G, bool QK, int U, class Sync>
 __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttention& a, int s, int g, int b, int S,
                                                              int tid, EngineAttentionSmem<G>& sm, Sync sync) {
-  constexpr int U = 4, kThreads = 128;
+  constexpr int kThreads = 128;
   auto& sh_ml = sm.ml;
   float* sh_acc = sm.acc;
   const long long NQ = a.NQ, NKV = a.NKV, D = a.D, L = a.L;
-  const int LPK = (int)(D / 8), KPW = 32 / LPK;
-  const int lane = tid & 31, warp = tid >> 5, sub = lane / LPK, part = lane % LPK;
-  const int slots = (kThreads >> 5) * KPW, slot = warp * KPW + sub;
-  long long n = a.lens[b];
-  n = n < 0 ? 0 : (n > L ? L : n);
-  const long long c = (n + S - 1) / S, lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
+  const EngineAttentionLane w(a, s, b, S, tid);
+  const int LPK = w.LPK, part = w.part, slots = w.slots, slot = w.slot;
+  const long long lo = w.lo, hi = w.hi, p = w.p;
   const float qs = a.scale * 1.4426950408889634f;
   float q[G][8], m[G], l[G], acc[G][8];
   uint4 k_new = make_uint4(0u, 0u, 0u, 0u), v_new = k_new;
   if (QK) {
     const bf16_t* row = a.qkv + (long long)b * (NQ + 2 * NKV) * D + part * 8;
     const float* cs = a.cos_sin + (p < 0 ? 0 : p) * D;
+    // the G query rows, the key and the value first: one round trip for all of them
+    uint4 q_raw[G];
+#pragma unroll
+    for (int h = 0; h < G; ++h) q_raw[h] = __ldcg((const uint4*)(row + (g * G + h) * D));
+    const uint4 k_raw = __ldcg((const uint4*)(row + (NQ + g) * D));
+    v_new = __ldcg((const uint4*)(row + (NQ + NKV + g) * D));
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      engine_unpack8(__ldcg((const uint4*)(row + (g * G + h) * D)), q[h]);
+      engine_unpack8(q_raw[h], q[h]);
       engine_norm_rope8(q[h], a.qk_w, cs, part, LPK, D, a.eps);
     }
     float kx[8];
-    engine_unpack8(__ldcg((const uint4*)(row + (NQ + g) * D)), kx);
+    engine_unpack8(k_raw, kx);
     engine_norm_rope8(kx, a.qk_w + D, cs, part, LPK, D, a.eps);
     unsigned kw[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       kw[e] = (unsigned)thrive_f32_to_bf16(kx[2 * e]) | ((unsigned)thrive_f32_to_bf16(kx[2 * e + 1]) << 16);
     k_new = make_uint4(kw[0], kw[1], kw[2], kw[3]);
-    v_new = __ldcg((const uint4*)(row + (NQ + NKV + g) * D));
     if (slot == 0 && lo <= p && p < hi) {  // the part that holds the new position stores it
       const long long off = (((long long)b * L + p) * NKV + g) * D + part * 8;
       *(uint4*)(a.k_cache + off) = k_new;
@@ -746,18 +785,33 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     }
   }
   if (S == 1) return true;
-  __threadfence();  // the parts are visible before the count says so
+  // The parts are visible before the count says so; the last part's reads come after it (thread
+  // 0 fences on both sides of its count, the part's barriers order the other threads: the pattern
+  // of cooperative groups' grid sync).
   sync();
   unsigned* counter = a.counters + bg;
-  if (tid == 0) sm.last = atomicAdd(counter, 1u) == (unsigned)(S - 1);
+  if (tid == 0) {
+    __threadfence();
+    sm.last = atomicAdd(counter, 1u) == (unsigned)(S - 1);
+    __threadfence();
+  }
   sync();
   if (!sm.last) return false;
-  __threadfence();
   // The S parts' (max, sum) of the G heads into shared memory (reused: sh_ml holds 128 G pairs,
-  // S <= 64), then each head's weights 2^(m_i - M) and total sum; the accumulators are read
-  // through L2 (__ldcg: written by other blocks of this launch) 8 parts at a time.
+  // S <= 64), then each head's weights 2^(m_i - M) and total sum. The accumulators are read
+  // through L2 (__ldcg: written by other blocks of this launch), two elements a thread and
+  // kMergeRound parts at a time; the first round is issued before the (max, sum) pairs, so the
+  // merge waits on one round trip for up to kMergeRound parts.
+  constexpr int kMergeRound = 8;
   const float* all_ml = a.parts_ml + bg * S * G * 2;
   const float* all_acc = a.parts_acc + bg * S * G * D;
+  float2 av[kMergeRound];
+  const auto load_round = [&](long long e, int i0) {
+#pragma unroll
+    for (int k = 0; k < kMergeRound; ++k)
+      av[k] = i0 + k < S ? __ldcg((const float2*)(all_acc + (long long)(i0 + k) * G * D + e)) : make_float2(0.f, 0.f);
+  };
+  if (2 * tid < G * D) load_round(2 * tid, 0);
   float* w_sh = &sh_ml[0][0][0];  // [S][G] weights, then [G] sums after them
   for (int i = tid; i < S * G * 2; i += kThreads) sh_acc[i] = __ldcg(all_ml + i);
   sync();
@@ -773,20 +827,24 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     w_sh[S * G + h] = Ls;
   }
   sync();
-  for (long long e = tid; e < G * D; e += kThreads) {
+  for (long long e = 2 * tid; e < G * D; e += 2 * kThreads) {  // D % 8 == 0: e, e + 1 are one head's
     const int h = (int)(e / D);
-    float A = 0.f;
-    int i = 0;
-    for (; i + 8 <= S; i += 8) {
-      float v[8];
+    if (e != 2 * tid) load_round(e, 0);
+    float A0 = 0.f, A1 = 0.f;
+    for (int i0 = 0;;) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = __ldcg(all_acc + (long long)(i + k) * G * D + e);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) A += v[k] * w_sh[(i + k) * G + h];
+      for (int k = 0; k < kMergeRound; ++k)
+        if (i0 + k < S) {
+          const float wk = w_sh[(i0 + k) * G + h];
+          A0 += av[k].x * wk, A1 += av[k].y * wk;
+        }
+      i0 += kMergeRound;
+      if (i0 >= S) break;
+      load_round(e, i0);
     }
-    for (; i < S; ++i) A += __ldcg(all_acc + (long long)i * G * D + e) * w_sh[i * G + h];
     const float Ls = w_sh[S * G + h];
-    out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
+    out[e] = thrive_f32_to_bf16(Ls > 0.f ? A0 / Ls : 0.f);
+    out[e + 1] = thrive_f32_to_bf16(Ls > 0.f ? A1 / Ls : 0.f);
   }
   if (tid == 0) *counter = 0u;
   return true;
@@ -816,7 +874,7 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
     p.lens = (const int*)a.tensors[3], p.out = (bf16_t*)a.tensors[4];
     p.parts_ml = (float*)a.tensors[5], p.parts_acc = (float*)a.tensors[6], p.counters = (unsigned*)a.tensors[7];
   }
-  engine_decode_attention_part<G, QK>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
+  engine_decode_attention_part<G, QK, 4>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
                                       [] { __syncthreads(); });
 }
 #define ENGINE_DECODE_ATTENTION_ENTRY(g)                                                              \
@@ -844,26 +902,27 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // it), the only grid-wide synchronization; while a block waits, its in-flight tiles land. This is
 // the "megakernel" idea of Spector et al., "Look Ma, No Bubbles!" (Hazy Research, 2025), with one
 // counter per stage instead of their instruction scheduler.
-// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/): 1.87 ms
-// per batch-1 step against 1.72 for the layered path with CUDA graphs and PDL, so it is off by
-// default. Nsight Compute shows what limits it: the consumers (16 warps per SM, one 16 x 1024
-// tile per stage) are latency-bound on the unpack-and-FMA work of each tile (3.2 issue stalls per
-// instruction at barriers, 2.2 on fixed-latency dependencies), and each of the five grid-wide
-// waits per layer costs a few µs of dependent L2 round trips (signal, poll, stage the input).
+// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/session2/):
+// 1.65 ms per batch-1 step against 1.70 for the layered path with CUDA graphs and PDL, 2.12
+// against 3.27 at batch 4. What limits it now (Nsight Compute): a quarter of the warp samples wait
+// at the grid-wide stage barriers, and the attention stage (the dependent round trips of split-KV
+// with a merge by the last part) is 16 µs of the 52 a layer.
 //
-// Per layer l (the stage order and roundings of the layered path with every fusion on, so the
-// results are the same bits except for attention's split count):
+// Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
+// differ in order: tensor-core tiles here, and attention's split count):
 //   qkv    : x = RMSNorm(h) w_in (each block, in shared memory); qkv = x . Wqkv^T
-//   attn   : waits for every block's qkv rows; 2 x gridDim parts of split-KV decode attention
+//   attn   : waits for every block's qkv rows; S parts per (sequence, KV head) of split-KV decode
+//            attention (S from the host: at most 2 x gridDim parts in all, about 32 keys a part)
 //            (threads 0-255, 128 a part) with the q/k RMSNorm, RoPE and KV-cache write inside
 //            (engine_decode_attention_part); the last part of each (sequence, KV head) merges
 //   o      : waits for B x NKV merged heads; h += attn . Wo^T (residual add in the epilogue)
 //   gate_up: waits for every block's h rows; x = RMSNorm(h) w_post; gu = x . Wgu^T
 //   down   : waits for every block's gu rows; x = SwiGLU(gu); h += x . Wdown^T
-// A GEMV's N rows are cut into groups of 16 (a warp per row) and the groups split evenly over the
-// blocks; a group's K columns come in tiles of 1024 (16 rows x 2 KiB = one stage). Each lane
-// copies exactly the 16-byte pieces it later reads, so a stage needs no block barrier, and
-// accumulates them in the same order as engine_gemv.
+// A GEMV's N rows are cut into groups of 16 and the groups split evenly over the blocks; a
+// group's K columns come in tiles of 1024 (16 rows x 2 KiB = one stage), warp w owning columns
+// [64 w, 64 w + 64) of each tile: it copies that slice and multiplies it on the tensor cores
+// (engine_dl_gemv), so a stage needs only a warp barrier; the 16 warps' partial sums meet once
+// per row group.
 // tensors: h bf16 [T, H] (the residual stream, updated in place), layers u64 [layers][9] (the
 // device pointers of each layer: Wqkv, Wo, Wgu, Wdown, input norm, post-attention norm, q_norm |
 // k_norm, K cache, V cache), qkv bf16 [T, (NQ + 2 NKV) D], attn bf16 [T, NQ D], gu bf16 [T, 2 I],
@@ -873,8 +932,10 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // 8), S (attention splits, <= 64). workspace: stage counters u32 [5 layers + 1] (zero before the
 // first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
 // padded to 256 bytes, then engine_decode_attention's workspace (counters | parts). Dynamic
-// shared memory: a 128-byte head (kept for alignment), then max(T max(H, NQ D, I) 2, 2 x
-// sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block 512, grid <= one
+// shared memory: a 128-byte head (kept for alignment), the GEMV's cross-warp sums
+// (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), then max(T max(H,
+// NQ D, I) 2, 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block
+// 512, grid <= one
 // block per SM: every block must be resident at once (the host launches gridDim = the SM count,
 // which fits when the GPU runs nothing else; another process or stream holding SMs for the whole
 // step would leave blocks unscheduled), and a wait that lasts 10 s traps rather than hangs.
@@ -883,6 +944,8 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
                          kDlVCache, kDlTableCols };
 // a tile row per warp of the 512-thread block
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
+// engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
+constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
 struct EngineDecodeDims {
   long long T, H, NQ, NKV, D, L, I, layers;
 };
@@ -909,16 +972,16 @@ __device__ __forceinline__ unsigned long long engine_dl_clock_ns() {
   return t;
 }
 // The weight tiles of this block in consumption order. Every thread keeps the same cursor and
-// copies, for each tile, the 16-byte pieces of its warp's row that it will read (cp.async, L2
+// copies, for each tile, its 16-byte pieces of its warp's slice (issue(); cp.async, L2
 // evict-first: the stream is read once per step and must not push the activations, the KV cache
 // and the counters out of L2), one commit group per tile.
 struct EngineDlStream {
   const unsigned long long* table;
-  EngineDecodeDims d;
+  const EngineDecodeDims* d;  // the kernel's (read at matrix changes only)
   unsigned ring;  // shared address of stage 0
   int stages;     // NS
   int l = 0, w = -1;
-  long long g = 0, g1 = 0, kc = 0, N = 0, K = 0;
+  int g = 0, g1 = 0, kc = 0, N = 0, K = 0;  // 32-bit: a live register each for the whole kernel
   unsigned next_stage = 0;  // byte offset of the stage the next tile goes to (no 64-bit modulo per tile)
   const bf16_t* W = nullptr;
   bool done = false;
@@ -928,13 +991,14 @@ struct EngineDlStream {
     for (;;) {
       if (++w == 4) {
         w = 0;
-        if (++l == d.layers) return false;
+        if (++l == d->layers) return false;
       }
       int col;
-      engine_dl_matrix(d, w, N, K, col);
+      long long n, k, a, b;
+      engine_dl_matrix(*d, w, n, k, col);
       W = (const bf16_t*)table[l * kDlTableCols + col];
-      engine_dl_groups(N, g, g1);
-      kc = 0;
+      engine_dl_groups(n, a, b);
+      N = (int)n, K = (int)k, g = (int)a, g1 = (int)b, kc = 0;
       if (g < g1) return true;
     }
   }
@@ -944,25 +1008,28 @@ struct EngineDlStream {
 #endif
     done = !next_matrix();
   }
-  // Issues the next tile into its stage (or an empty group past the last one).
+  // Issues the next tile into its stage (or an empty group past the last one). Warp w copies
+  // columns [64 w, 64 w + 64) of the tile's 16 rows into its own 2 KiB of the stage, the slice it
+  // reads in engine_dl_gemv: row r at r x 128 bytes, its 16-byte chunk c at (c ^ (r % 8)) x 16
+  // (the XOR swizzle makes the ldmatrix reads of 8 rows hit 8 different bank groups). Lane i
+  // copies chunk i % 8 of rows i / 8, i / 8 + 4, + 8, + 12 (8 lanes a 128-byte row piece).
+  // Pieces past the matrix (a ragged last tile, rows past N) are zero-filled (src-size 0): the
+  // MMA multiplies them by zeros, and garbage there could be NaN.
   __device__ void issue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (!done) {
-      // warp r copies row r of the tile, lane i its pieces i, i + 32, i + 64, i + 96 (16 bytes
-      // each): exactly the pieces the lane reads in engine_dl_gemv, so a thread's own
-      // cp.async.wait_group is all the synchronization a stage needs
-      const int r = threadIdx.x >> 5, lane = threadIdx.x & 31;
-      if (g * kDlTileRows + r < N) {
-        const bf16_t* src = W + (g * kDlTileRows + r) * K + kc;
-        const unsigned dst = ring + next_stage + (unsigned)(r * kDlTileCols * 2);
+      const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane & 7;
+      const int col = kc + warp * 64 + chunk * 8, row0 = g * kDlTileRows + (lane >> 3);
+      const unsigned dst = ring + next_stage + (unsigned)(warp * 2048 + (lane >> 3) * 128);
 #pragma unroll
-        for (int u = 0; u < kDlTileCols / 256; ++u) {
-          const int k = lane * 8 + u * 256;
-          if (kc + k < K)
-            asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + (unsigned)(k * 2)),
-                         "l"(src + k), "l"(policy)
-                         : "memory");
-        }
+      for (int u = 0; u < 4; ++u) {
+        const int r = (lane >> 3) + 4 * u;
+        const bool ok = col < K && row0 + 4 * u < N;
+        const bf16_t* src = ok ? W + (long long)(row0 + 4 * u) * K + col : W;
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(
+                         dst + (unsigned)(u * 512 + ((chunk ^ (r & 7)) << 4))),
+                     "l"(src), "r"(ok ? 16 : 0), "l"(policy)
+                     : "memory");
       }
       kc += kDlTileCols;
       if (kc >= K) {
@@ -988,11 +1055,15 @@ __device__ __forceinline__ void engine_dl_wait(const unsigned* counter, unsigned
   }
   __syncthreads();
 }
-// Every thread's writes of this stage are visible before the block counts itself done.
+// Every thread's writes of this stage are visible before the block counts itself done: the
+// block barrier orders them before thread 0's fence and count (cooperative groups' grid sync
+// pattern).
 __device__ __forceinline__ void engine_dl_signal(unsigned* counter) {
-  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) atomicAdd(counter, 1u);
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+  }
 }
 // cp.async.wait_group takes an immediate: at most NS - 2 of this thread's groups pending.
 __device__ __forceinline__ void engine_dl_wait_stage(int stages) {
@@ -1008,48 +1079,121 @@ __device__ __forceinline__ void engine_dl_wait_stage(int stages) {
   }
 #endif
 }
-// One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs in shared memory,
-// the W tiles from the ring (`stage`: the one the next tile is in; NS - 1 tiles in flight ahead of it).
+// Four 8x8 b16 matrices: lane i gives the row address of matrix i / 8, row i % 8.
+__device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs bf16 [T, K] in
+// shared memory, the W tiles from the ring (`stage`: the one the next tile is in; NS - 1 tiles in
+// flight ahead of it), on the tensor cores: per tile, warp w multiplies its 16 x 64 slice (A, by
+// ldmatrix) with x's columns (B: token t in column t of the 16 x 8 fragment, T <= 4, the other
+// columns zero) in four mma.sync m16n8k16 with f32 accumulation; across a row group's tiles a
+// warp keeps its accumulators, and at the group's end the 16 warps' partial sums meet in `red`
+// (two buffers of [16 warps][16 rows][4 tokens] f32, alternating by group: one block barrier a
+// group). With RESIDUAL, y is the residual stream: y = bf16(y + bf16(acc)), the old y read
+// before the group's tiles. The tensor cores take the unpack-and-FMA work that made the CUDA-core
+// version latency-bound (1.1 µs a tile on the H200, 2026-12-01).
 template <bool RESIDUAL>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
-                                               const bf16_t* ring, int& stage, EngineDlStream& st) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+                                               unsigned ring, float* red, int& stage, EngineDlStream& st) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
+  // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
+  const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lh = lane >> 4;
+  // the group's output owner: thread i < 64 holds row i / 4, token i % 4
+  const int orow = threadIdx.x >> 2, otok = threadIdx.x & 3;
+  const unsigned* x32 = (const unsigned*)xs;
   long long g0, g1;
   engine_dl_groups(N, g0, g1);
-  for (long long g = g0; g < g1; ++g) {
-    const long long n = g * kDlTileRows + warp;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int buf = 0;
+  for (long long g = g0; g < g1; ++g, buf ^= 1) {
+    const long long on = g * kDlTileRows + orow;
+    const bool owner = threadIdx.x < 64 && otok < T && on < N;
+    float old = 0.f;
+    if (RESIDUAL && owner) old = thrive_bf16_to_f32(__ldcg(y + otok * N + on));
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
     for (long long kc = 0; kc < K; kc += kDlTileCols) {
-      // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending); the
-      // stage this thread read last round is free for the tile NS - 1 ahead (each lane copies and
-      // reads only its own pieces: no block barrier per tile)
+      // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending), and
+      // after the warp barrier every lane's: the warp's slice is complete, and the stage it read
+      // last round is free for the tile NS - 1 ahead
       engine_dl_wait_stage(st.stages);
+      __syncwarp();
       st.issue();
-      const bf16_t* ws = ring + stage * (kDlTileBytes / 2) + warp * kDlTileCols;
-      if (n < N) {
+      const unsigned base = ring + (unsigned)(stage * kDlTileBytes + warp * 2048 + lr * 128);
 #pragma unroll
-        for (int u = 0; u < kDlTileCols / 256; ++u) {
-          const int k = lane * 8 + u * 256;
-          if (kc + k >= K) break;
-          const uint4 wv = *(const uint4*)(ws + k);
-#pragma unroll
-          for (int t = 0; t < 4; ++t) {
-            if (t >= T) break;
-            acc[t] += engine_dot8(wv, *(const uint4*)(xs + t * K + kc + k));
-          }
+      for (int ks = 0; ks < 4; ++ks) {
+        const long long k0 = kc + warp * 64 + ks * 16;
+        if (k0 >= K) break;  // warp-uniform
+        unsigned af[4];
+        engine_ldmatrix_x4(af, base + (unsigned)(((ks * 2 + lh) ^ (lr & 7)) << 4));
+        unsigned b0 = 0u, b1 = 0u;
+        const long long kb = k0 + 2 * fc;
+        if (fg < T) {
+          if (kb < K) b0 = x32[(fg * K + kb) >> 1];
+          if (kb + 8 < K) b1 = x32[(fg * K + kb + 8) >> 1];
         }
+        engine_mma_bf16(c, af, b0, b1);
       }
       stage = stage + 1 == st.stages ? 0 : stage + 1;
     }
+    float* rb = red + buf * 1024 + warp * 64;  // [row][token]
+    if (2 * fc < T) rb[fg * 4 + 2 * fc] = c[0], rb[(fg + 8) * 4 + 2 * fc] = c[2];
+    if (2 * fc + 1 < T) rb[fg * 4 + 2 * fc + 1] = c[1], rb[(fg + 8) * 4 + 2 * fc + 1] = c[3];
+    __syncthreads();
+    if (owner) {
+      const float* rs = red + buf * 1024 + orow * 4 + otok;
+      float v = 0.f;
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      if (t >= T) break;
-      float v = acc[t];
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane != 0 || n >= N) continue;
+      for (int w = 0; w < 16; ++w) v += rs[w * 64];
       const bf16_t q = thrive_f32_to_bf16(v);
-      bf16_t* yp = y + t * N + n;
-      *yp = RESIDUAL ? thrive_f32_to_bf16(thrive_bf16_to_f32(__ldcg(yp)) + thrive_bf16_to_f32(q)) : q;
+      y[otok * N + on] = RESIDUAL ? thrive_f32_to_bf16(old + thrive_bf16_to_f32(q)) : q;
+    }
+  }
+}
+// Layer l's attention operands, from the launch arguments and the layer table (built where they
+// are used rather than kept for the whole kernel: fewer registers live across the layers).
+template <int G>
+__device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaArgs& a, const unsigned long long* tab,
+                                                               long long l, int S) {
+  EngineAttention at;
+  at.B = a.dims[0], at.NQ = a.dims[2], at.NKV = a.dims[3], at.D = a.dims[4], at.L = a.dims[5];
+  at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
+  at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
+  at.cos_sin = (const float*)a.tensors[5], at.lens = (const int*)a.tensors[6];
+  const long long layers = a.dims[7];
+  char* ws = (char*)a.workspace + ((kDlStages * layers + 1) * 4 + 255) / 256 * 256;
+  at.counters = (unsigned*)ws;
+  at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
+  at.parts_acc = at.parts_ml + at.B * at.NKV * S * G * 2;
+  const unsigned long long* row = tab + l * kDlTableCols;
+  at.qk_w = (const bf16_t*)row[kDlQkNorm], at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
+  return at;
+}
+// Part i of the attention stage: split s, KV head g, sequence b.
+__device__ __forceinline__ void engine_dl_part(long long i, int S, long long NKV, int& s, int& g, int& b) {
+  s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
+}
+// The attention stage of one layer: parts i = (b, g, s), two 128-thread groups a block (threads
+// 0-255; the other warps go on to the next barrier); a part that wrote its (b, g) heads counts
+// itself on `done`. Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
+// fewer registers in a kernel capped at 128 a thread, 1.87 against 1.92 ms a batch-1 step on the
+// H200 (2026-12-01; as a __noinline__ call instead, 1.92).
+template <int G>
+__device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention& at, int S, EngineAttentionSmem<G>* sm,
+                                                       unsigned* done) {
+  const int half = threadIdx.x >> 7, tid = threadIdx.x & 127;
+  if (half >= 2) return;
+  const auto sync = [half] { asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory"); };
+  for (long long i = blockIdx.x * 2 + half; i < at.B * at.NKV * S; i += 2 * (long long)gridDim.x) {
+    int s, g, b;
+    engine_dl_part(i, S, at.NKV, s, g, b);
+    if (engine_decode_attention_part<G, true, 2>(at, s, g, b, S, tid, sm[half], sync)) {
+      sync();
+      if (tid == 0) {
+        __threadfence();
+        atomicAdd(done, 1u);
+      }
     }
   }
 }
@@ -1058,8 +1202,10 @@ template <int G>
 __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const EngineDecodeDims d{a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.dims[4], a.dims[5], a.dims[6], a.dims[7]};
-  const long long T = d.T, H = d.H, NQ = d.NQ, NKV = d.NKV, D = d.D, I = d.I, QKV = (NQ + 2 * NKV) * D;
-  const float scale = (float)a.scalars[0], eps = (float)a.scalars[1];
+  // 32-bit copies (every dim fits): fewer registers live across the layers
+  const int T = (int)d.T, H = (int)d.H, NQ = (int)d.NQ, NKV = (int)d.NKV, D = (int)d.D, I = (int)d.I,
+            QKV = (NQ + 2 * NKV) * D;
+  const float eps = (float)a.scalars[1];
   const int stages = (int)a.scalars[2], S = (int)a.scalars[3];
   bf16_t* h = (bf16_t*)a.tensors[0];
   const unsigned long long* table = (const unsigned long long*)a.tensors[1];
@@ -1069,24 +1215,25 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   unsigned* counters = (unsigned*)a.workspace;
   const long long n_counters = kDlStages * d.layers + 1;
   unsigned* exit_counter = counters + kDlStages * d.layers;
-  char* attn_ws = (char*)a.workspace + (n_counters * 4 + 255) / 256 * 256;
-  EngineAttention at;
-  at.B = T, at.NQ = NQ, at.NKV = NKV, at.D = D, at.L = d.L, at.scale = scale, at.eps = eps;
-  at.qkv = qkv, at.cos_sin = (const float*)a.tensors[5], at.lens = (const int*)a.tensors[6], at.out = attn;
-  at.counters = (unsigned*)attn_ws;
-  at.parts_ml = (float*)(attn_ws + (T * NKV * 4 + 255) / 256 * 256);
-  at.parts_acc = at.parts_ml + T * NKV * S * G * 2;
 
   const long long kmax = H > NQ * D ? (H > I ? H : I) : (NQ * D > I ? NQ * D : I);
   const long long xs_bytes = T * kmax * 2, attn_bytes = 2 * (long long)sizeof(EngineAttentionSmem<G>);
   const long long region = ((xs_bytes > attn_bytes ? xs_bytes : attn_bytes) + 127) / 128 * 128;
-  bf16_t* xs = (bf16_t*)(engine_dl_smem + 128);
-  EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)(engine_dl_smem + 128);
-  const bf16_t* ring = (const bf16_t*)(engine_dl_smem + 128 + region);
+  float* red = (float*)(engine_dl_smem + 128);
+  unsigned long long* tab = (unsigned long long*)(engine_dl_smem + 128 + kDlReduceBytes);
+  const long long tab_bytes = (d.layers * kDlTableCols * 8 + 127) / 128 * 128;
+  unsigned char* rest = engine_dl_smem + 128 + kDlReduceBytes + tab_bytes;
+  bf16_t* xs = (bf16_t*)rest;
+  EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)rest;
+  const unsigned ring = engine_dl_smem_addr(rest + region);
+  // The pointer table into shared memory: it is read at every stage and matrix change, and in L2
+  // it would be a normal line the KV cache's traffic can push out (a DRAM trip a layer).
+  for (long long i = threadIdx.x; i < d.layers * kDlTableCols; i += blockDim.x) tab[i] = table[i];
+  __syncthreads();
 
   // Weights first (they depend on no earlier kernel): NS - 1 tiles in flight before the wait.
   EngineDlStream st;
-  st.table = table, st.d = d, st.ring = engine_dl_smem_addr(ring), st.stages = stages;
+  st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
   st.start();
   for (int i = 0; i + 1 < stages; ++i) st.issue();
   int stage = 0;
@@ -1094,53 +1241,40 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   engine_pdl_trigger();
   engine_pdl_wait();
   for (long long l = 0; l < d.layers; ++l) {
-    const bf16_t* const* W = (const bf16_t* const*)(table + l * kDlTableCols);
+    const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
     unsigned* c = counters + kDlStages * l;
     // qkv = RMSNorm(h) . Wqkv^T
     if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_dl_clock_ns();
     engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, stage, st);
+    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
     engine_dl_signal(c + kDlQkv);
-    // attention: parts i = (b, g, s), two 128-thread groups a block
+    // attention
     engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_dl_clock_ns();
-    at.qk_w = W[kDlQkNorm], at.k_cache = (bf16_t*)W[kDlKCache], at.v_cache = (bf16_t*)W[kDlVCache];
-    {
-      // threads 0-255: two 128-thread parts at a time; the other warps wait at the next barrier
-      const int half = threadIdx.x >> 7, tid = threadIdx.x & 127;
-      const auto sync = [half] { asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory"); };
-      for (long long i = blockIdx.x * 2 + half; half < 2 && i < T * NKV * S; i += 2 * (long long)gridDim.x) {
-        const int s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
-        if (engine_decode_attention_part<G, true>(at, s, g, b, S, tid, attn_sm[half], sync)) {
-          __threadfence();
-          sync();
-          if (tid == 0) atomicAdd(c + kDlAttn, 1u);
-        }
-      }
-    }
+    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, l, S), S, attn_sm, c + kDlAttn);
     // h += attn . Wo^T
     engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV));
     if (stamp) stamps[kDlStages * l + kDlO] = engine_dl_clock_ns();
     for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
       *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
     __syncthreads();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, stage, st);
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_dl_clock_ns();
     engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, stage, st);
+    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
     engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_dl_clock_ns();
     engine_gemv_swiglu_input(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, ring, stage, st);
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past

@@ -257,9 +257,10 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.pdl = f.pdl == "on";
   o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
-  // auto: the persistent decode kernel where it measured faster on the H200 (batch 4: 2.85 against
-  // 3.35 ms/step; batch 1: 1.87 against 1.72; README, 2026-12-01), so from batch 2 on
-  o.persistent_decode = f.persistent == "on" || (f.persistent == "auto" && f.batch >= 2);
+  // auto: the persistent decode kernel wherever the engine can run it (batch <= 4, sm_90, the
+  // fusions it needs), where it measured faster on the H200 (batch 1: 1.65 against 1.70 ms/step;
+  // batch 4: 2.12 against 3.27; README, 2026-12-01)
+  o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
@@ -504,8 +505,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "on: decode at batch <= 4 runs every decoder layer in one persistent kernel (weights streamed "
                   "through shared memory by cp.async, stages synchronized in the kernel; needs sm_90, every "
                   "fusion, --gemv on and --decode-attention engine) | off: a launch per stage | auto (default): "
-                  "on at batch 2-4, off at batch 1 (where the launches with graphs and PDL measured faster on "
-                  "the H200)");
+                  "on wherever it can run (it measured faster on the H200 at batch 1 and 4)");
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
                   "as fit in shared memory | 2..8");

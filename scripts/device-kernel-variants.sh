@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A/B variants of the engine's source on the GPU machine: for each line "name|sed script" of
+# KVARIANTS, apply the sed script to kernels/cuda/engine/qwen3_engine.cu (embedded at build time)
+# and src/model/cuda_engine.cpp (the engine's host side), rebuild, run `thrive e2e` at batch 1, prompt 512, 64 tokens with E2E_FLAGS (default
+# "--persistent on"), print ms/step and the eager stage split, then restore the source. A variant
+# whose sed script changes nothing is reported and skipped. With NCU=1, first profile the base
+# version's persistent kernel (one launch: the first decode step) with Nsight Compute's warp-state
+# and source sections and print the 40 SASS lines with the most stall samples.
+#   device tool: run command="KVARIANTS='...' bash scripts/device-kernel-variants.sh" carry=[".sysroot", ".device-home"]
+# Out ($OUT): build.log, e2e-variant-*.json, ncu-persistent.ncu-rep, ncu-source-top.txt (NCU=1).
+set -uo pipefail
+source "$(dirname "$0")/device-prologue.sh"
+bin=./build-device/thrive
+model=/tmp/qwen3-1.7b-random
+src=kernels/cuda/engine/qwen3_engine.cu
+host=src/model/cuda_engine.cpp
+[ -d $model ] || timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || exit 1
+common="--device cuda --model $model --batch 1 --prompt 512 --kernels best --graphs on --json --gen 64"
+report() {
+  python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]))
+st={r['stage']: r for r in d['decode_stages']}
+print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step, eager {d['decode_eager_ms_per_step']:.3f}; \" + ', '.join(f\"{k} {1000*r['ms']/max(r['calls'],1):.1f}\" for k, r in st.items() if r['calls'] and k in ('attention','qkv_gemm','o_gemm','mlp_gate_up_gemm','mlp_down_gemm','lm_head')))
+" "$1"
+}
+if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
+  timeout 300 ncu --clock-control none --kernel-name "regex:engine_decode_layers" --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --import-source no -o "$OUT/ncu-persistent" -f \
+    $bin e2e --device cuda --model $model --batch 1 --prompt 512 --gen 3 --graphs off --persistent on > /dev/null 2>> "$OUT/e2e-stderr.log"
+  echo "ncu: exit $?"
+  ncu --import "$OUT/ncu-persistent.ncu-rep" --page details --csv 2>/dev/null |
+    grep -E "DRAM Throughput|Duration|Warp Cycles|Issue Slots|L2 Hit|Mem Busy|Max Bandwidth" | head -20
+  ncu --import "$OUT/ncu-persistent.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-source.csv" 2>&1
+  python3 - "$OUT/ncu-source.csv" > "$OUT/ncu-source-top.txt" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+head = next((i for i, r in enumerate(rows) if any("Source" == c.strip() for c in r)), None)
+if head is None:
+    print("no header row; first lines:", [r[:6] for r in rows[:3]]); sys.exit()
+cols = rows[head]
+src = next(i for i, c in enumerate(cols) if c.strip() == "Source")
+stall = next((i for i, c in enumerate(cols) if "Warp Stall Sampling (All" in c), None)
+if stall is None:
+    print("no stall column:", cols[:20]); sys.exit()
+def num(v):
+    try: return float(v.replace(",", ""))
+    except ValueError: return 0.0
+body = [(i, r) for i, r in enumerate(rows[head + 1:]) if len(r) > max(src, stall)]
+total = sum(num(r[stall]) for _, r in body) or 1
+print(f"{len(body)} SASS lines, {total:.0f} stall samples")
+for i, r in sorted(body, key=lambda x: -num(x[1][stall]))[:40]:
+    print(f"{i:5d} {100 * num(r[stall]) / total:5.1f}%  {r[src][:110]}")
+PY
+  head -42 "$OUT/ncu-source-top.txt"
+  rm -f "$OUT/ncu-source.csv"
+fi
+cp $src /tmp/engine-src-base.cu
+cp $host /tmp/engine-host-base.cpp
+variants=${KVARIANTS-"base|"}
+while IFS='|' read -r name script; do
+  [ -n "$name" ] || continue
+  cp /tmp/engine-src-base.cu $src
+  cp /tmp/engine-host-base.cpp $host
+  if [ -n "$script" ]; then
+    sed -i "$script" $src $host
+    if cmp -s $src /tmp/engine-src-base.cu && cmp -s $host /tmp/engine-host-base.cpp; then
+      echo "variant $name: the sed script changes nothing, skipped"
+      continue
+    fi
+  fi
+  cmake --build build-device -j "$(nproc)" --target thrive >> "$OUT/build.log" 2>&1 || { echo "variant $name: build failed"; tail -20 "$OUT/build.log"; continue; }
+  timeout 150 $bin e2e $common ${E2E_FLAGS:---persistent on} > "$OUT/e2e-variant-$name.json" 2>> "$OUT/e2e-stderr.log"
+  echo "variant $name: exit $?"
+  report "$OUT/e2e-variant-$name.json"
+done <<< "$variants"
+cp /tmp/engine-src-base.cu $src
+cp /tmp/engine-host-base.cpp $host
+cmake --build build-device -j "$(nproc)" --target thrive >> "$OUT/build.log" 2>&1
