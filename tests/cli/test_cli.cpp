@@ -305,6 +305,11 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--decode-attention", "flash"},
            {"e2e", "--device", "cpu", "--model", dir, "--decode-attention", "op"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "ON"},
+           // the persistent kernel cannot run with these: an error for "on" (auto would fall back)
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "on", "--batch", "8"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "on", "--gemv", "off"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "on", "--fusions", "qk_rope_kv,swiglu_down"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "on", "--decode-attention", "op"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "1"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "9"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "-1"},

@@ -214,18 +214,21 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // not multiples of its 1024-column tiles (a ragged last tile per row group: 3 tiles per group for
 // qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
 // GQA 2.
-// Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6).
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
+// Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6), max context,
+// prompt length. Context 90 gives 3 attention splits; 600 gives 19 (the merge's loads take three
+// rounds of 8 parts) and, with ~400-token prompts, about 22 keys a part (two rounds of key loads
+// at U = 2); 2100 gives the most splits, 64, most of them empty at a 40-token prompt.
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages] = GetParam();
+  const auto [batch, pdl, stages, context, prompt] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
   const auto dir = tiny_checkpoint(home, cfg, 17);
-  auto o = options(batch, 5, 90, true);
+  auto o = options(batch, prompt + 4, context, true);
   o.pdl = pdl;
   o.persistent_decode = true;
   o.persistent_stages = stages;
@@ -239,9 +242,12 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   }
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);
-  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 90);
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, context);
   std::vector<std::vector<int32_t>> prompts;
-  for (int b = 0; b < batch; ++b) prompts.push_back(std::vector<int32_t>(size_t(1 + (b * 2) % 5), int32_t(7 + 31 * b)));
+  for (int b = 0; b < batch; ++b) {
+    prompts.emplace_back();
+    for (int i = 0; i < prompt + (b * 2) % 5; ++i) prompts.back().push_back(int32_t((7 + 31 * b + 13 * i) % cfg.vocab));
+  }
   std::vector<std::vector<float>> gl, ll;
   gpu.prefill(prompts, &gl);
   layered.prefill(prompts, &ll);
@@ -254,7 +260,8 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
     for (size_t b = 0; b < size_t(batch); ++b) {
       const std::string where = "decode step " + std::to_string(step) + ", sequence " + std::to_string(b);
       for (float x : gl[b]) ASSERT_TRUE(std::isfinite(x)) << where;
-      // the same roundings as the layered path but for attention's split count
+      // the same roundings as the layered path; the sums add in another order (tensor-core tiles,
+      // attention's split count)
       EXPECT_LT(rel_diff(ll[b], gl[b]), 1e-2) << where;
       const double e = rel_diff(cl[b], gl[b]);
       EXPECT_LT(e, 3e-2) << where;
@@ -267,8 +274,10 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0}, std::tuple{4, true, 0}, std::tuple{1, false, 0},
-                                           std::tuple{1, true, 6}, std::tuple{4, true, 6}));
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1}, std::tuple{4, true, 0, 90, 1},
+                                           std::tuple{1, false, 0, 90, 1}, std::tuple{1, true, 6, 90, 1},
+                                           std::tuple{4, true, 6, 90, 1}, std::tuple{1, true, 0, 600, 400},
+                                           std::tuple{2, true, 0, 2100, 40}));
 
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));

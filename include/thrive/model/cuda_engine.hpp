@@ -94,7 +94,7 @@ struct CudaEngineOptions {
   /// in-kernel timestamps when stages are timed). Needs the GEMV path with fuse_swiglu_down and
   /// fuse_norm_residual at that batch, engine_decode_attention with the q/k kernel fused, sm_90 or
   /// newer and at least two 32 KiB stages of shared memory; off otherwise. Off by default here
-  /// (`thrive e2e --persistent auto` turns it on): on the H200 it decodes batch 1 in 1.65 ms/step
+  /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.65 ms/step
   /// against the layered path's 1.70 with CUDA graphs and PDL, batch 4 in 2.12 against 3.27
   /// (2026-12-01, README).
   bool persistent_decode = false;

@@ -797,8 +797,8 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   }
   sync();
   if (!sm.last) return false;
-  // The S parts' (max, sum) of the G heads into shared memory (reused: sh_ml holds 128 G pairs,
-  // S <= 64), then each head's weights 2^(m_i - M) and total sum. The accumulators are read
+  // The S parts' (max, sum) of the G heads into shared memory (sh_acc, reused: S G 2 <= 1024 G
+  // floats), then each head's weights 2^(m_i - M) and total sum into sh_ml (128 G pairs, S <= 64). The accumulators are read
   // through L2 (__ldcg: written by other blocks of this launch), two elements a thread and
   // kMergeRound parts at a time; the first round is issued before the (max, sum) pairs, so the
   // merge waits on one round trip for up to kMergeRound parts.
@@ -942,7 +942,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
 enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPostNorm, kDlQkNorm, kDlKCache,
                          kDlVCache, kDlTableCols };
-// a tile row per warp of the 512-thread block
+// a tile: 16 rows (the m16n8k16 A fragment) x 1024 columns (a 64-column slice per warp of 16)
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
@@ -1205,6 +1205,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   // 32-bit copies (every dim fits): fewer registers live across the layers
   const int T = (int)d.T, H = (int)d.H, NQ = (int)d.NQ, NKV = (int)d.NKV, D = (int)d.D, I = (int)d.I,
             QKV = (NQ + 2 * NKV) * D;
+  if (T < 1 || T > 4) __trap();  // the host checks: the GEMV's cross-warp sums hold 4 tokens
   const float eps = (float)a.scalars[1];
   const int stages = (int)a.scalars[2], S = (int)a.scalars[3];
   bf16_t* h = (bf16_t*)a.tensors[0];

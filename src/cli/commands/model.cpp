@@ -259,7 +259,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.engine_decode_attention = f.decode_attention == "engine";
   // auto: the persistent decode kernel wherever the engine can run it (batch <= 4, sm_90, the
   // fusions it needs), where it measured faster on the H200 (batch 1: 1.65 against 1.70 ms/step;
-  // batch 4: 2.12 against 3.27; README, 2026-12-01)
+  // batch 4: 2.12 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
@@ -270,6 +270,12 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   r.precision = "bf16 (f32 accumulation)";
   auto t = std::chrono::steady_clock::now();
   model::CudaQwen3Engine engine(cfg, f.model, run_cfg, o, reg);
+  if (f.persistent == "on" && !engine.options().persistent_decode)
+    fail(ErrorCategory::kUsage,
+         "--persistent on: the persistent decode kernel cannot run for this model on this device (it needs sm_90 or "
+         "newer, head_dim >= 16, GQA group 1/2/4/8, two 32 KiB ring stages of shared memory and the GEMV fusions' "
+         "staging limits at batch {}); use --persistent auto or off",
+         f.batch);
   r.load_ms = ms_since(t);
   r.device = "cuda:" + engine.device().name;
   const auto prompts = random_prompts(f, cfg.vocab);
@@ -429,7 +435,12 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   if (f.persistent != "auto" && f.persistent != "on" && f.persistent != "off")
     fail(ErrorCategory::kUsage, "--persistent {}: expected auto, on or off", f.persistent.substr(0, 40));
-  parse_fusions(f.fusions);
+  const auto fusions = parse_fusions(f.fusions);
+  if (f.persistent == "on" && (f.batch > 4 || f.gemv != "on" || f.decode_attention != "engine" || fusions.size() < 3))
+    fail(ErrorCategory::kUsage,
+         "--persistent on with --batch {} --gemv {} --decode-attention {} --fusions {}: the persistent decode kernel "
+         "needs batch <= 4, --gemv on, --decode-attention engine and every fusion (use --persistent auto or off)",
+         f.batch, f.gemv, f.decode_attention, f.fusions.substr(0, 80));
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
   if (f.persistent_stages.size() != 1 || f.persistent_stages < "0" || f.persistent_stages > "8" ||
@@ -504,8 +515,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent", f.persistent,
                   "on: decode at batch <= 4 runs every decoder layer in one persistent kernel (weights streamed "
                   "through shared memory by cp.async, stages synchronized in the kernel; needs sm_90, every "
-                  "fusion, --gemv on and --decode-attention engine) | off: a launch per stage | auto (default): "
-                  "on wherever it can run (it measured faster on the H200 at batch 1 and 4)");
+                  "fusion, --gemv on and --decode-attention engine; an error where it cannot run) | off: a launch per "
+                  "stage | auto (default): on wherever it can run (it measured faster on the H200 at batch 1 and 4), "
+                  "else off");
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
                   "as fit in shared memory | 2..8");

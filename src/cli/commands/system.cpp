@@ -79,7 +79,9 @@ std::vector<std::string> e2e_args(const std::string& self, const std::string& ho
           "--attention", sc.flash_prefill ? "flash" : "gemm", "--fusions", fusions.empty() ? "off" : fusions,
           "--gemv", sc.gemv ? "on" : "off", "--pdl", sc.pdl ? "on" : "off",
           "--decode-attention", sc.engine_decode_attention ? "engine" : "op", "--persistent",
-          sc.persistent_decode ? "on" : "off", "--json", "--dump", dump};
+          // auto, not on: a stored system applied to another model or device runs the layered path
+          // where the persistent kernel cannot run, instead of failing
+          sc.persistent_decode ? "auto" : "off", "--json", "--dump", dump};
 }
 
 // Runs argv with stdout into `out_path` and stderr into `err_path`; returns the exit status
