@@ -9,5 +9,6 @@ ctest --output-on-failure -j "$(nproc)" --timeout 900
 # ctest prints a skip's reason only with -V: list the reasons here, each with how many tests gave it.
 if grep -q "Skipped" Testing/Temporary/LastTest.log; then
   echo "Skipped tests, by reason:"
-  grep -ho "no GPU: [^\"]*\|GTEST_SKIP[^\"]*\|Skipped: [^\"]*" Testing/Temporary/LastTest.log | sort | uniq -c || true
+  # GoogleTest writes "FILE:LINE: Skipped", then the reason on the next line
+  awk '/: Skipped$/ { if ((getline reason) > 0) print reason }' Testing/Temporary/LastTest.log | sort | uniq -c || true
 fi

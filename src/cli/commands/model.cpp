@@ -520,7 +520,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "else off");
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
-                  "as fit in shared memory | 2..8");
+                  "as fit in shared memory | 2..8: at most that many (fewer where they do not fit)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
