@@ -415,7 +415,7 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
   if (doc.contains("registry"))
     for (const auto& s : doc["registry"])
       fmt::print("  kernel {:<34} {}\n", s["call_site"].get<std::string>(), s["origin"].get<std::string>());
-  fmt::print("ceilings: copy {:.1f} GB/s, matrix {:.2f} TFLOP/s; headroom = share x (1 - floor / measured)\n",
+  fmt::print("ceilings: copy {:.1f} GB/s, matrix {:.3g} TFLOP/s; headroom = share x (1 - floor / measured)\n",
              r.bandwidth_gbps, r.tflops);
   for (const char* phase : {"prefill_headroom", "decode_headroom"}) {
     fmt::print("{:<18} {:>10} {:>7} {:>10} {:>8} {:>9}\n", phase, "ms", "share", "floor ms", "bound", "headroom");
