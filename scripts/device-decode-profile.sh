@@ -23,13 +23,7 @@ while IFS='|' read -r name flags; do
   [ -n "$name" ] || continue
   timeout 150 $bin e2e $common --gen 64 $flags > "$OUT/e2e-b1-$name.json" 2>> "$OUT/e2e-stderr.log"
   echo "e2e b1-$name ($flags): exit $?"
-  python3 -c "
-import json,sys
-d=json.load(open(sys.argv[1]))
-print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step ({d['decode_tokens_per_s']:.0f} tok/s), eager profiled {d['decode_eager_ms_per_step']:.3f} ms; prefill {d['prefill_tokens_per_s']:.0f} tok/s\")
-st={r['stage']: r for r in d['decode_stages']}
-print('  eager stages, us per call: ' + ', '.join(f\"{k} {1000*r['ms']/max(r['calls'],1):.1f}\" for k, r in st.items() if r['calls']))
-" "$OUT/e2e-b1-$name.json"
+  python3 scripts/e2e_summary.py "$OUT/e2e-b1-$name.json" "  b1-$name"
 done <<< "$variants"
 # Per-kernel GPU time of the first decode step's GEMVs and attention (Nsight Compute, one kernel
 # at a time, caches flushed between them as a weight stream sees them; clocks left as they are).

@@ -16,14 +16,6 @@ src=kernels/cuda/engine/qwen3_engine.cu
 host=src/model/cuda_engine.cpp
 [ -d $model ] || timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || exit 1
 common="--device cuda --model $model --batch 1 --prompt 512 --kernels best --graphs on --json --gen 64"
-report() {
-  python3 -c "
-import json,sys
-d=json.load(open(sys.argv[1]))
-st={r['stage']: r for r in d['decode_stages']}
-print(f\"  decode {d['decode_ms_per_step']:.3f} ms/step, eager {d['decode_eager_ms_per_step']:.3f}; \" + ', '.join(f\"{k} {1000*r['ms']/max(r['calls'],1):.1f}\" for k, r in st.items() if r['calls'] and k in ('attention','qkv_gemm','o_gemm','mlp_gate_up_gemm','mlp_down_gemm','lm_head')))
-" "$1"
-}
 if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   timeout 300 ncu --clock-control none --kernel-name "regex:engine_decode_layers" --launch-count 1 \
     --section WarpStateStats --section SourceCounters --section SpeedOfLight --section MemoryWorkloadAnalysis \
@@ -73,7 +65,7 @@ while IFS='|' read -r name script; do
   cmake --build build-device -j "$(nproc)" --target thrive >> "$OUT/build.log" 2>&1 || { echo "variant $name: build failed"; tail -20 "$OUT/build.log"; continue; }
   timeout 150 $bin e2e $common ${E2E_FLAGS:---persistent on} > "$OUT/e2e-variant-$name.json" 2>> "$OUT/e2e-stderr.log"
   echo "variant $name: exit $?"
-  report "$OUT/e2e-variant-$name.json"
+  python3 scripts/e2e_summary.py "$OUT/e2e-variant-$name.json" "  $name" --layer
 done <<< "$variants"
 cp /tmp/engine-src-base.cu $src
 cp /tmp/engine-host-base.cpp $host

@@ -20,12 +20,5 @@ while IFS= read -r f; do
   n=$(echo "$f" | tr -d ' -')
   timeout 150 $bin e2e --device cuda --model $model --batch ${BATCH:-1} --prompt 512 --kernels best --graphs on --json \
     --gen 64 $f > "$OUT/e2e-$n.json" 2>> "$OUT/e2e-stderr.log"
-  python3 -c "
-import json, sys
-d = json.load(open(sys.argv[1]))
-st = {r['stage']: r for r in d['decode_stages']}
-print(f\"{sys.argv[2]}: {d['decode_ms_per_step']:.3f} ms/step, eager {d['decode_eager_ms_per_step']:.3f}, NS {d['persistent_stages']};\",
-      ', '.join(f\"{k} {1000 * r['ms'] / max(r['calls'], 1):.1f}\" for k, r in st.items()
-                if k in ('attention', 'qkv_gemm', 'o_gemm', 'mlp_gate_up_gemm', 'mlp_down_gemm')))
-" "$OUT/e2e-$n.json" "$f"
+  python3 scripts/e2e_summary.py "$OUT/e2e-$n.json" "$f" --layer
 done <<< "$flags"
