@@ -131,9 +131,9 @@ int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
   return (std::max(t * kmax * 2, 2 * (5120 * g + 4)) + 127) / 128 * 128;
 }
 // Attention splits of the persistent kernel: at most two parts per block over B x NKV (sequence,
-// KV head) pairs, and no more than the layered path's (about 32 keys a part: the last part then
-// merges fewer partial results; 18 instead of 33 at prompt 512 measured 0.08 ms a step faster on
-// the H200, 2026-12-01), at most 64 (engine_decode_attention_part's merge).
+// KV head) pairs (its parallel merge needs every part of a pair running at once), and no more than
+// the layered path's (about 32 keys a part: fewer partial results to merge; 18 instead of 33 at
+// prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), at most 64.
 int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
   return std::clamp<int64_t>(std::min(2 * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
 }
@@ -166,7 +166,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
   o.persistent_decode = o.persistent_decode && o.engine_decode_attention && decode_attention_fuses_qk(c, o) &&
                         swiglu_fused_at(c, o, o.batch) && norm_fused_at(c, o, o.batch);
-  if (!o.persistent_decode) o.persistent_stages = 0;
+  if (!o.persistent_decode) o.persistent_stages = 0, o.persistent_kv_prefetch = false;
   return o;
 }
 // Engine kernels the options use (the flash entry of the model's head dim only).
@@ -323,7 +323,10 @@ struct CudaQwen3Engine::Impl {
       engine("engine_decode_layers_g" + std::to_string(G), {{"P", dl_blocks}, {"SMEM", dl_smem}},
              {h, dl_table, qkv, attn, gu, cos_sin, ctx_lens, timing ? dl_stamps : nullptr},
              {T, H, NQ, NKV, D, L, I, c.layers},
-             {1.0 / std::sqrt(double(D)), eps, double(dl_stages), double(dl_splits)}, dl_ws, dl_ws_bytes);
+             {1.0 / std::sqrt(double(D)), eps,
+              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch)),
+              double(dl_splits)},
+             dl_ws, dl_ws_bytes);
       done("decoder_layers");
     }
     for (int64_t l = 0; l < c.layers && !persistent; ++l) {

@@ -314,6 +314,8 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "9"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "-1"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "2x"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-kv-prefetch", "yes"},
+           {"e2e", "--device", "cpu", "--model", dir, "--persistent-kv-prefetch", "off"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent", "off"},
            {"optimize", "--system", "--model", dir, "--budget", ""},
            {"optimize", "--system", "--model", dir, "--r-t", "inf"},

@@ -215,15 +215,17 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
 // GQA 2.
 // Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6), max context,
-// prompt length. Context 90 gives 3 attention splits; 600 gives 19 (the merge's loads take three
-// rounds of 8 parts) and, with ~400-token prompts, about 22 keys a part (two rounds of key loads
-// at U = 2); 2100 gives the most splits, 64, most of them empty at a 40-token prompt.
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int>> {};
+// prompt length, KV-cache prefetch into L2. Context 90 gives 3 attention splits; 600 gives 19
+// (with ~400-token prompts about 22 keys a part: two rounds of key loads at U = 2; each part
+// merges a slice of 8 of the 128 head outputs, parts 16-18 none; at batch 3, all 19 x 3 x 2
+// parts run at once, one per 128-thread half of a block); 2100 gives the most splits, 64,
+// most of them empty at a 40-token prompt (slices of 2 outputs).
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages, context, prompt] = GetParam();
+  const auto [batch, pdl, stages, context, prompt, kv_prefetch] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
@@ -232,6 +234,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   o.pdl = pdl;
   o.persistent_decode = true;
   o.persistent_stages = stages;
+  o.persistent_kv_prefetch = kv_prefetch;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
@@ -274,10 +277,11 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0, 90, 1}, std::tuple{4, true, 0, 90, 1},
-                                           std::tuple{1, false, 0, 90, 1}, std::tuple{1, true, 6, 90, 1},
-                                           std::tuple{4, true, 6, 90, 1}, std::tuple{1, true, 0, 600, 400},
-                                           std::tuple{2, true, 0, 2100, 40}));
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true}, std::tuple{4, true, 0, 90, 1, true},
+                                           std::tuple{1, false, 0, 90, 1, true}, std::tuple{1, true, 6, 90, 1, true},
+                                           std::tuple{4, true, 6, 90, 1, true}, std::tuple{1, true, 0, 600, 400, true},
+                                           std::tuple{2, true, 0, 2100, 40, true}, std::tuple{1, true, 0, 600, 400, false},
+                                           std::tuple{3, true, 2, 600, 300, true}));
 
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));

@@ -94,14 +94,20 @@ struct CudaEngineOptions {
   /// in-kernel timestamps when stages are timed). Needs the GEMV path with fuse_swiglu_down and
   /// fuse_norm_residual at that batch, engine_decode_attention with the q/k kernel fused, sm_90 or
   /// newer and at least two 32 KiB stages of shared memory; off otherwise. Off by default here
-  /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.65 ms/step
-  /// against the layered path's 1.70 with CUDA graphs and PDL, batch 4 in 2.12 against 3.27
+  /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.61 ms/step
+  /// against the layered path's 1.70 with CUDA graphs and PDL, batch 4 in 2.02 against 3.27
   /// (2026-12-01, README).
   bool persistent_decode = false;
   /// Ring stages of the persistent kernel (32 KiB of weights each, in flight or landed per SM): 0 =
   /// as many as fit in shared memory (at most 8), else that many (2 to 8) or as many as fit if
   /// fewer.
   int persistent_stages = 0;
+  /// Prefetch each layer's KV cache (keys [0, n) of every sequence) into L2 as the persistent
+  /// kernel's qkv stage starts, a 1 / gridDim share per block (cp.async.bulk.prefetch.L2, sm_90):
+  /// attention's key loads then wait on L2 rather than on DRAM queues full of the weight stream.
+  /// On the H200 at batch 1: 1.657 ms/step against 1.666 without (2026-12-01, README). Ignored
+  /// (false) when persistent_decode is off.
+  bool persistent_kv_prefetch = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

@@ -635,7 +635,27 @@ struct EngineAttention {
   unsigned* counters;
   long long B, NQ, NKV, D, L;
   float scale, eps;
+  unsigned round;  // parallel merge (PM): the persistent kernel's layer + 1 (its (b, g) counts only grow)
 };
+// Thread 0 of the caller's group spins until *counter >= target (relaxed polls: an acquire load
+// also invalidates the SM's L1 each time, CCTL.IVALL in the SASS), then reads it once more with
+// acquire semantics (the count only grows, so that load sees it too and orders the caller's later
+// reads after the writes it counts). 10 s without it traps rather than hangs.
+__device__ __forceinline__ unsigned long long engine_globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void engine_spin_until(const unsigned* counter, unsigned target) {
+  const unsigned long long t0 = engine_globaltimer_ns();
+  unsigned v = 0;
+  for (int spin = 0;; ++spin) {
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+    if (v >= target) break;
+    if ((spin & 1023) == 1023 && engine_globaltimer_ns() - t0 > 10000000000ull) __trap();
+  }
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+}
 // Shared memory of one 128-thread attention group: key-slot (max, sum) pairs, key-slot
 // accumulators, and the last-block flag.
 template <int G>
@@ -661,12 +681,78 @@ struct EngineAttentionLane {
     lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
   }
 };
+// The parallel merge of part s of (b, g) (bg = b NKV + g): count this part's result (written by
+// the caller's threads before `sync`), then, for a non-empty slice, wait for all S and merge the
+// slice: the S parts' (max, sum) pairs and the slice's S accumulator pieces come in one round of
+// loads into shared memory (sm.acc: pairs [S][G][2], then pieces [S][c]), the G heads' weights
+// 2^(m_i - M) and sums go to sm.ml, and each output is a weighted sum over the parts.
+template <int G, class Sync>
+__device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttention& a, int s, long long bg, int S, int tid,
+                                                          EngineAttentionSmem<G>& sm, Sync sync) {
+  constexpr int kThreads = 128, kBatch = 4;  // loads a thread issues before storing any
+  const long long D = a.D, GD = G * D;
+  unsigned* counter = a.counters + bg;
+  sync();
+  if (tid == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+  }
+  const long long per = ((GD + S - 1) / S + 1) / 2 * 2, e0 = s * per, n = e0 + per < GD ? per : GD - e0;
+  if (n <= 0) return true;
+  if (tid == 0) engine_spin_until(counter, (unsigned)S * a.round);
+  sync();
+  const float* all_ml = a.parts_ml + bg * S * G * 2;
+  const float* all_acc = a.parts_acc + bg * S * GD;
+  float* buf = sm.acc;  // [S G 2] pairs, then [S][n] pieces
+  const long long pairs = (long long)S * G * 2, total = pairs + S * n;
+  for (long long r0 = 0; r0 < total; r0 += kThreads * kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const long long i = r0 + k * kThreads + tid;
+      v[k] = i >= total ? 0.f : i < pairs ? __ldcg(all_ml + i) : __ldcg(all_acc + (i - pairs) / n * GD + e0 + (i - pairs) % n);
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (r0 + k * kThreads + tid < total) buf[r0 + k * kThreads + tid] = v[k];
+  }
+  sync();
+  float* w_sh = &sm.ml[0][0][0];  // [S][G] weights, then [G] sums after them
+  if (tid < G) {
+    const int h = tid;
+    float M = -__int_as_float(0x7f800000), Ls = 0.f;
+    for (int i = 0; i < S; ++i) M = fmaxf(M, buf[(i * G + h) * 2]);
+    for (int i = 0; i < S; ++i) {
+      const float w = M > -__int_as_float(0x7f800000) ? exp2f(buf[(i * G + h) * 2] - M) : 0.f;
+      w_sh[i * G + h] = w;
+      Ls += buf[(i * G + h) * 2 + 1] * w;
+    }
+    w_sh[S * G + h] = Ls;
+  }
+  sync();
+  bf16_t* out = a.out + (bg / a.NKV * a.NQ + bg % a.NKV * G) * D;
+  for (long long j = tid; j < n; j += kThreads) {
+    const int h = (int)((e0 + j) / D);
+    float A = 0.f;
+    for (int i = 0; i < S; ++i) A += buf[pairs + i * n + j] * w_sh[i * G + h];
+    const float Ls = w_sh[S * G + h];
+    out[e0 + j] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
+  }
+  return true;
+}
 // One (split s of S, KV head g, sequence b) part of decode attention by 128 threads (tid 0..127;
 // `sync` is their barrier). Returns true when this call wrote out[b, heads of g] (S == 1, or the
 // last part of (b, g) to finish, which merged the S parts): the same value on every thread.
 // Everything written by another block of the same launch (qkv rows, parts) is read through L2.
 // U: key slots a lane loads per round (all issued before any is used).
-template <int G, bool QK, int U, class Sync>
+// PM (parallel merge; the persistent kernel, whose S parts of a (b, g) all run at once): with S > 1
+// every part counts its partial result on the (b, g) counter, and each part whose slice
+// [s c, s c + c) of the G D outputs (c = cdiv(G D, S) rounded up to even) is not empty waits for
+// the count to reach S x round and merges that slice: one round trip for every load of the merge,
+// and no count with a returned value on the way. Returns true on every part then. Without PM, the
+// last part to count merges all G D outputs (the standalone kernel: its blocks need not be
+// resident at once).
+template <int G, bool QK, int U, bool PM, class Sync>
 __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttention& a, int s, int g, int b, int S,
                                                              int tid, EngineAttentionSmem<G>& sm, Sync sync) {
   constexpr int kThreads = 128;
@@ -785,6 +871,7 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     }
   }
   if (S == 1) return true;
+  if (PM) return engine_attention_merge_slice<G>(a, s, bg, S, tid, sm, sync);
   // The parts are visible before the count says so; the last part's reads come after it (thread
   // 0 fences on both sides of its count, the part's barriers order the other threads: the pattern
   // of cooperative groups' grid sync).
@@ -858,6 +945,7 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   EngineAttention p;
   p.B = a.dims[0], p.NQ = a.dims[1], p.NKV = a.dims[2], p.D = a.dims[3], p.L = a.dims[4];
   p.scale = (float)a.scalars[0];
+  p.round = 0u;
   p.qkv = (const bf16_t*)a.tensors[0];
   const int S = gridDim.x;
   if (QK) {
@@ -874,7 +962,7 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
     p.lens = (const int*)a.tensors[3], p.out = (bf16_t*)a.tensors[4];
     p.parts_ml = (float*)a.tensors[5], p.parts_acc = (float*)a.tensors[6], p.counters = (unsigned*)a.tensors[7];
   }
-  engine_decode_attention_part<G, QK, 4>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
+  engine_decode_attention_part<G, QK, 4, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
                                       [] { __syncthreads(); });
 }
 #define ENGINE_DECODE_ATTENTION_ENTRY(g)                                                              \
@@ -902,11 +990,12 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // it), the only grid-wide synchronization; while a block waits, its in-flight tiles land. This is
 // the "megakernel" idea of Spector et al., "Look Ma, No Bubbles!" (Hazy Research, 2025), with one
 // counter per stage instead of their instruction scheduler.
-// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/session2/):
-// 1.65 ms per batch-1 step against 1.70 for the layered path with CUDA graphs and PDL, 2.12
-// against 3.27 at batch 4. What limits it now (Nsight Compute): a quarter of the warp samples wait
-// at the grid-wide stage barriers, and the attention stage (the dependent round trips of split-KV
-// with a merge by the last part) is 16 µs of the 52 a layer.
+// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/session3/):
+// 1.61 ms per batch-1 step against 1.70 for the layered path with CUDA graphs and PDL, 2.02 at
+// batch 4 (layered: 3.27, session2/). What limits it now: the attention stage, a chain of about
+// ten dependent global-memory round trips (14 µs of the 50 a layer; with the attention parts
+// skipped the step takes 1.19 ms), not the weight stream (the ring reads at the 4.6 TB/s copy
+// ceiling on its own: bench/micro/weight_stream.cu) nor the grid-wide waits.
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
 // differ in order: tensor-core tiles here, and attention's split count):
@@ -914,8 +1003,9 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 //   attn   : waits for every block's qkv rows; S parts per (sequence, KV head) of split-KV decode
 //            attention (S from the host: at most 2 x gridDim parts in all, about 32 keys a part)
 //            (threads 0-255, 128 a part) with the q/k RMSNorm, RoPE and KV-cache write inside
-//            (engine_decode_attention_part); the last part of each (sequence, KV head) merges
-//   o      : waits for B x NKV merged heads; h += attn . Wo^T (residual add in the epilogue)
+//            (engine_decode_attention_part); every part of a (sequence, KV head) merges a slice
+//            of its heads once all S have counted (the parallel merge, PM)
+//   o      : waits for all B x NKV x S parts; h += attn . Wo^T (residual add in the epilogue)
 //   gate_up: waits for every block's h rows; x = RMSNorm(h) w_post; gu = x . Wgu^T
 //   down   : waits for every block's gu rows; x = SwiGLU(gu); h += x . Wdown^T
 // A GEMV's N rows are cut into groups of 16 and the groups split evenly over the blocks; a
@@ -929,9 +1019,12 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // cos_sin f32 [L, D], ctx_lens i32 [T], stamps u64 [5 layers + 1] (or null: with it, block 0
 // records %globaltimer as each stage's wait ends and the last block at the end, the in-kernel
 // stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers; scalars: attention scale, eps, NS (2 to
-// 8), S (attention splits, <= 64). workspace: stage counters u32 [5 layers + 1] (zero before the
+// 8) + 16 x (1: prefetch each layer's KV cache into L2 as its qkv stage starts), S (attention
+// splits, <= 64; with S > 1, B NKV S <= 2 gridDim: the parallel merge needs every part of a (b, g)
+// running at once). workspace: stage counters u32 [5 layers + 1] (zero before the
 // first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
-// padded to 256 bytes, then engine_decode_attention's workspace (counters | parts). Dynamic
+// padded to 256 bytes, then engine_decode_attention's workspace (per-(b, g) counters, counting
+// S a layer and zeroed with the stage counters | parts). Dynamic
 // shared memory: a 128-byte head (kept for alignment), the GEMV's cross-warp sums
 // (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), then max(T max(H,
 // NQ D, I) 2, 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block
@@ -965,11 +1058,6 @@ __device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, lon
 }
 __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ unsigned long long engine_dl_clock_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 // The weight tiles of this block in consumption order. Every thread keeps the same cursor and
 // copies, for each tile, its 16-byte pieces of its warp's slice (issue(); cp.async, L2
@@ -1042,18 +1130,32 @@ struct EngineDlStream {
 #endif
   }
 };
-// Waits (every thread) until *counter >= target; 10 s without progress traps.
+// Waits (every thread) until *counter >= target (thread 0 polls: engine_spin_until).
 __device__ __forceinline__ void engine_dl_wait(const unsigned* counter, unsigned target) {
-  if (threadIdx.x == 0) {
-    const unsigned long long t0 = engine_dl_clock_ns();
-    unsigned v = 0;
-    for (int spin = 0;; ++spin) {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-      if (v >= target) break;
-      if ((spin & 1023) == 1023 && engine_dl_clock_ns() - t0 > 10000000000ull) __trap();
-    }
-  }
+  if (threadIdx.x == 0) engine_spin_until(counter, target);
   __syncthreads();
+}
+// Layer l's KV cache of every sequence (keys [0, n_b) of [B, L, NKV, D] bf16, K and V) into L2, this
+// block's 1 / gridDim share of each: attention's key loads then wait on L2, not on DRAM queues
+// full of the weight stream.
+__device__ __forceinline__ void engine_dl_prefetch_kv(const ThriveCudaArgs& a, const unsigned long long* tab,
+                                                      long long l) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const long long B = a.dims[0], NKV = a.dims[3], D = a.dims[4], L = a.dims[5];
+  const int* lens = (const int*)a.tensors[6];
+  for (long long b = 0; b < B; ++b) {
+    long long n = lens[b];
+    n = n < 0 ? 0 : (n > L ? L : n);
+    const long long bytes = n * NKV * D * 2, share = (bytes / gridDim.x + 16) / 16 * 16,
+                    start = blockIdx.x * share;
+    if (start >= bytes) continue;
+    const unsigned size = (unsigned)(bytes - start < share ? bytes - start : share);
+    for (int c = kDlKCache; c <= kDlVCache; ++c)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(tab[l * kDlTableCols + c] + (unsigned long long)(b * L * NKV * D * 2 + start)),
+                   "r"(size)
+                   : "memory");
+  }
+#endif
 }
 // Every thread's writes of this stage are visible before the block counts itself done: the
 // block barrier orders them before thread 0's fence and count (cooperative groups' grid sync
@@ -1167,6 +1269,7 @@ __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaA
   at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
   at.parts_acc = at.parts_ml + at.B * at.NKV * S * G * 2;
   const unsigned long long* row = tab + l * kDlTableCols;
+  at.round = (unsigned)(l + 1);
   at.qk_w = (const bf16_t*)row[kDlQkNorm], at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
   return at;
 }
@@ -1175,8 +1278,8 @@ __device__ __forceinline__ void engine_dl_part(long long i, int S, long long NKV
   s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
 }
 // The attention stage of one layer: parts i = (b, g, s), two 128-thread groups a block (threads
-// 0-255; the other warps go on to the next barrier); a part that wrote its (b, g) heads counts
-// itself on `done`. Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
+// 0-255; the other warps go on to the next barrier); a part that merged its slice of the (b, g)
+// heads (or, with S = 1, wrote them) counts itself on `done`. Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
 // fewer registers in a kernel capped at 128 a thread, 1.87 against 1.92 ms a batch-1 step on the
 // H200 (2026-12-01; as a __noinline__ call instead, 1.92).
 template <int G>
@@ -1188,7 +1291,7 @@ __device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention&
   for (long long i = blockIdx.x * 2 + half; i < at.B * at.NKV * S; i += 2 * (long long)gridDim.x) {
     int s, g, b;
     engine_dl_part(i, S, at.NKV, s, g, b);
-    if (engine_decode_attention_part<G, true, 2>(at, s, g, b, S, tid, sm[half], sync)) {
+    if (engine_decode_attention_part<G, true, 2, true>(at, s, g, b, S, tid, sm[half], sync)) {
       sync();
       if (tid == 0) {
         __threadfence();
@@ -1207,7 +1310,11 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
             QKV = (NQ + 2 * NKV) * D;
   if (T < 1 || T > 4) __trap();  // the host checks: the GEMV's cross-warp sums hold 4 tokens
   const float eps = (float)a.scalars[1];
-  const int stages = (int)a.scalars[2], S = (int)a.scalars[3];
+  // scalars[2] packs NS + 16 x (KV prefetch on): ThriveCudaArgs has four scalars
+  const long long packed = (long long)a.scalars[2];
+  const int stages = (int)(packed & 15), S = (int)a.scalars[3];
+  // the parallel merge waits for all S parts of a (b, g): each needs its own 128-thread group
+  if (S > 1 && T * NKV * S > 2 * (int)gridDim.x) __trap();  // the host's split count keeps to this
   bf16_t* h = (bf16_t*)a.tensors[0];
   const unsigned long long* table = (const unsigned long long*)a.tensors[1];
   bf16_t *qkv = (bf16_t*)a.tensors[2], *attn = (bf16_t*)a.tensors[3], *gu = (bf16_t*)a.tensors[4];
@@ -1233,6 +1340,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   __syncthreads();
 
   // Weights first (they depend on no earlier kernel): NS - 1 tiles in flight before the wait.
+  const bool kv_prefetch = (packed >> 4) & 1;
   EngineDlStream st;
   st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
   st.start();
@@ -1246,18 +1354,19 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     unsigned* c = counters + kDlStages * l;
     // qkv = RMSNorm(h) . Wqkv^T
     if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
-    if (stamp) stamps[kDlStages * l + kDlQkv] = engine_dl_clock_ns();
+    if (stamp) stamps[kDlStages * l + kDlQkv] = engine_globaltimer_ns();
+    if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, l);
     engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
     engine_dl_signal(c + kDlQkv);
     // attention
     engine_dl_wait(c + kDlQkv, gridDim.x);
-    if (stamp) stamps[kDlStages * l + kDlAttn] = engine_dl_clock_ns();
+    if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
     engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, l, S), S, attn_sm, c + kDlAttn);
     // h += attn . Wo^T
-    engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV));
-    if (stamp) stamps[kDlStages * l + kDlO] = engine_dl_clock_ns();
+    engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
+    if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
     for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
       *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
     __syncthreads();
@@ -1265,14 +1374,14 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
-    if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_dl_clock_ns();
+    if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_globaltimer_ns();
     engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
     engine_dl_wait(c + kDlGateUp, gridDim.x);
-    if (stamp) stamps[kDlStages * l + kDlDown] = engine_dl_clock_ns();
+    if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
     engine_gemv_swiglu_input(gu, T, I, xs);
     __syncthreads();
     engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
@@ -1283,8 +1392,10 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   // can land after the zeroing).
   __threadfence();
   if (threadIdx.x == 0 && atomicAdd(exit_counter, 1u) == gridDim.x - 1) {
-    if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_dl_clock_ns();
+    if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_globaltimer_ns();
     for (long long i = 0; i < n_counters; ++i) counters[i] = 0u;
+    unsigned* attn_counters = (unsigned*)((char*)a.workspace + (n_counters * 4 + 255) / 256 * 256);
+    for (long long i = 0; i < T * NKV; ++i) attn_counters[i] = 0u;
     __threadfence();
   }
 #else

@@ -2,7 +2,7 @@
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -40,6 +40,7 @@ struct E2eFlags {
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
   std::string persistent_stages = "0";
+  std::string persistent_kv_prefetch = "on";
   std::string seed = "1";
   bool json = false;
 };
@@ -258,10 +259,11 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
   // auto: the persistent decode kernel wherever the engine can run it (batch <= 4, sm_90, the
-  // fusions it needs), where it measured faster on the H200 (batch 1: 1.65 against 1.70 ms/step;
-  // batch 4: 2.12 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
+  // fusions it needs), where it measured faster on the H200 (batch 1: 1.61 against 1.70 ms/step;
+  // batch 4: 2.02 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
+  o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -352,6 +354,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"decode_attention", eo.engine_decode_attention ? "engine" : "op"},
              {"persistent_decode", eo.persistent_decode},
              {"persistent_stages", eo.persistent_stages},
+             {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -447,6 +450,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
       f.persistent_stages == "1")
     fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (as many as fit) or 2 to 8",
          f.persistent_stages.substr(0, 40));
+  if (f.persistent_kv_prefetch != "on" && f.persistent_kv_prefetch != "off")
+    fail(ErrorCategory::kUsage, "--persistent-kv-prefetch {}: expected on or off", f.persistent_kv_prefetch.substr(0, 40));
   if (f.decode_attention != "engine" && f.decode_attention != "op")
     fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
   if (f.attention != "flash" && f.attention != "gemm")
@@ -455,7 +460,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention/--persistent/--persistent-stages: the CPU engine is the float32 "
+    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention/--persistent/--persistent-stages/--persistent-kv-prefetch: the CPU engine is the float32 "
          "reference with none of them; they apply to --device cuda");
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
@@ -521,6 +526,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
                   "as fit in shared memory | 2..8: at most that many (fewer where they do not fit)");
+  cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
+                  "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on "
+                  "(default) | off");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -543,7 +551,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
             cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
                     cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") +
                     cmd->count("--decode-attention") + cmd->count("--persistent") +
-                    cmd->count("--persistent-stages") > 0);
+                    cmd->count("--persistent-stages") + cmd->count("--persistent-kv-prefetch") > 0);
   });
 }
 

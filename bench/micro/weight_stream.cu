@@ -1,0 +1,252 @@
+// How fast can one persistent block per SM stream a weight matrix through shared memory on this
+// GPU? The question behind engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu), whose GEMV
+// stages run well below the copy ceiling. Three ways to read the same bytes, timed with CUDA
+// events (median, min and max of REPS launches after a warm-up; the matrix is 2 GiB, 40 times the
+// H200's 50 MB L2, so every launch reads DRAM):
+//   ld     : a plain grid-stride read, 16 bytes a thread a load, 4 loads in flight a thread, 8
+//            blocks of 256 threads an SM (the copy ceiling of a read-only stream).
+//   cpasync: the persistent kernel's scheme: grid = SM count, 512 threads, a ring of NS 32 KiB
+//            stages; a tile is 16 rows x 1024 columns bf16 of a [N, K] row-major matrix, warp w
+//            copies columns [64 w, 64 w + 64) of the 16 rows with cp.async (16 bytes a thread,
+//            L2 evict-first), waits for its own groups (cp.async.wait_group NS - 2) and reads its
+//            slice back.
+//   bulk   : the same tiles and ring, filled by the Tensor Memory Accelerator: one thread issues a
+//            2 KiB cp.async.bulk per tile row (PTX ISA 8.0, sm_90) completing on the stage's
+//            "full" mbarrier; rows land 2064 bytes apart (a 16-byte skew a row: the ldmatrix
+//            reads of 8 rows then hit different banks); every warp arrives on the stage's "empty"
+//            mbarrier after reading it, and the producer waits for that before refilling it.
+// Every variant folds what it read into a checksum (XOR of 32-bit words) so nothing is skipped;
+// the three checksums must agree.
+// Build and run (sm_90): nvcc -O3 -arch=sm_90 -std=c++17 -o weight_stream weight_stream.cu &&
+// ./weight_stream [K=2048] [REPS=20]; scripts/device-weight-stream.sh does both on the GPU machine.
+// Output: one line a variant and ring depth: µs a launch (median [min, max]) and GB/s at the median.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+constexpr int kRows = 16, kCols = 1024, kTileBytes = kRows * kCols * 2, kBulkRowStride = 2048 + 16;
+
+__global__ void stream_ld(const uint4* __restrict__ w, long long n16, unsigned* out) {
+  unsigned acc = 0;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = __ldg(w + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 v = __ldg(w + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  atomicXor(out, acc);
+}
+
+// This block's row groups of an N-row matrix: cdiv(N, 16) groups split evenly.
+__device__ void block_groups(long long N, long long& g0, long long& g1) {
+  const long long groups = (N + kRows - 1) / kRows;
+  g0 = groups * blockIdx.x / gridDim.x, g1 = groups * (blockIdx.x + 1) / gridDim.x;
+}
+
+template <int NS>
+__global__ void __launch_bounds__(512, 1) stream_cpasync(const unsigned short* __restrict__ w, long long N,
+                                                         long long K, unsigned* out) {
+  extern __shared__ __align__(128) unsigned char ring[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane & 7;
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  long long g0, g1;
+  block_groups(N, g0, g1);
+  const long long tiles_per_group = K / kCols, tiles = (g1 - g0) * tiles_per_group;
+  const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
+  auto issue = [&](long long t) {
+    if (t < tiles) {
+      const long long g = g0 + t / tiles_per_group, kc = (t % tiles_per_group) * kCols;
+      const unsigned dst = base + (unsigned)((t % NS) * kTileBytes + warp * 2048 + (lane >> 3) * 128);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int r = (lane >> 3) + 4 * u;
+        const unsigned short* src = w + (g * kRows + r) * K + kc + warp * 64 + chunk * 8;
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
+                         dst + (unsigned)(u * 512 + ((chunk ^ (r & 7)) << 4))),
+                     "l"(src), "l"(policy)
+                     : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  for (int i = 0; i + 1 < NS; ++i) issue(i);
+  unsigned acc = 0;
+  for (long long t = 0; t < tiles; ++t) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
+    __syncwarp();
+    issue(t + NS - 1);
+    const uint4* slice = (const uint4*)(ring + (t % NS) * kTileBytes + warp * 2048);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const uint4 v = slice[lane + 32 * u];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  }
+  atomicXor(out, acc);
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+
+template <int NS>
+__global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __restrict__ w, long long N, long long K,
+                                                      unsigned* out) {
+  extern __shared__ __align__(128) unsigned char ring[];
+  constexpr int kStage = kRows * kBulkRowStride;  // 33,024 bytes
+  __shared__ __align__(8) unsigned long long full[NS], empty[NS];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long g0, g1;
+  block_groups(N, g0, g1);
+  const long long tiles_per_group = K / kCols, tiles = (g1 - g0) * tiles_per_group;
+  const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
+  const unsigned full0 = (unsigned)__cvta_generic_to_shared(full), empty0 = (unsigned)__cvta_generic_to_shared(empty);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NS; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full0 + 8 * s) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 16;" ::"r"(empty0 + 8 * s) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  auto issue = [&](long long t) {  // thread 0 only
+    if (t >= tiles) return;
+    const int s = (int)(t % NS);
+    if (t >= NS) mbar_wait(empty0 + 8 * s, (unsigned)((t / NS - 1) & 1));  // the stage's last reads are done
+    const long long g = g0 + t / tiles_per_group, kc = (t % tiles_per_group) * kCols;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full0 + 8 * s), "r"(kTileBytes)
+                 : "memory");
+    for (int r = 0; r < kRows; ++r)
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+              base + (unsigned)(s * kStage + r * kBulkRowStride)),
+          "l"(w + (g * kRows + r) * K + kc), "r"(kCols * 2), "r"(full0 + 8 * s), "l"(policy)
+          : "memory");
+  };
+  if (threadIdx.x == 0)
+    for (int i = 0; i + 1 < NS; ++i) issue(i);
+  unsigned acc = 0;
+  for (long long t = 0; t < tiles; ++t) {
+    const int s = (int)(t % NS);
+    mbar_wait(full0 + 8 * s, (unsigned)((t / NS) & 1));
+    // warp w reads columns [64 w, 64 w + 64) of the 16 rows: lane i row i / 2, 64 bytes
+    const unsigned char* row = ring + s * kStage + (lane >> 1) * kBulkRowStride + warp * 128 + (lane & 1) * 64;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const uint4 v = ((const uint4*)row)[u];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncwarp();
+    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty0 + 8 * s) : "memory");
+    if (threadIdx.x == 0) issue(t + NS - 1);
+  }
+  atomicXor(out, acc);
+}
+
+struct Timing {
+  float median, min, max;
+};
+template <class F>
+Timing time_launches(F launch, int reps) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  launch();  // warm-up
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float t = 0.f;
+    CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t * 1000.f);
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front(), ms.back()};
+}
+
+template <int NS>
+void run_ring(const char* name, bool bulk, const unsigned short* w, long long N, long long K, unsigned* out, int sms,
+              int reps, double bytes, unsigned expect) {
+  const int smem = bulk ? NS * kRows * kBulkRowStride : NS * kTileBytes;
+  auto kernel = bulk ? stream_bulk<NS> : stream_cpasync<NS>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const Timing t = time_launches([&] { kernel<<<sms, 512, smem>>>(w, N, K, out); }, reps);
+  unsigned sum = 0;
+  CHECK(cudaMemset(out, 0, 4));
+  kernel<<<sms, 512, smem>>>(w, N, K, out);
+  CHECK(cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost));
+  std::printf("%-8s NS %d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  checksum %s\n", name, NS, t.median, t.min, t.max,
+              bytes / t.median * 1e-3, sum == expect ? "ok" : "MISMATCH");
+}
+
+int main(int argc, char** argv) {
+  const long long K = argc > 1 ? std::atoll(argv[1]) : 2048;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+  if (K <= 0 || K % kCols != 0 || reps < 1) {
+    std::fprintf(stderr, "usage: weight_stream [K, a multiple of %d] [REPS >= 1]\n", kCols);
+    return 2;
+  }
+  const long long bytes = 2ll << 30, N = bytes / (K * 2) / kRows * kRows;
+  int dev = 0, sms = 0;
+  CHECK(cudaGetDevice(&dev));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  unsigned short* w = nullptr;
+  unsigned* out = nullptr;
+  CHECK(cudaMalloc(&w, N * K * 2));
+  CHECK(cudaMalloc(&out, 4));
+  {
+    std::vector<unsigned short> host(N * K);
+    unsigned s = 12345u;
+    for (auto& x : host) s = s * 1664525u + 1013904223u, x = (unsigned short)(s >> 16);
+    CHECK(cudaMemcpy(w, host.data(), N * K * 2, cudaMemcpyHostToDevice));
+  }
+  const double total = double(N * K * 2);
+  std::printf("%d SMs, matrix [%lld, %lld] bf16 = %.0f MB, %d launches each\n", sms, N, K, total * 1e-6, reps);
+  unsigned expect = 0;
+  CHECK(cudaMemset(out, 0, 4));
+  stream_ld<<<sms * 8, 256>>>((const uint4*)w, N * K * 2 / 16, out);
+  CHECK(cudaMemcpy(&expect, out, 4, cudaMemcpyDeviceToHost));
+  const Timing t = time_launches([&] { stream_ld<<<sms * 8, 256>>>((const uint4*)w, N * K * 2 / 16, out); }, reps);
+  std::printf("%-8s      : %8.1f us [%8.1f, %8.1f]  %7.1f GB/s\n", "ld", t.median, t.min, t.max, total / t.median * 1e-3);
+  run_ring<2>("cpasync", false, w, N, K, out, sms, reps, total, expect);
+  run_ring<4>("cpasync", false, w, N, K, out, sms, reps, total, expect);
+  run_ring<6>("cpasync", false, w, N, K, out, sms, reps, total, expect);
+  run_ring<2>("bulk", true, w, N, K, out, sms, reps, total, expect);
+  run_ring<4>("bulk", true, w, N, K, out, sms, reps, total, expect);
+  run_ring<6>("bulk", true, w, N, K, out, sms, reps, total, expect);
+  CHECK(cudaGetLastError());
+  CHECK(cudaFree(w));
+  CHECK(cudaFree(out));
+  return 0;
+}
