@@ -531,8 +531,12 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
 
   m.be = backend::make_backend("cuda", run_cfg);
   const auto& dev = m.be->device();
+  // The persistent kernel off after all: its options say so too.
+  const auto persistent_off = [&m] {
+    m.opts.persistent_decode = false, m.opts.persistent_stages = 0, m.opts.persistent_kv_prefetch = false;
+  };
   if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))
-    m.opts.persistent_decode = false;  // griddepcontrol and the tested path: sm_90+
+    persistent_off();  // griddepcontrol and the tested path: sm_90+
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
   const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
 
@@ -566,11 +570,15 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
                                     room / kDlTileBytes);
     m.dl_blocks = dev.compute_units;
     if (m.dl_stages < 2 || m.dl_blocks < 1) {
-      m.opts.persistent_decode = false;
+      persistent_off();
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L);
       m.opts.persistent_stages = int(m.dl_stages);
+      // The KV prefetch only where one layer's cache fits a quarter of L2: a larger one would push
+      // its own lines out before attention reads them (twice the KV traffic) and evict the
+      // activations and counters the weight stream's evict-first hint keeps there.
+      if (B * L * NKV * D * 2 * 2 > dev.cache_bytes / 4) m.opts.persistent_kv_prefetch = false;
     }
   }
   for (const auto& [key, ok] : registry) {

@@ -105,8 +105,11 @@ struct CudaEngineOptions {
   /// Prefetch each layer's KV cache (keys [0, n) of every sequence) into L2 as the persistent
   /// kernel's qkv stage starts, a 1 / gridDim share per block (cp.async.bulk.prefetch.L2, sm_90):
   /// attention's key loads then wait on L2 rather than on DRAM queues full of the weight stream.
-  /// On the H200 at batch 1: 1.657 ms/step against 1.666 without (2026-12-01, README). Ignored
-  /// (false) when persistent_decode is off.
+  /// On the H200 at batch 1, prompt 512: 1.657 ms/step against 1.666 without, attention 15.2
+  /// against 16.0 µs a layer, qkv 8.0 against 7.5 (2026-12-01, before the parallel merge:
+  /// bench/results/h200-persistent-decode-2026-12-01/session3/README.md, run 2). The engine turns
+  /// it off (false in options()) where one layer's KV cache, batch x max_context x NKV x head_dim x
+  /// 4 bytes, exceeds a quarter of the L2, and whenever persistent_decode is off.
   bool persistent_kv_prefetch = true;
 };
 

@@ -681,10 +681,27 @@ struct EngineAttentionLane {
     lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
   }
 };
+// The merge weights of S partial results of G heads: thread h < G reads the (max, sum) pairs
+// [S][G][2] and writes w[i G + h] = 2^(m_i - M) (M the heads' max over the parts; 0 where every
+// part is empty) and, after the S G weights, w[S G + h] = the total sum (the softmax denominator).
+template <int G>
+__device__ __forceinline__ void engine_attention_part_weights(const float* pairs, int S, int tid, float* w) {
+  if (tid >= G) return;
+  const int h = tid;
+  float M = -__int_as_float(0x7f800000), Ls = 0.f;
+  for (int i = 0; i < S; ++i) M = fmaxf(M, pairs[(i * G + h) * 2]);
+  for (int i = 0; i < S; ++i) {
+    const float wi = M > -__int_as_float(0x7f800000) ? exp2f(pairs[(i * G + h) * 2] - M) : 0.f;
+    w[i * G + h] = wi;
+    Ls += pairs[(i * G + h) * 2 + 1] * wi;
+  }
+  w[S * G + h] = Ls;
+}
 // The parallel merge of part s of (b, g) (bg = b NKV + g): count this part's result (written by
 // the caller's threads before `sync`), then, for a non-empty slice, wait for all S and merge the
-// slice: the S parts' (max, sum) pairs and the slice's S accumulator pieces come in one round of
-// loads into shared memory (sm.acc: pairs [S][G][2], then pieces [S][c]), the G heads' weights
+// slice: the S parts' (max, sum) pairs and the slice's S accumulator pieces come in rounds of
+// loads into shared memory (sm.acc: pairs [S][G][2], then pieces [S][n], n = the slice's length;
+// 512 loads in flight before any is stored, so one round trip when 2 S G + S n <= 512), the G heads' weights
 // 2^(m_i - M) and sums go to sm.ml, and each output is a weighted sum over the parts.
 template <int G, class Sync>
 __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttention& a, int s, long long bg, int S, int tid,
@@ -717,18 +734,8 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
       if (r0 + k * kThreads + tid < total) buf[r0 + k * kThreads + tid] = v[k];
   }
   sync();
-  float* w_sh = &sm.ml[0][0][0];  // [S][G] weights, then [G] sums after them
-  if (tid < G) {
-    const int h = tid;
-    float M = -__int_as_float(0x7f800000), Ls = 0.f;
-    for (int i = 0; i < S; ++i) M = fmaxf(M, buf[(i * G + h) * 2]);
-    for (int i = 0; i < S; ++i) {
-      const float w = M > -__int_as_float(0x7f800000) ? exp2f(buf[(i * G + h) * 2] - M) : 0.f;
-      w_sh[i * G + h] = w;
-      Ls += buf[(i * G + h) * 2 + 1] * w;
-    }
-    w_sh[S * G + h] = Ls;
-  }
+  float* w_sh = &sm.ml[0][0][0];
+  engine_attention_part_weights<G>(buf, S, tid, w_sh);
   sync();
   bf16_t* out = a.out + (bg / a.NKV * a.NQ + bg % a.NKV * G) * D;
   for (long long j = tid; j < n; j += kThreads) {
@@ -741,15 +748,16 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
   return true;
 }
 // One (split s of S, KV head g, sequence b) part of decode attention by 128 threads (tid 0..127;
-// `sync` is their barrier). Returns true when this call wrote out[b, heads of g] (S == 1, or the
-// last part of (b, g) to finish, which merged the S parts): the same value on every thread.
+// `sync` is their barrier). Returns true when this part is done with out[b, heads of g] (S == 1:
+// it wrote them; PM: it merged its slice, or has none; otherwise: it was the last part of (b, g)
+// to finish and merged the S parts): the same value on every thread.
 // Everything written by another block of the same launch (qkv rows, parts) is read through L2.
 // U: key slots a lane loads per round (all issued before any is used).
 // PM (parallel merge; the persistent kernel, whose S parts of a (b, g) all run at once): with S > 1
 // every part counts its partial result on the (b, g) counter, and each part whose slice
 // [s c, s c + c) of the G D outputs (c = cdiv(G D, S) rounded up to even) is not empty waits for
-// the count to reach S x round and merges that slice: one round trip for every load of the merge,
-// and no count with a returned value on the way. Returns true on every part then. Without PM, the
+// the count to reach S x round and merges that slice: the merge's loads all in flight at once
+// (up to 512), and no count with a returned value on the way. Returns true on every part then. Without PM, the
 // last part to count merges all G D outputs (the standalone kernel: its blocks need not be
 // resident at once).
 template <int G, bool QK, int U, bool PM, class Sync>
@@ -902,17 +910,7 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   float* w_sh = &sh_ml[0][0][0];  // [S][G] weights, then [G] sums after them
   for (int i = tid; i < S * G * 2; i += kThreads) sh_acc[i] = __ldcg(all_ml + i);
   sync();
-  if (tid < G) {
-    const int h = tid;
-    float M = -__int_as_float(0x7f800000), Ls = 0.f;
-    for (int i = 0; i < S; ++i) M = fmaxf(M, sh_acc[(i * G + h) * 2]);
-    for (int i = 0; i < S; ++i) {
-      const float w = M > -__int_as_float(0x7f800000) ? exp2f(sh_acc[(i * G + h) * 2] - M) : 0.f;
-      w_sh[i * G + h] = w;
-      Ls += sh_acc[(i * G + h) * 2 + 1] * w;
-    }
-    w_sh[S * G + h] = Ls;
-  }
+  engine_attention_part_weights<G>(sh_acc, S, tid, w_sh);
   sync();
   for (long long e = 2 * tid; e < G * D; e += 2 * kThreads) {  // D % 8 == 0: e, e + 1 are one head's
     const int h = (int)(e / D);
@@ -1278,8 +1276,8 @@ __device__ __forceinline__ void engine_dl_part(long long i, int S, long long NKV
   s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
 }
 // The attention stage of one layer: parts i = (b, g, s), two 128-thread groups a block (threads
-// 0-255; the other warps go on to the next barrier); a part that merged its slice of the (b, g)
-// heads (or, with S = 1, wrote them) counts itself on `done`. Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
+// 0-255; the other warps go on to the next barrier); every part counts itself on `done` once
+// engine_decode_attention_part returns true for it (the o stage waits for B NKV S counts). Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
 // fewer registers in a kernel capped at 128 a thread, 1.87 against 1.92 ms a batch-1 step on the
 // H200 (2026-12-01; as a __noinline__ call instead, 1.92).
 template <int G>
