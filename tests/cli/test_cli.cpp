@@ -324,6 +324,11 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
     r = test::run_thrive(args, env());
     EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
   }
+  // The CPU engine refuses the CUDA engine's options by name: the ones given, not the whole list
+  r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--pdl", "off", "--persistent-kv-prefetch", "on"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--pdl --persistent-kv-prefetch: the CPU engine"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--graphs"), std::string::npos) << r.err;
   // A stored best system with a thread count no machine has: reset with a warning, not obeyed
   const std::vector<std::string> loop = {"optimize", "--system", "--model", dir, "--batch", "1", "--prompt", "4",
                                          "--gen", "2", "--budget", "0", "--metric", "mix:1", "--json"};

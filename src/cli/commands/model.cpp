@@ -5,6 +5,7 @@
 // [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 
 #include <charconv>
@@ -430,7 +431,7 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
   fmt::print("greedy tokens of sequence 0: {}\n", nlohmann::json(r.tokens[0]).dump());
 }
 
-void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
+void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& engine_flags_given) {
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
@@ -459,9 +460,9 @@ void run_e2e(Context& ctx, const E2eFlags& f, bool engine_flags_given) {
   parse_seed(f.seed, "--seed");
   parse_kernels(f.kernels);
   const std::string device = backend::resolve_backend_name(f.device);
-  if (device == "cpu" && engine_flags_given)
-    fail(ErrorCategory::kUsage, "--graphs/--kernels/--attention/--fusions/--gemv/--pdl/--gemv-rows/--decode-attention/--persistent/--persistent-stages/--persistent-kv-prefetch: the CPU engine is the float32 "
-         "reference with none of them; they apply to --device cuda");
+  if (device == "cpu" && !engine_flags_given.empty())
+    fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
+         "they apply to --device cuda", fmt::join(engine_flags_given, " "));
   const auto cfg = model::Qwen3Config::load(f.model);
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
     fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
@@ -547,11 +548,11 @@ void register_e2e(CLI::App& app, Context& ctx) {
         if (std::filesystem::is_directory(f.dump + ext))
           fail(ErrorCategory::kUsage, "--dump {}: {}{} is a folder", f.dump, f.dump, ext);
       }
-    run_e2e(ctx, f,
-            cmd->count("--graphs") + cmd->count("--kernels") + cmd->count("--attention") + cmd->count("--fusions") +
-                    cmd->count("--gemv") + cmd->count("--pdl") + cmd->count("--gemv-rows") +
-                    cmd->count("--decode-attention") + cmd->count("--persistent") +
-                    cmd->count("--persistent-stages") + cmd->count("--persistent-kv-prefetch") > 0);
+    std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
+    for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
+                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-kv-prefetch"})
+      if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
+    run_e2e(ctx, f, engine_flags);
   });
 }
 
