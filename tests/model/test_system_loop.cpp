@@ -38,6 +38,9 @@ TEST(SystemLoop, AcceptsTheThreadChangeAndRevertsTheFusionOnATinyModel) {
   const auto w = tiny_weights(cfg);
   LoopOptions o;
   o.batch = 2, o.prompt = 16, o.gen = 8, o.budget = 4;
+  // The fastest of 9 profiles per measurement (3 by default): with ctest running other tests on
+  // both cores, the fastest of 3 let a bit-identical fusion pass the 30% threshold now and then.
+  o.repeats = 9;
   std::vector<LoopIteration> seen;
   const auto r = run_system_loop(cfg, w, o, SystemConfig{}, 20.0, 0.05,
                                  [&](const LoopIteration& it) { seen.push_back(it); });
