@@ -315,6 +315,8 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "-1"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "2x"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-kv-prefetch", "yes"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-stages", "4"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-kv-prefetch", "on"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-kv-prefetch", "off"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent", "off"},
            {"optimize", "--system", "--model", dir, "--budget", ""},

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -453,6 +454,9 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          f.persistent_stages.substr(0, 40));
   if (f.persistent_kv_prefetch != "on" && f.persistent_kv_prefetch != "off")
     fail(ErrorCategory::kUsage, "--persistent-kv-prefetch {}: expected on or off", f.persistent_kv_prefetch.substr(0, 40));
+  for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch"})
+    if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end())
+      fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
   if (f.decode_attention != "engine" && f.decode_attention != "op")
     fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
   if (f.attention != "flash" && f.attention != "gemm")
