@@ -157,6 +157,10 @@ bool swiglu_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t
 bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) {
   return gemv_at(o, t) && o.fuse_norm_residual && t * c.hidden * 2 <= kSmemLimitBytes;
 }
+// The persistent kernel off, and the options that only it reads with it.
+void persistent_off(CudaEngineOptions& o) {
+  o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false;
+}
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.flash_prefill = o.flash_prefill && flash_supported(c);
@@ -166,7 +170,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
   o.persistent_decode = o.persistent_decode && o.engine_decode_attention && decode_attention_fuses_qk(c, o) &&
                         swiglu_fused_at(c, o, o.batch) && norm_fused_at(c, o, o.batch);
-  if (!o.persistent_decode) o.persistent_stages = 0, o.persistent_kv_prefetch = false;
+  if (!o.persistent_decode) persistent_off(o);
   return o;
 }
 // Engine kernels the options use (the flash entry of the model's head dim only).
@@ -531,12 +535,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
 
   m.be = backend::make_backend("cuda", run_cfg);
   const auto& dev = m.be->device();
-  // The persistent kernel off after all: its options say so too.
-  const auto persistent_off = [&m] {
-    m.opts.persistent_decode = false, m.opts.persistent_stages = 0, m.opts.persistent_kv_prefetch = false;
-  };
   if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))
-    persistent_off();  // griddepcontrol and the tested path: sm_90+
+    persistent_off(m.opts);  // griddepcontrol and the tested path: sm_90+
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
   const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
 
@@ -570,7 +570,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
                                     room / kDlTileBytes);
     m.dl_blocks = dev.compute_units;
     if (m.dl_stages < 2 || m.dl_blocks < 1) {
-      persistent_off();
+      persistent_off(m.opts);
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L);

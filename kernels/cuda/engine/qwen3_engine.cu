@@ -1251,6 +1251,11 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
     }
   }
 }
+// The attention workspace of engine_decode_layers: after its stage counters (u32 [5 layers + 1],
+// padded to 256 bytes); it starts with the per-(b, g) counters.
+__device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a) {
+  return (char*)a.workspace + ((kDlStages * a.dims[7] + 1) * 4 + 255) / 256 * 256;
+}
 // Layer l's attention operands, from the launch arguments and the layer table (built where they
 // are used rather than kept for the whole kernel: fewer registers live across the layers).
 template <int G>
@@ -1261,8 +1266,7 @@ __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaA
   at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
   at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
   at.cos_sin = (const float*)a.tensors[5], at.lens = (const int*)a.tensors[6];
-  const long long layers = a.dims[7];
-  char* ws = (char*)a.workspace + ((kDlStages * layers + 1) * 4 + 255) / 256 * 256;
+  char* ws = engine_dl_attention_ws(a);
   at.counters = (unsigned*)ws;
   at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
   at.parts_acc = at.parts_ml + at.B * at.NKV * S * G * 2;
@@ -1392,7 +1396,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (threadIdx.x == 0 && atomicAdd(exit_counter, 1u) == gridDim.x - 1) {
     if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_globaltimer_ns();
     for (long long i = 0; i < n_counters; ++i) counters[i] = 0u;
-    unsigned* attn_counters = (unsigned*)((char*)a.workspace + (n_counters * 4 + 255) / 256 * 256);
+    unsigned* attn_counters = (unsigned*)engine_dl_attention_ws(a);
     for (long long i = 0; i < T * NKV; ++i) attn_counters[i] = 0u;
     __threadfence();
   }

@@ -436,7 +436,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   if (f.batch < 1 || f.prompt < 1 || f.gen < 0)
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
-  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl}})
+  for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl},
+                                {"--persistent-kv-prefetch", f.persistent_kv_prefetch}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   if (f.persistent != "auto" && f.persistent != "on" && f.persistent != "off")
     fail(ErrorCategory::kUsage, "--persistent {}: expected auto, on or off", f.persistent.substr(0, 40));
@@ -452,8 +453,6 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
       f.persistent_stages == "1")
     fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (as many as fit) or 2 to 8",
          f.persistent_stages.substr(0, 40));
-  if (f.persistent_kv_prefetch != "on" && f.persistent_kv_prefetch != "off")
-    fail(ErrorCategory::kUsage, "--persistent-kv-prefetch {}: expected on or off", f.persistent_kv_prefetch.substr(0, 40));
   for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end())
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
