@@ -1155,32 +1155,6 @@ __device__ __forceinline__ void engine_dl_prefetch_kv(const ThriveCudaArgs& a, c
   }
 #endif
 }
-// GEMV w's rows of this block past its first `skip` row groups, at most `max_bytes` of them, into
-// L2 (cp.async.bulk.prefetch.L2 in 64 KiB pieces): issued where the DRAM would otherwise idle
-// (the attention stage: the ring is full and waits), so the stage that reads them later finds
-// them in L2. W row-major [N, K] bf16, K % 8 == 0 (16-byte pieces); nothing otherwise.
-__device__ __forceinline__ void engine_dl_prefetch_rows(const EngineDecodeDims& d, const bf16_t* W, int w,
-                                                        long long skip, long long max_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  long long N, K, g0, g1;
-  int col;
-  engine_dl_matrix(d, w, N, K, col);
-  engine_dl_groups(N, g0, g1);
-  g0 += skip;
-  if (g0 >= g1 || K % 8 != 0 || max_bytes < 16) return;
-  const long long r0 = g0 * kDlTileRows, r1 = g1 * kDlTileRows < N ? g1 * kDlTileRows : N;
-  long long bytes = (r1 - r0) * K * 2;
-  bytes = (bytes < max_bytes ? bytes : max_bytes) / 16 * 16;
-  const char* p = (const char*)(W + r0 * K);
-  for (long long off = 0; off < bytes; off += 65536)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off),
-                 "r"((unsigned)(bytes - off < 65536 ? bytes - off : 65536))
-                 : "memory");
-#endif
-}
-// Experiment knobs (bytes a block; 0 = off): gate/up rows past the ring's into L2 as the attention
-// stage starts, down rows as the o stage starts.
-constexpr long long kDlL2GateUpBytes = 0, kDlL2DownBytes = 0, kDlL2SkipGroups = 2;
 // Every thread's writes of this stage are visible before the block counts itself done: the
 // block barrier orders them before thread 0's fence and count (cooperative groups' grid sync
 // pattern).
@@ -1391,12 +1365,10 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // attention
     engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    if (kDlL2GateUpBytes > 0 && threadIdx.x == 256) engine_dl_prefetch_rows(d, W[kDlWgu], 2, kDlL2SkipGroups, kDlL2GateUpBytes);
     engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, l, S), S, attn_sm, c + kDlAttn);
     // h += attn . Wo^T
     engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    if (kDlL2DownBytes > 0 && threadIdx.x == 256) engine_dl_prefetch_rows(d, W[kDlWdown], 3, 0, kDlL2DownBytes);
     for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
       *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
     __syncthreads();
