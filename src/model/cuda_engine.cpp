@@ -137,15 +137,6 @@ int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
 int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
   return std::clamp<int64_t>(std::min(2 * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
 }
-// With attention blocks (CudaEngineOptions::persistent_attention_blocks): S units per (sequence, KV
-// head), about 32 units in all, at most 4 (the o stage's merge); the kernel's attention blocks, A =
-// b x nkv x S, or 0 where A would exceed half the blocks or 6 b nq floats of merge weights the
-// kernel's 8 KiB buffer.
-int64_t decode_layers_unit_splits(int64_t b, int64_t nkv) { return std::clamp<int64_t>(32 / (b * nkv), 1, 4); }
-int64_t decode_layers_attention_blocks(int64_t blocks, int64_t b, int64_t nq, int64_t nkv) {
-  const int64_t a = b * nkv * decode_layers_unit_splits(b, nkv);
-  return a <= blocks / 2 && 6 * b * nq * 4 <= 8192 ? a : 0;
-}
 // Its stage counters (5 per layer and an exit count, padded to 256 bytes) and the attention
 // workspace (engine_decode_attention's layout: per-(b, g) counters padded to 256 bytes, (max, sum)
 // pairs and accumulators of every part).
@@ -169,7 +160,6 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false;
-  o.persistent_attention_blocks = false;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -244,7 +234,7 @@ struct CudaQwen3Engine::Impl {
   // the in-kernel stage timestamps, and its launch (blocks, dynamic shared memory, ring stages,
   // attention splits)
   void *dl_table = nullptr, *dl_ws = nullptr, *dl_stamps = nullptr;
-  int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0, dl_attention_blocks = 0;
+  int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
@@ -339,7 +329,7 @@ struct CudaQwen3Engine::Impl {
              {T, H, NQ, NKV, D, L, I, c.layers},
              {1.0 / std::sqrt(double(D)), eps,
               double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch)),
-              double(dl_splits + 128 * dl_attention_blocks)},
+              double(dl_splits)},
              dl_ws, dl_ws_bytes);
       done("decoder_layers");
     }
@@ -585,11 +575,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L);
       m.opts.persistent_stages = int(m.dl_stages);
-      if (m.opts.persistent_attention_blocks) {
-        m.dl_attention_blocks = decode_layers_attention_blocks(m.dl_blocks, B, NQ, NKV);
-        m.opts.persistent_attention_blocks = m.dl_attention_blocks > 0;
-        if (m.dl_attention_blocks > 0) m.dl_splits = decode_layers_unit_splits(B, NKV), m.opts.persistent_kv_prefetch = false;
-      }
       // The KV prefetch only where one layer's cache fits a quarter of L2: a larger one would push
       // its own lines out before attention reads them (twice the KV traffic) and evict the
       // activations and counters the weight stream's evict-first hint keeps there.

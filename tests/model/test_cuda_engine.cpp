@@ -215,28 +215,20 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
 // GQA 2.
 // Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6), max context,
-// prompt length, attention mode (kAttnBlocks: dedicated attention blocks, the default; kAttnShared:
-// every block takes part, without or with (kAttnSharedPrefetch) the KV-cache prefetch into L2),
-// query heads per KV head (the GQA group G; 2 KV heads).
-// With attention blocks (2 KV heads: S = 4 units per (sequence, KV head) at batch 1-4, each unit
-// split over four 128-thread parts): context 90 / prompt 1 leaves most parts empty; prompt 400,
-// 25 keys a part; at batch 3 with 2 ring stages (less shared memory) 75 keys a unit still fit;
-// prompt 1200 with 2 stages gives 300-key units, more than fit in the block's shared memory
-// (about 150 at head_dim 64), so most keys come from the cache in global memory.
-// Shared attention: context 90 gives 3 attention splits; 600 gives 19
+// prompt length, KV-cache prefetch into L2, query heads per KV head (the GQA group G; 2 KV heads).
+// Context 90 gives 3 attention splits; 600 gives 19
 // (with ~400-token prompts about 22 keys a part: two rounds of key loads at U = 2; each part
 // merges a slice of 8 of the 128 head outputs, parts 16-18 none; at batch 3, all 19 x 3 x 2
 // parts run at once, one per 128-thread half of a block); 2100 gives the most splits, 64,
 // most of them empty at a 40-token prompt (slices of 2 outputs). (Split counts for the H200's 132
 // SMs: at most 2 x SMs / (batch x 2) on a smaller GPU.) G = 8 at context 600: the merge of a
 // slice loads 2 x 19 x 8 pairs and 19 x 28 accumulator pieces, two rounds of 512 loads.
-enum PersistentAttention { kAttnBlocks, kAttnShared, kAttnSharedPrefetch };
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, int, int>> {};
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages, context, prompt, attention, groups] = GetParam();
+  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 2 * groups, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
@@ -245,15 +237,12 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   o.pdl = pdl;
   o.persistent_decode = true;
   o.persistent_stages = stages;
-  o.persistent_kv_prefetch = attention == kAttnSharedPrefetch;
-  o.persistent_attention_blocks = attention == kAttnBlocks;
+  o.persistent_kv_prefetch = kv_prefetch;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   ASSERT_TRUE(gpu.options().persistent_decode) << "sm_90 or newer expected on the test device";
-  // one layer's KV is far below L2 / 4; at most 4 x 2 x 4 units, far below half the SMs
-  EXPECT_EQ(gpu.options().persistent_kv_prefetch, attention == kAttnSharedPrefetch);
-  EXPECT_EQ(gpu.options().persistent_attention_blocks, attention == kAttnBlocks);
+  EXPECT_EQ(gpu.options().persistent_kv_prefetch, kv_prefetch);  // one layer's KV is far below L2 / 4
   if (stages > 0) {  // that many, or fewer where they do not fit
     EXPECT_LE(gpu.options().persistent_stages, stages);
     EXPECT_GE(gpu.options().persistent_stages, 2);
@@ -261,7 +250,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);
   EXPECT_FALSE(layered.options().persistent_kv_prefetch);
-  EXPECT_FALSE(layered.options().persistent_attention_blocks);
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, context);
   std::vector<std::vector<int32_t>> prompts;
   for (int b = 0; b < batch; ++b) {
@@ -294,19 +282,11 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0, 90, 1, kAttnBlocks, 2},
-                                           std::tuple{4, true, 0, 90, 1, kAttnBlocks, 2},
-                                           std::tuple{1, false, 0, 90, 1, kAttnBlocks, 2},
-                                           std::tuple{1, true, 6, 90, 1, kAttnSharedPrefetch, 2},
-                                           std::tuple{4, true, 6, 90, 1, kAttnSharedPrefetch, 2},
-                                           std::tuple{1, true, 0, 600, 400, kAttnBlocks, 2},
-                                           std::tuple{1, true, 0, 600, 400, kAttnShared, 2},
-                                           std::tuple{2, true, 0, 2100, 40, kAttnBlocks, 2},
-                                           std::tuple{2, true, 0, 2100, 40, kAttnSharedPrefetch, 2},
-                                           std::tuple{3, true, 2, 600, 300, kAttnBlocks, 2},
-                                           std::tuple{1, true, 2, 1300, 1200, kAttnBlocks, 2},
-                                           std::tuple{1, true, 0, 600, 400, kAttnBlocks, 8},
-                                           std::tuple{1, true, 0, 600, 400, kAttnSharedPrefetch, 8}));
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2}, std::tuple{4, true, 0, 90, 1, true, 2},
+                                           std::tuple{1, false, 0, 90, 1, true, 2}, std::tuple{1, true, 6, 90, 1, true, 2},
+                                           std::tuple{4, true, 6, 90, 1, true, 2}, std::tuple{1, true, 0, 600, 400, true, 2},
+                                           std::tuple{2, true, 0, 2100, 40, true, 2}, std::tuple{1, true, 0, 600, 400, false, 2},
+                                           std::tuple{3, true, 2, 600, 300, true, 2}, std::tuple{1, true, 0, 600, 400, true, 8}));
 
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));

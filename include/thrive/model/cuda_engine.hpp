@@ -111,16 +111,6 @@ struct CudaEngineOptions {
   /// it off (false in options()) where one layer's KV cache, batch x max_context x NKV x head_dim x
   /// 4 bytes, exceeds a quarter of the L2, and whenever persistent_decode is off.
   bool persistent_kv_prefetch = true;
-  /// Attention blocks in the persistent kernel: its last A blocks stream no weights and do all of
-  /// attention, one unit (sequence, KV head, split s of S) each, A = batch x NKV x S with S =
-  /// clamp(32 / (batch x NKV), 1, 4); each copies its unit's keys and values into shared memory
-  /// while the other stages run, so after the qkv rows arrive the attention needs one global
-  /// round trip, and the o stage merges the S results of a head while it loads its input. Without
-  /// them every block takes part in attention (two 128-thread parts each, at most 64 splits, a
-  /// parallel merge across blocks). The engine turns it off (false in options()) where A would
-  /// exceed half the blocks or the heads do not fit the kernel's merge buffer (6 x batch x heads
-  /// floats <= 2048), and the KV prefetch with it on (the blocks copy the cache themselves).
-  bool persistent_attention_blocks = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

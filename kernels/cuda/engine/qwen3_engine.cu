@@ -636,16 +636,7 @@ struct EngineAttention {
   long long B, NQ, NKV, D, L;
   float scale, eps;
   unsigned round;  // parallel merge (PM): the persistent kernel's layer + 1 (its (b, g) counts only grow)
-  // Keys [sh_lo, sh_lo + sh_n) of (b, g) already in shared memory (k_sh, v_sh: [sh_n][D] bf16;
-  // the persistent kernel's attention blocks), read from there instead of the cache; sh_n 0: none.
-  const bf16_t *k_sh = nullptr, *v_sh = nullptr;
-  long long sh_lo = 0, sh_n = 0;
 };
-// What a part does with its partial result (engine_decode_attention_part): kAttnLast, the last
-// part of a (b, g) to count merges all S (the standalone kernel); kAttnParallel, every part merges
-// a slice once all S have counted (PM: the persistent kernel's shared attention stage); kAttnUnit,
-// it writes its result to the caller's buffers and returns (the four parts of an attention block).
-enum EngineAttentionMode { kAttnLast = 0, kAttnParallel = 1, kAttnUnit = 2 };
 // Thread 0 of the caller's group spins until *counter >= target (relaxed polls: an acquire load
 // also invalidates the SM's L1 each time, CCTL.IVALL in the SASS), then reads it once more with
 // acquire semantics (the count only grows, so that load sees it too and orders the caller's later
@@ -692,8 +683,7 @@ struct EngineAttentionLane {
 };
 // The merge weights of S partial results of G heads: thread h < G reads the (max, sum) pairs
 // [S][G][2] and writes w[i G + h] = 2^(m_i - M) (M the heads' max over the parts; 0 where every
-// part is empty), after the S G weights w[S G + h] = the total sum (the softmax denominator), and
-// after those w[(S + 1) G + h] = M.
+// part is empty) and, after the S G weights, w[S G + h] = the total sum (the softmax denominator).
 template <int G>
 __device__ __forceinline__ void engine_attention_part_weights(const float* pairs, int S, int tid, float* w) {
   if (tid >= G) return;
@@ -706,7 +696,6 @@ __device__ __forceinline__ void engine_attention_part_weights(const float* pairs
     Ls += pairs[(i * G + h) * 2 + 1] * wi;
   }
   w[S * G + h] = Ls;
-  w[(S + 1) * G + h] = M;
 }
 // The parallel merge of part s of (b, g) (bg = b NKV + g): count this part's result (written by
 // the caller's threads before `sync`), then, for a non-empty slice, wait for all S and merge the
@@ -771,13 +760,9 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
 // (up to 512), and no count with a returned value on the way. Returns true on every part then. Without PM, the
 // last part to count merges all G D outputs (the standalone kernel: its blocks need not be
 // resident at once).
-// kAttnUnit: the result goes to own_ml [G][2] and own_acc [G D] (the caller's shared memory) and
-// the part returns true.
-template <int G, bool QK, int U, int MODE, class Sync>
+template <int G, bool QK, int U, bool PM, class Sync>
 __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttention& a, int s, int g, int b, int S,
-                                                             int tid, EngineAttentionSmem<G>& sm, Sync sync,
-                                                             float* own_ml = nullptr, float* own_acc = nullptr) {
-  constexpr bool PM = MODE == kAttnParallel;
+                                                             int tid, EngineAttentionSmem<G>& sm, Sync sync) {
   constexpr int kThreads = 128;
   auto& sh_ml = sm.ml;
   float* sh_acc = sm.acc;
@@ -836,9 +821,6 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     for (int u = 0; u < U; ++u) {
       const long long j = j0 + (long long)u * slots;
       if (QK && j == p) kv[u] = k_new, vv[u] = v_new;
-      else if ((unsigned long long)(j - a.sh_lo) < (unsigned long long)a.sh_n)
-        kv[u] = *(const uint4*)(a.k_sh + (j - a.sh_lo) * D + part * 8),
-        vv[u] = *(const uint4*)(a.v_sh + (j - a.sh_lo) * D + part * 8);
       else if (j < hi) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
       else kv[u] = vv[u] = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -874,8 +856,8 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   }
   sync();
   const long long bg = (long long)b * NKV + g;
-  float* part_ml = MODE == kAttnUnit ? own_ml : a.parts_ml + (bg * S + s) * G * 2;
-  float* part_acc = MODE == kAttnUnit ? own_acc : a.parts_acc + (bg * S + s) * G * D;
+  float* part_ml = a.parts_ml + (bg * S + s) * G * 2;
+  float* part_acc = a.parts_acc + (bg * S + s) * G * D;
   bf16_t* out = a.out + ((long long)b * NQ + g * G) * D;
   for (long long e = tid; e < G * D; e += kThreads) {
     const int h = (int)(e / D);
@@ -889,14 +871,14 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
         Ls += sh_ml[i][h][1] * w;
         A += sh_acc[(i * G + h) * D + d] * w;
       }
-    if (S == 1 && MODE != kAttnUnit) {
+    if (S == 1) {
       out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
     } else {
       part_acc[e] = A;
       if (d == 0) part_ml[2 * h] = M, part_ml[2 * h + 1] = Ls;
     }
   }
-  if (S == 1 || MODE == kAttnUnit) return true;
+  if (S == 1) return true;
   if (PM) return engine_attention_merge_slice<G>(a, s, bg, S, tid, sm, sync);
   // The parts are visible before the count says so; the last part's reads come after it (thread
   // 0 fences on both sides of its count, the part's barriers order the other threads: the pattern
@@ -978,7 +960,7 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
     p.lens = (const int*)a.tensors[3], p.out = (bf16_t*)a.tensors[4];
     p.parts_ml = (float*)a.tensors[5], p.parts_acc = (float*)a.tensors[6], p.counters = (unsigned*)a.tensors[7];
   }
-  engine_decode_attention_part<G, QK, 4, kAttnLast>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
+  engine_decode_attention_part<G, QK, 4, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, S, threadIdx.x, sm,
                                       [] { __syncthreads(); });
 }
 #define ENGINE_DECODE_ATTENTION_ENTRY(g)                                                              \
@@ -1066,12 +1048,11 @@ __device__ __forceinline__ void engine_dl_matrix(const EngineDecodeDims& d, int 
   else if (w == 2) N = 2 * d.I, K = d.H, col = kDlWgu;
   else N = d.H, K = d.I, col = kDlWdown;
 }
-// Stream block `bid`'s row groups [g0, g1) of a matrix of N rows: cdiv(N, 16) groups split evenly
-// over the `nb` stream blocks (the blocks that are not attention blocks).
-__device__ __forceinline__ void engine_dl_groups(long long N, int bid, int nb, long long& g0, long long& g1) {
+// This block's row groups [g0, g1) of a matrix of N rows: cdiv(N, 16) groups split evenly.
+__device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, long long& g1) {
   const long long groups = (N + kDlTileRows - 1) / kDlTileRows;
-  g0 = groups * bid / nb;
-  g1 = groups * (bid + 1) / nb;
+  g0 = groups * blockIdx.x / gridDim.x;
+  g1 = groups * (blockIdx.x + 1) / gridDim.x;
 }
 __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
@@ -1085,7 +1066,6 @@ struct EngineDlStream {
   const EngineDecodeDims* d;  // the kernel's (read at matrix changes only)
   unsigned ring;  // shared address of stage 0
   int stages;     // NS
-  int bid, nb;    // this stream block, of nb (engine_dl_groups)
   int l = 0, w = -1;
   int g = 0, g1 = 0, kc = 0, N = 0, K = 0;  // 32-bit: a live register each for the whole kernel
   unsigned next_stage = 0;  // byte offset of the stage the next tile goes to (no 64-bit modulo per tile)
@@ -1103,7 +1083,7 @@ struct EngineDlStream {
       long long n, k, a, b;
       engine_dl_matrix(*d, w, n, k, col);
       W = (const bf16_t*)table[l * kDlTableCols + col];
-      engine_dl_groups(n, bid, nb, a, b);
+      engine_dl_groups(n, a, b);
       N = (int)n, K = (int)k, g = (int)a, g1 = (int)b, kc = 0;
       if (g < g1) return true;
     }
@@ -1225,7 +1205,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
   const int orow = threadIdx.x >> 2, otok = threadIdx.x & 3;
   const unsigned* x32 = (const unsigned*)xs;
   long long g0, g1;
-  engine_dl_groups(N, st.bid, st.nb, g0, g1);
+  engine_dl_groups(N, g0, g1);
   int buf = 0;
   for (long long g = g0; g < g1; ++g, buf ^= 1) {
     const long long on = g * kDlTileRows + orow;
@@ -1276,15 +1256,6 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
 __device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a) {
   return (char*)a.workspace + ((kDlStages * a.dims[7] + 1) * 4 + 255) / 256 * 256;
 }
-// The attention workspace's partial results (engine_decode_attention's layout: after the per-(b, g)
-// counters, padded to 256 bytes, the (max, sum) pairs [B NKV S][G][2] and accumulators
-// [B NKV S][G D] f32).
-template <int G>
-__device__ __forceinline__ void engine_dl_parts(const ThriveCudaArgs& a, int S, float*& ml, float*& acc) {
-  const long long B = a.dims[0], NKV = a.dims[3];
-  ml = (float*)(engine_dl_attention_ws(a) + (B * NKV * 4 + 255) / 256 * 256);
-  acc = ml + B * NKV * S * G * 2;
-}
 // Layer l's attention operands, from the launch arguments and the layer table (built where they
 // are used rather than kept for the whole kernel: fewer registers live across the layers).
 template <int G>
@@ -1295,8 +1266,10 @@ __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaA
   at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
   at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
   at.cos_sin = (const float*)a.tensors[5], at.lens = (const int*)a.tensors[6];
-  at.counters = (unsigned*)engine_dl_attention_ws(a);
-  engine_dl_parts<G>(a, S, at.parts_ml, at.parts_acc);
+  char* ws = engine_dl_attention_ws(a);
+  at.counters = (unsigned*)ws;
+  at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
+  at.parts_acc = at.parts_ml + at.B * at.NKV * S * G * 2;
   const unsigned long long* row = tab + l * kDlTableCols;
   at.round = (unsigned)(l + 1);
   at.qk_w = (const bf16_t*)row[kDlQkNorm], at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
@@ -1320,129 +1293,12 @@ __device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention&
   for (long long i = blockIdx.x * 2 + half; i < at.B * at.NKV * S; i += 2 * (long long)gridDim.x) {
     int s, g, b;
     engine_dl_part(i, S, at.NKV, s, g, b);
-    if (engine_decode_attention_part<G, true, 2, kAttnParallel>(at, s, g, b, S, tid, sm[half], sync)) {
+    if (engine_decode_attention_part<G, true, 2, true>(at, s, g, b, S, tid, sm[half], sync)) {
       sync();
       if (tid == 0) {
         __threadfence();
         atomicAdd(done, 1u);
       }
-    }
-  }
-}
-// Attention block j = blockIdx.x - P of engine_decode_layers (A > 0: the last A blocks stream no
-// weights and do all of attention): unit j = (sequence b, KV head g, split s of S) in every layer,
-// its four 128-thread parts taking splits 4 s .. 4 s + 3 of 4 S (EngineAttentionLane's ranges).
-// Before it waits for layer l's qkv rows, the block copies the unit's keys and values from that
-// layer's cache into shared memory (cp.async; keys [lo, lo + sh_n), the old ones up to what fits
-// after the parts' buffers), so after the wait the only global round trip left is the qkv rows.
-// The four parts' results meet in shared memory (the unit's (max, sum) per head and accumulators
-// go to the attention workspace as part s of S), the block counts itself on the stage counter,
-// and the o stage merges the S units of each head while it loads its input
-// (engine_dl_merge_units). smem: `bytes` of shared memory, 128-byte aligned.
-template <int G>
-__device__ __forceinline__ void engine_dl_attention_block(const ThriveCudaArgs& a, const unsigned long long* tab,
-                                                          int S, int P, unsigned* counters, unsigned char* smem,
-                                                          long long bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const long long T = a.dims[0], NKV = a.dims[3], D = a.dims[4], L = a.dims[5], layers = a.dims[7];
-  const long long j = blockIdx.x - P;
-  if (j >= T * NKV * S) return;
-  int s, g, b;
-  engine_dl_part(j, S, NKV, s, g, b);
-  EngineAttentionSmem<G>* sm = (EngineAttentionSmem<G>*)smem;  // [4]
-  float* unit_ml = (float*)(sm + 4);  // [4][G][2]
-  float* unit_w = unit_ml + 8 * G;    // [(4 + 2) G]: engine_attention_part_weights
-  float* unit_acc = unit_w + 6 * G;   // [4][G D]
-  const long long head = ((unsigned char*)(unit_acc + 4 * G * D) - smem + 127) / 128 * 128;
-  const long long cap = (bytes - head) / (4 * D);  // keys that fit, K and V
-  bf16_t* k_sh = (bf16_t*)(smem + head);
-  bf16_t* v_sh = k_sh + cap * D;
-  long long n = ((const int*)a.tensors[6])[b];
-  n = n < 0 ? 0 : (n > L ? L : n);
-  const long long c = (n + 4 * S - 1) / (4 * S), lo = 4 * s * c, hi = lo + 4 * c < n ? lo + 4 * c : n;
-  long long sh_n = (hi < n - 1 ? hi : n - 1) - lo;  // the old keys (the new one comes with the qkv rows)
-  sh_n = sh_n < 0 ? 0 : (sh_n > cap ? cap : sh_n);
-  const int sub = threadIdx.x >> 7, tid = threadIdx.x & 127;
-  const auto sync = [sub] { asm volatile("bar.sync %0, 128;" ::"r"(1 + sub) : "memory"); };
-  const long long pieces = sh_n * D / 8;
-  for (long long l = 0; l < layers; ++l) {
-    const unsigned long long* row = tab + l * kDlTableCols;
-    for (long long i = threadIdx.x; i < 2 * pieces; i += blockDim.x) {
-      const bool v = i >= pieces;
-      const long long k = (v ? i - pieces : i) / (D / 8), piece = (v ? i - pieces : i) % (D / 8);
-      const bf16_t* src = (const bf16_t*)row[v ? kDlVCache : kDlKCache] + ((b * L + lo + k) * NKV + g) * D + piece * 8;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                       engine_dl_smem_addr((v ? v_sh : k_sh) + k * D + piece * 8)),
-                   "l"(src)
-                   : "memory");
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    engine_dl_wait(counters + kDlStages * l + kDlQkv, (unsigned)P);
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    EngineAttention at = engine_dl_attention<G>(a, tab, l, S);
-    at.k_sh = k_sh, at.v_sh = v_sh, at.sh_lo = lo, at.sh_n = sh_n;
-    engine_decode_attention_part<G, true, 2, kAttnUnit>(at, 4 * s + sub, g, b, 4 * S, tid, sm[sub], sync,
-                                                        unit_ml + sub * 2 * G, unit_acc + sub * G * D);
-    __syncthreads();
-    engine_attention_part_weights<G>(unit_ml, 4, threadIdx.x, unit_w);
-    __syncthreads();
-    const long long bg = (long long)b * NKV + g;
-    float* part_acc = at.parts_acc + (bg * S + s) * G * D;
-    for (long long e = threadIdx.x; e < G * D; e += blockDim.x) {
-      const int h = (int)(e / D);
-      float A = 0.f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) A += unit_w[k * G + h] * unit_acc[k * G * D + e];
-      part_acc[e] = A;
-    }
-    if (threadIdx.x < G) {
-      float* part_ml = at.parts_ml + (bg * S + s) * G * 2;
-      part_ml[2 * threadIdx.x] = unit_w[5 * G + threadIdx.x];
-      part_ml[2 * threadIdx.x + 1] = unit_w[4 * G + threadIdx.x];
-    }
-    engine_dl_signal(counters + kDlStages * l + kDlAttn);
-  }
-#endif
-}
-// The o stage's input with attention blocks: xs[t, q, d] = bf16(the softmax-weighted merge of the
-// S units' results of head q of sequence t) (S <= 4), the attention workspace's layout
-// (engine_dl_attention). The units' accumulators (up to 16 a thread) are loaded before the
-// heads' merge weights are computed (threads < T NQ, engine_attention_part_weights into w: [T NKV]
-// [(S + 2) G] floats), so the merge costs one round trip.
-template <int G>
-__device__ __forceinline__ void engine_dl_merge_units(const ThriveCudaArgs& a, int S, bf16_t* xs, float* w) {
-  const long long T = a.dims[0], NQ = a.dims[2], NKV = a.dims[3], D = a.dims[4];
-  float *parts_ml, *parts_acc;
-  engine_dl_parts<G>(a, S, parts_ml, parts_acc);
-  const long long total = T * NQ * D, step = blockDim.x;
-  for (long long e0 = threadIdx.x; e0 - threadIdx.x < total; e0 += 4 * step) {
-    float v[4][4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const long long e = e0 + k * step, q = e / D % NQ, bg = e / (NQ * D) * NKV + q / G;
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        v[k][i] = e < total && i < S ? __ldcg(parts_acc + ((bg * S + i) * G + q % G) * D + e % D) : 0.f;
-    }
-    if (e0 == threadIdx.x) {
-      if (threadIdx.x < T * NQ) {
-        const long long q = threadIdx.x % NQ, bg = threadIdx.x / NQ * NKV + q / G;
-        engine_attention_part_weights<G>(parts_ml + bg * S * G * 2, S, (int)(q % G), w + bg * (S + 2) * G);
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const long long e = e0 + k * step, q = e / D % NQ, bg = e / (NQ * D) * NKV + q / G;
-      if (e >= total) break;
-      const float* wb = w + bg * (S + 2) * G;
-      float A = 0.f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i < S) A += v[k][i] * wb[i * G + q % G];
-      const float Ls = wb[S * G + q % G];
-      xs[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
     }
   }
 }
@@ -1458,15 +1314,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const float eps = (float)a.scalars[1];
   // scalars[2] packs NS + 16 x (KV prefetch on): ThriveCudaArgs has four scalars
   const long long packed = (long long)a.scalars[2];
-  // scalars[3] packs S + 128 A (A attention blocks, 0: attention shared by every block)
-  const long long packed3 = (long long)a.scalars[3];
-  const int stages = (int)(packed & 15), S = (int)(packed3 & 127), A = (int)(packed3 >> 7), P = (int)gridDim.x - A;
-  // the host keeps to these: with attention blocks, a unit each, S <= 4 (engine_dl_merge_units)
-  // and the merge weights in `red`; without, the parallel merge waits for all S parts of a (b, g),
-  // each in its own 128-thread group
-  if (A > 0 ? (P < 1 || T * NKV * S > A || S > 4 || 6 * T * NQ * 4 > kDlReduceBytes)
-            : (S > 1 && T * NKV * S > 2 * (int)gridDim.x))
-    __trap();
+  const int stages = (int)(packed & 15), S = (int)a.scalars[3];
+  // the parallel merge waits for all S parts of a (b, g): each needs its own 128-thread group
+  if (S > 1 && T * NKV * S > 2 * (int)gridDim.x) __trap();  // the host's split count keeps to this
   bf16_t* h = (bf16_t*)a.tensors[0];
   const unsigned long long* table = (const unsigned long long*)a.tensors[1];
   bf16_t *qkv = (bf16_t*)a.tensors[2], *attn = (bf16_t*)a.tensors[3], *gu = (bf16_t*)a.tensors[4];
@@ -1491,15 +1341,10 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   for (long long i = threadIdx.x; i < d.layers * kDlTableCols; i += blockDim.x) tab[i] = table[i];
   __syncthreads();
 
-  if ((int)blockIdx.x >= P) {
-    engine_pdl_trigger();
-    engine_pdl_wait();
-    engine_dl_attention_block<G>(a, tab, S, P, counters, rest, region + (long long)stages * kDlTileBytes);
-  } else {
   // Weights first (they depend on no earlier kernel): NS - 1 tiles in flight before the wait.
-  const bool kv_prefetch = A == 0 && ((packed >> 4) & 1);
+  const bool kv_prefetch = (packed >> 4) & 1;
   EngineDlStream st;
-  st.table = tab, st.d = &d, st.ring = ring, st.stages = stages, st.bid = (int)blockIdx.x, st.nb = P;
+  st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
   st.start();
   for (int i = 0; i + 1 < stages; ++i) st.issue();
   int stage = 0;
@@ -1510,7 +1355,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
     unsigned* c = counters + kDlStages * l;
     // qkv = RMSNorm(h) . Wqkv^T
-    if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, P);
+    if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_globaltimer_ns();
     if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, l);
     engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
@@ -1518,36 +1363,31 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
     engine_dl_signal(c + kDlQkv);
     // attention
-    engine_dl_wait(c + kDlQkv, P);
+    engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    if (A == 0) engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, l, S), S, attn_sm, c + kDlAttn);
+    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, l, S), S, attn_sm, c + kDlAttn);
     // h += attn . Wo^T
     engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    if (A > 0) {
-      engine_dl_merge_units<G>(a, S, xs, red);
-    } else {
-      for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
-        *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
-    }
+    for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
+      *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
     __syncthreads();
     engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
-    engine_dl_wait(c + kDlO, P);
+    engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_globaltimer_ns();
     engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
-    engine_dl_wait(c + kDlGateUp, P);
+    engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
     engine_gemv_swiglu_input(gu, T, I, xs);
     __syncthreads();
     engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlDown);
-  }
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
   // its last wait; the fence orders this block's last signal before its exit count, so no count

@@ -2,7 +2,7 @@
 // weight Hugging Face checkpoint (config.json + model.safetensors).
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--persistent-attention-blocks on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -43,7 +43,6 @@ struct E2eFlags {
   std::string decode_attention = "engine";
   std::string persistent_stages = "0";
   std::string persistent_kv_prefetch = "on";
-  std::string persistent_attention_blocks = "on";
   std::string seed = "1";
   bool json = false;
 };
@@ -267,7 +266,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
-  o.persistent_attention_blocks = f.persistent_attention_blocks == "on";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -359,7 +357,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_decode", eo.persistent_decode},
              {"persistent_stages", eo.persistent_stages},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
-             {"persistent_attention_blocks", eo.persistent_attention_blocks},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -440,8 +437,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
   for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl},
-                                {"--persistent-kv-prefetch", f.persistent_kv_prefetch},
-                                {"--persistent-attention-blocks", f.persistent_attention_blocks}})
+                                {"--persistent-kv-prefetch", f.persistent_kv_prefetch}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   if (f.persistent != "auto" && f.persistent != "on" && f.persistent != "off")
     fail(ErrorCategory::kUsage, "--persistent {}: expected auto, on or off", f.persistent.substr(0, 40));
@@ -457,7 +453,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
       f.persistent_stages == "1")
     fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (as many as fit) or 2 to 8",
          f.persistent_stages.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch", "--persistent-attention-blocks"})
+  for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end())
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
   if (f.decode_attention != "engine" && f.decode_attention != "op")
@@ -537,10 +533,6 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on "
                   "(default) | off");
-  cmd->add_option("--persistent-attention-blocks", f.persistent_attention_blocks,
-                  "Attention in dedicated blocks of the persistent kernel (they copy each layer's KV cache into "
-                  "shared memory ahead of it; the other blocks stream the weights): on (default) | off (every block "
-                  "takes part)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -561,8 +553,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
       }
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
-                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-kv-prefetch",
-                             "--persistent-attention-blocks"})
+                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-kv-prefetch"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
   });
