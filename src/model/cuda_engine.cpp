@@ -113,7 +113,7 @@ std::string decode_attention_entry(const Qwen3Config& c, const CudaEngineOptions
 // Its splits along the context: about 32 keys a block (one round of loads per key slot), at most 64.
 int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t>((max_context + 31) / 32, 1, 64); }
 // engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu): weight tiles of 16 rows x 1024
-// columns bf16 (32 KiB) in a ring of at most 8 stages, after a head (128 bytes, then the GEMV's
+// columns bf16 (32 KiB) in a ring of at most 8 stages, after a head (128 bytes: ctx_lens, then the GEMV's
 // cross-warp sums: two buffers of 16 warps x 16 rows x 4 tokens f32, 8 KiB), the per-layer
 // pointer table (decode_layers_table_bytes) and a region
 // that holds either the GEMV input (T x the widest K, bf16) or two 128-thread attention groups'

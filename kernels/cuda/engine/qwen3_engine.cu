@@ -681,21 +681,28 @@ struct EngineAttentionLane {
     lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
   }
 };
-// The merge weights of S partial results of G heads: thread h < G reads the (max, sum) pairs
-// [S][G][2] and writes w[i G + h] = 2^(m_i - M) (M the heads' max over the parts; 0 where every
-// part is empty) and, after the S G weights, w[S G + h] = the total sum (the softmax denominator).
+// The merge weights of S partial results of G heads, by the 128 threads of a part (tid 0..127,
+// all of them): warp tid / 32 takes heads h = warp, warp + 4, ..., its lanes the parts i = lane,
+// lane + 32, ... of the (max, sum) pairs [S][G][2], and writes w[i G + h] = 2^(m_i - M) (M the
+// head's max over the parts, a warp reduction; 0 where every part is empty) and, after the S G
+// weights, w[S G + h] = the total sum (the softmax denominator, a warp sum). The weights one
+// thread at a time cost 1.9 us of the attention stage at S = 17 on the H200 (2026-12-01,
+// session4/phase-trace.patch).
 template <int G>
 __device__ __forceinline__ void engine_attention_part_weights(const float* pairs, int S, int tid, float* w) {
-  if (tid >= G) return;
-  const int h = tid;
-  float M = -__int_as_float(0x7f800000), Ls = 0.f;
-  for (int i = 0; i < S; ++i) M = fmaxf(M, pairs[(i * G + h) * 2]);
-  for (int i = 0; i < S; ++i) {
-    const float wi = M > -__int_as_float(0x7f800000) ? exp2f(pairs[(i * G + h) * 2] - M) : 0.f;
-    w[i * G + h] = wi;
-    Ls += pairs[(i * G + h) * 2 + 1] * wi;
+  const int warp = tid >> 5, lane = tid & 31;
+  for (int h = warp; h < G; h += 4) {
+    float M = -__int_as_float(0x7f800000), Ls = 0.f;
+    for (int i = lane; i < S; i += 32) M = fmaxf(M, pairs[(i * G + h) * 2]);
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    for (int i = lane; i < S; i += 32) {
+      const float wi = M > -__int_as_float(0x7f800000) ? exp2f(pairs[(i * G + h) * 2] - M) : 0.f;
+      w[i * G + h] = wi;
+      Ls += pairs[(i * G + h) * 2 + 1] * wi;
+    }
+    for (int o = 16; o > 0; o >>= 1) Ls += __shfl_xor_sync(0xffffffffu, Ls, o);
+    if (lane == 0) w[S * G + h] = Ls;
   }
-  w[S * G + h] = Ls;
 }
 // The parallel merge of part s of (b, g) (bg = b NKV + g): count this part's result (written by
 // the caller's threads before `sync`), then, for a non-empty slice, wait for all S and merge the
@@ -847,13 +854,27 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
       }
     }
   }
-  // Merge the part's key slots: (M, Lsum, A[d]) per head.
+  // Merge the part's key slots: first the warp's KPW slots in registers (lanes LPK apart hold the
+  // same elements of different slots), then the 4 warps' in shared memory: (M, Lsum, A[d]) per head.
+  for (int o = LPK; o < 32; o <<= 1)
 #pragma unroll
-  for (int h = 0; h < G; ++h) {
-    if (part == 0) sh_ml[slot][h][0] = m[h], sh_ml[slot][h][1] = l[h];
+    for (int h = 0; h < G; ++h) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[h], o), lo_ = __shfl_xor_sync(0xffffffffu, l[h], o);
+      const float mn = fmaxf(m[h], mo);
+      const float c = mn > -__int_as_float(0x7f800000) ? exp2f(m[h] - mn) : 0.f,
+                  co = mn > -__int_as_float(0x7f800000) ? exp2f(mo - mn) : 0.f;
+      l[h] = l[h] * c + lo_ * co;
 #pragma unroll
-    for (int d = 0; d < 8; ++d) sh_acc[(slot * G + h) * D + part * 8 + d] = acc[h][d];
-  }
+      for (int d = 0; d < 8; ++d) acc[h][d] = acc[h][d] * c + __shfl_xor_sync(0xffffffffu, acc[h][d], o) * co;
+      m[h] = mn;
+    }
+  if (w.sub == 0)
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      if (part == 0) sh_ml[w.warp][h][0] = m[h], sh_ml[w.warp][h][1] = l[h];
+#pragma unroll
+      for (int d = 0; d < 8; ++d) sh_acc[(w.warp * G + h) * D + part * 8 + d] = acc[h][d];
+    }
   sync();
   const long long bg = (long long)b * NKV + g;
   float* part_ml = a.parts_ml + (bg * S + s) * G * 2;
@@ -863,10 +884,12 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     const int h = (int)(e / D);
     const long long d = e % D;
     float M = -__int_as_float(0x7f800000);
-    for (int i = 0; i < slots; ++i) M = fmaxf(M, sh_ml[i][h][0]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) M = fmaxf(M, sh_ml[i][h][0]);
     float Ls = 0.f, A = 0.f;
     if (M > -__int_as_float(0x7f800000))
-      for (int i = 0; i < slots; ++i) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
         const float w = exp2f(sh_ml[i][h][0] - M);
         Ls += sh_ml[i][h][1] * w;
         A += sh_acc[(i * G + h) * D + d] * w;
@@ -1023,7 +1046,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
 // padded to 256 bytes, then engine_decode_attention's workspace (per-(b, g) counters, counting
 // S a layer and zeroed with the stage counters | parts). Dynamic
-// shared memory: a 128-byte head (kept for alignment), the GEMV's cross-warp sums
+// shared memory: a 128-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
 // (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), then max(T max(H,
 // NQ D, I) 2, 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block
 // 512, grid <= one
@@ -1137,10 +1160,9 @@ __device__ __forceinline__ void engine_dl_wait(const unsigned* counter, unsigned
 // block's 1 / gridDim share of each: attention's key loads then wait on L2, not on DRAM queues
 // full of the weight stream.
 __device__ __forceinline__ void engine_dl_prefetch_kv(const ThriveCudaArgs& a, const unsigned long long* tab,
-                                                      long long l) {
+                                                      const int* lens, long long l) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const long long B = a.dims[0], NKV = a.dims[3], D = a.dims[4], L = a.dims[5];
-  const int* lens = (const int*)a.tensors[6];
   for (long long b = 0; b < B; ++b) {
     long long n = lens[b];
     n = n < 0 ? 0 : (n > L ? L : n);
@@ -1257,15 +1279,16 @@ __device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a)
   return (char*)a.workspace + ((kDlStages * a.dims[7] + 1) * 4 + 255) / 256 * 256;
 }
 // Layer l's attention operands, from the launch arguments and the layer table (built where they
-// are used rather than kept for the whole kernel: fewer registers live across the layers).
+// are used rather than kept for the whole kernel: fewer registers live across the layers); lens:
+// the kernel's shared-memory copy of ctx_lens.
 template <int G>
 __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaArgs& a, const unsigned long long* tab,
-                                                               long long l, int S) {
+                                                               const int* lens, long long l, int S) {
   EngineAttention at;
   at.B = a.dims[0], at.NQ = a.dims[2], at.NKV = a.dims[3], at.D = a.dims[4], at.L = a.dims[5];
   at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
   at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
-  at.cos_sin = (const float*)a.tensors[5], at.lens = (const int*)a.tensors[6];
+  at.cos_sin = (const float*)a.tensors[5], at.lens = lens;
   char* ws = engine_dl_attention_ws(a);
   at.counters = (unsigned*)ws;
   at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
@@ -1351,13 +1374,19 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   __syncthreads();
   engine_pdl_trigger();
   engine_pdl_wait();
+  // ctx_lens into the 128-byte head (T <= 4): read by every attention part and KV prefetch; from
+  // global memory it was a round trip on their paths each layer (the stage waits' acquire loads
+  // invalidate L1), before the RoPE row's address was known.
+  int* lens = (int*)engine_dl_smem;
+  if (threadIdx.x < T) lens[threadIdx.x] = ((const int*)a.tensors[6])[threadIdx.x];
+  __syncthreads();
   for (long long l = 0; l < d.layers; ++l) {
     const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
     unsigned* c = counters + kDlStages * l;
     // qkv = RMSNorm(h) . Wqkv^T
     if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_globaltimer_ns();
-    if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, l);
+    if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, lens, l);
     engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
@@ -1365,7 +1394,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // attention
     engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, l, S), S, attn_sm, c + kDlAttn);
+    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, lens, l, S), S, attn_sm, c + kDlAttn);
     // h += attn . Wo^T
     engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
