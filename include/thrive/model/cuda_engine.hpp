@@ -94,8 +94,8 @@ struct CudaEngineOptions {
   /// in-kernel timestamps when stages are timed). Needs the GEMV path with fuse_swiglu_down and
   /// fuse_norm_residual at that batch, engine_decode_attention with the q/k kernel fused, sm_90 or
   /// newer and at least two 32 KiB stages of shared memory; off otherwise. Off by default here
-  /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.61 ms/step
-  /// against the layered path's 1.70 with CUDA graphs and PDL, batch 4 in 2.02 against 3.27
+  /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.58 ms/step
+  /// against the layered path's 1.67 with CUDA graphs and PDL, batch 4 in 1.99 against 3.27
   /// (2026-12-01, README).
   bool persistent_decode = false;
   /// Ring stages of the persistent kernel (32 KiB of weights each, in flight or landed per SM): 0 =

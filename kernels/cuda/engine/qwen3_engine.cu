@@ -1011,12 +1011,14 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // it), the only grid-wide synchronization; while a block waits, its in-flight tiles land. This is
 // the "megakernel" idea of Spector et al., "Look Ma, No Bubbles!" (Hazy Research, 2025), with one
 // counter per stage instead of their instruction scheduler.
-// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/session3/):
-// 1.61 ms per batch-1 step against 1.70 for the layered path with CUDA graphs and PDL, 2.02 at
-// batch 4 (layered: 3.27, session2/). What limits it now: the attention stage, a chain of about
-// ten dependent global-memory round trips (14 µs of the 50 a layer; with the attention parts
-// skipped the step takes 1.19 ms), not the weight stream (the ring reads at the 4.6 TB/s copy
-// ceiling on its own: bench/micro/weight_stream.cu) nor the grid-wide waits.
+// Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/session4/):
+// 1.58 ms per batch-1 step against 1.67 for the layered path with CUDA graphs and PDL, 1.99 at
+// batch 4 (layered: 3.27, session2/). What limits it now: the attention stage (12.6 µs of the
+// 48.5 a layer; with the attention parts skipped the step took 1.19 ms, session3/), half of it
+// work inside the block (q/k norm and RoPE, key-slot merge, merge weights: session4/ run 5), the
+// rest a chain of dependent global-memory round trips; not the grid-wide waits (session3/). Each
+// GEMV runs at about one 32 KiB tile a µs per block whether its weights come from DRAM or L2, so
+// blocks taken from the weight stream for attention slow every GEMV (session4/ runs 1-2).
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
 // differ in order: tensor-core tiles here, and attention's split count):

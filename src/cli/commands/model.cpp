@@ -261,8 +261,8 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.gemv_rows = f.gemv_rows == "2" ? 2 : 1;
   o.engine_decode_attention = f.decode_attention == "engine";
   // auto: the persistent decode kernel wherever the engine can run it (batch <= 4, sm_90, the
-  // fusions it needs), where it measured faster on the H200 (batch 1: 1.61 against 1.70 ms/step;
-  // batch 4: 2.02 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
+  // fusions it needs), where it measured faster on the H200 (batch 1: 1.58 against 1.67 ms/step;
+  // batch 4: 1.99 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
