@@ -745,12 +745,20 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
   engine_attention_part_weights<G>(buf, S, tid, w_sh);
   sync();
   bf16_t* out = a.out + (bg / a.NKV * a.NQ + bg % a.NKV * G) * D;
-  for (long long j = tid; j < n; j += kThreads) {
-    const int h = (int)((e0 + j) / D);
+  // R adjacent lanes per output (R | 32, n R <= 128), each summing every R-th part, then a
+  // shuffle sum: the slice is short (about G D / S outputs) and S deep
+  int R = 1;
+  while (R < 32 && n * R * 2 <= kThreads) R *= 2;
+  const int r = tid % R;
+  for (long long j0 = 0; j0 < n; j0 += kThreads / R) {  // the same trip count on every thread
+    const long long j = j0 + tid / R;
+    const int h = (int)((e0 + (j < n ? j : 0)) / D);
     float A = 0.f;
-    for (int i = 0; i < S; ++i) A += buf[pairs + i * n + j] * w_sh[i * G + h];
+    if (j < n)
+      for (int i = r; i < S; i += R) A += buf[pairs + i * n + j] * w_sh[i * G + h];
+    for (int o = R >> 1; o > 0; o >>= 1) A += __shfl_xor_sync(0xffffffffu, A, o);
     const float Ls = w_sh[S * G + h];
-    out[e0 + j] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
+    if (j < n && r == 0) out[e0 + j] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
   }
   return true;
 }
@@ -780,6 +788,23 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   const float qs = a.scale * 1.4426950408889634f;
   float q[G][8], m[G], l[G], acc[G][8];
   uint4 k_new = make_uint4(0u, 0u, 0u, 0u), v_new = k_new;
+  const long long stride = NKV * D;
+  const bf16_t* kb = a.k_cache + ((long long)b * L * NKV + g) * D + part * 8;
+  const bf16_t* vb = a.v_cache + ((long long)b * L * NKV + g) * D + part * 8;
+  // U keys and values of this lane from j0 on (slots apart; zeros past hi, and at the new
+  // position p, whose row the caller takes from the qkv rows). The first round is issued before
+  // the qkv rows are used: it does not depend on them, and after the new position's store below
+  // the compiler could not move it up (1 of the part's round trips).
+  uint4 kv[U], vv[U];
+  const auto load_keys = [&](long long j0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = j0 + (long long)u * slots;
+      if (j < hi && !(QK && j == p)) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
+      else kv[u] = vv[u] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  load_keys(lo + slot);
   if (QK) {
     const bf16_t* row = a.qkv + (long long)b * (NQ + 2 * NKV) * D + part * 8;
     const float* cs = a.cos_sin + (p < 0 ? 0 : p) * D;
@@ -819,18 +844,12 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     m[h] = -__int_as_float(0x7f800000);
     l[h] = 0.f;
   }
-  const long long stride = NKV * D;
-  const bf16_t* kb = a.k_cache + ((long long)b * L * NKV + g) * D + part * 8;
-  const bf16_t* vb = a.v_cache + ((long long)b * L * NKV + g) * D + part * 8;
   for (long long j0 = lo + slot; j0 - slot < hi; j0 += (long long)slots * U) {
-    uint4 kv[U], vv[U];
+    if (j0 != lo + slot) load_keys(j0);
+    if (QK)
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const long long j = j0 + (long long)u * slots;
-      if (QK && j == p) kv[u] = k_new, vv[u] = v_new;
-      else if (j < hi) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
-      else kv[u] = vv[u] = make_uint4(0u, 0u, 0u, 0u);
-    }
+      for (int u = 0; u < U; ++u)
+        if (j0 + (long long)u * slots == p) kv[u] = k_new, vv[u] = v_new;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const long long j = j0 + (long long)u * slots;
