@@ -17,9 +17,15 @@
 //            mbarrier after reading it, and the producer waits for that before refilling it.
 // Every variant folds what it read into a checksum (XOR of 32-bit words) so nothing is skipped;
 // the three checksums must agree.
+// Then the question behind the persistent kernel's GEMV stages running at about one tile a µs a
+// block whatever the number of streaming blocks (bench/results/h200-persistent-decode-2026-12-01/
+// session4/, runs 1-2): the two rings on a quarter, half, three quarters and all of the SMs, over
+// the whole matrix (DRAM) and over its first 24 MB read again and again (L2-resident on a 50 MB
+// L2: what one block can ingest when DRAM is not the limit), with GB/s per block.
 // Build and run (sm_90): nvcc -O3 -arch=sm_90 -std=c++17 -o weight_stream weight_stream.cu &&
 // ./weight_stream [K=2048] [REPS=20]; scripts/device-weight-stream.sh does both on the GPU machine.
-// Output: one line a variant and ring depth: µs a launch (median [min, max]) and GB/s at the median.
+// Output: one line a variant, ring depth and grid: µs a launch (median [min, max]), GB/s at the
+// median, and GB/s a block.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -197,7 +203,7 @@ Timing time_launches(F launch, int reps) {
 
 template <int NS>
 void run_ring(const char* name, bool bulk, const unsigned short* w, long long N, long long K, unsigned* out, int sms,
-              int reps, double bytes, unsigned expect) {
+              int reps, double bytes, unsigned expect, const char* where = "DRAM") {
   const int smem = bulk ? NS * kRows * kBulkRowStride : NS * kTileBytes;
   auto kernel = bulk ? stream_bulk<NS> : stream_cpasync<NS>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -206,8 +212,9 @@ void run_ring(const char* name, bool bulk, const unsigned short* w, long long N,
   CHECK(cudaMemset(out, 0, 4));
   kernel<<<sms, 512, smem>>>(w, N, K, out);
   CHECK(cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost));
-  std::printf("%-8s NS %d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  checksum %s\n", name, NS, t.median, t.min, t.max,
-              bytes / t.median * 1e-3, sum == expect ? "ok" : "MISMATCH");
+  std::printf("%-8s NS %d, %3d blocks, %s: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
+              name, NS, sms, where, t.median, t.min, t.max, bytes / t.median * 1e-3, bytes / t.median * 1e-3 / sms,
+              sum == expect ? "ok" : "MISMATCH");
 }
 
 int main(int argc, char** argv) {
@@ -245,6 +252,21 @@ int main(int argc, char** argv) {
   run_ring<2>("bulk", true, w, N, K, out, sms, reps, total, expect);
   run_ring<4>("bulk", true, w, N, K, out, sms, reps, total, expect);
   run_ring<6>("bulk", true, w, N, K, out, sms, reps, total, expect);
+  // Fewer blocks, from DRAM and from an L2-resident 24 MB slice (its checksum from the plain read)
+  const long long l2_rows = (24ll << 20) / (K * 2) / kRows * kRows;
+  for (const long long rows : {N, l2_rows}) {
+    unsigned slice_expect = expect;
+    if (rows != N) {
+      CHECK(cudaMemset(out, 0, 4));
+      stream_ld<<<sms * 8, 256>>>((const uint4*)w, rows * K * 2 / 16, out);
+      CHECK(cudaMemcpy(&slice_expect, out, 4, cudaMemcpyDeviceToHost));
+    }
+    const char* where = rows == N ? "DRAM" : "L2";
+    for (const int blocks : {sms / 4, sms / 2, 3 * sms / 4, sms}) {
+      run_ring<6>("cpasync", false, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where);
+      run_ring<4>("bulk", true, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where);
+    }
+  }
   CHECK(cudaGetLastError());
   CHECK(cudaFree(w));
   CHECK(cudaFree(out));
