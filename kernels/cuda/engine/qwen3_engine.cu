@@ -656,8 +656,10 @@ __device__ __forceinline__ void engine_spin_until(const unsigned* counter, unsig
   }
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
 }
-// Shared memory of one 128-thread attention group: key-slot (max, sum) pairs, key-slot
-// accumulators, and the last-block flag.
+// Shared memory of one 128-thread attention group: the 4 warps' (max, sum) pairs (ml[warp]; in
+// the merges, the S parts' weights and sums: engine_attention_part_weights), the 4 warps'
+// accumulators [4][G][D] (in the merges, the loaded pairs and accumulator pieces), and the
+// last-block flag.
 template <int G>
 struct EngineAttentionSmem {
   float ml[128][G][2];
