@@ -204,10 +204,11 @@ void CpuBackend::memset(void* dst, uint8_t value, int64_t bytes) {
 int CpuBackend::launch(const Module& module, const LaunchArgs& args) {
   const auto& m = static_cast<const CpuModule&>(module);
   if (CpuExecutor* x = m.executor()) {
-    pending_overhead_us_ += x->overhead_us();
-    return x->call(args.tensors.data(), int32_t(args.tensors.size()), args.dims.data(), int32_t(args.dims.size()),
-                   args.scalars.data(), int32_t(args.scalars.size()), args.workspace, args.workspace_bytes,
-                   threads_);
+    const int status = x->call(args.tensors.data(), int32_t(args.tensors.size()), args.dims.data(),
+                               int32_t(args.dims.size()), args.scalars.data(), int32_t(args.scalars.size()),
+                               args.workspace, args.workspace_bytes, threads_);
+    pending_overhead_us_ += x->overhead_us();  // after the call: it may have lowered the estimate
+    return status;
   }
   ThriveArgs a{args.tensors.data(),  int32_t(args.tensors.size()), args.dims.data(),
                int32_t(args.dims.size()), args.scalars.data(), int32_t(args.scalars.size()),

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "tests/support/test_support.hpp"
@@ -104,6 +106,34 @@ TEST(CpuExecutor, StatusesLoadFailuresAndTimingComeBack) {
   auto m = backend.compile(KernelSource::parse(test::kernel_with_missing_entry(), "m.cpp"));
   EXPECT_FALSE(m.module);
   EXPECT_NE(m.log.find("the_entry"), std::string::npos) << m.log;
+}
+
+// The overhead estimate stays a lower bound on every call's round trip even when the start-up
+// calibration came out high (all 64 pings slowed by a loaded machine): the first faster call
+// lowers it, so a small kernel is not timed at 0 us (CpuBackend::time_us clamps at 0) and then
+// rejected as faster than the bandwidth ceiling allows.
+TEST(CpuExecutor, ACallFasterThanTheCalibrationLowersTheOverheadEstimate) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  CpuBackend backend(cfg);
+  const auto k = softmax_kernel("return 0;");
+  ASSERT_TRUE(backend.compile(k).module);  // builds the shared object into the cache
+  std::string so;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(home.path()))
+    if (e.path().extension() == ".so") so = e.path().string();
+  ASSERT_FALSE(so.empty());
+  std::string error;
+  CpuExecutor x(so, k.entries.at(0), {}, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_GT(x.overhead_us(), 0.0);
+  EXPECT_THROW(x.assume_overhead_us(-1.0), Error);
+  x.assume_overhead_us(1e6);  // what a calibration on a loaded machine could have measured
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(x.call(nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0, 1), 0);
+    const double rt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LE(x.overhead_us(), rt) << "call " << i;
+  }
 }
 
 // A dying executor takes the worker down the same way (its signal), so the sandbox's verdict

@@ -79,9 +79,16 @@ class CpuExecutor {
 
   /// What the executor reported about its confinement ("" when `confine` was empty).
   const std::string& confinement() const { return confinement_; }
-  /// Fastest round trip of 64 no-op commands, µs, measured before the candidate was loaded; a
-  /// lower bound on any call's IPC cost, so subtracting it never removes candidate time.
+  /// Round-trip overhead of one command, µs: the fastest of the 64 no-op commands timed before
+  /// the candidate was loaded, lowered to any call's whole round trip that came back faster
+  /// (call() measures each). It stays a lower bound on what every call pays even when the
+  /// start-up pings ran on a loaded machine and all came back slow; subtracting it can leave a
+  /// call's IPC jitter in its time but never removes candidate time, and never drives a call
+  /// made after a faster one below 0.
   double overhead_us() const { return overhead_us_; }
+  /// Replaces the estimate (µs, >= 0), as a start-up calibration on a loaded machine would
+  /// have set it; later calls lower it again. Tests use it; throws Error(kUsage) when negative.
+  void assume_overhead_us(double us);
 
  private:
   [[noreturn]] void violation(const std::string& what);
