@@ -386,7 +386,7 @@ TEST_F(LlmAgentTest, UnknownToolsAndBadArgumentsGoBackToTheModelAsToolErrors) {
 TEST_F(LlmAgentTest, TurnsAreBoundedWhenTheModelNeverStops) {
   auto s = settings();
   s.max_turns = 3;
-  for (int i = 0; i < 12; ++i) push(anthropic_tool("l" + std::to_string(i), "get_op_spec", json::object()));
+  for (int i = 0; i < 12; ++i) push(anthropic_tool(std::string(1, 'l').append(std::to_string(i)), "get_op_spec", json::object()));
   auto a = agent("anthropic", s);
   const auto r = a.run(task(1), {});
   EXPECT_FALSE(r.verified);
