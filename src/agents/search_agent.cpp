@@ -140,12 +140,14 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     if (!notes.empty()) a.notes = notes + " | " + r.detail;
     store.record_attempt(a);
   };
-  auto record_kernel = [&](const Current& c) {
+  // may_become_best: false for a candidate this search reverted (its faster first time was not
+  // a gain beyond the paired spread), so the library's best stays the kernel the search kept
+  auto record_kernel = [&](const Current& c, bool may_become_best) {
     auto k = tools_.kernel_record(c.kernel, task.shape, c.result, result.eager_us, task.command);
     k.kernel_id = c.id;
     k.parent_id = c.parent_id;
     k.card_id = c.card_id;
-    store.record_kernel(k);
+    store.record_kernel(k, may_become_best);
   };
   auto evaluate = [&](const backend::KernelSource& k) { return tools_.benchmark(k, task.shape); };
 
@@ -227,7 +229,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     emit({.phase = "done", .status = "incorrect", .note = "no correct kernel found"});
     return result;
   }
-  record_kernel(*best);
+  record_kernel(*best, true);
   const double first_verified_us = best->result.bench.time_us();
   auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.time_us(); };
   auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -294,7 +296,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
                                           pick.card.id, pick.score, change, remeasured);
     record_attempt("optimize", round, child, tools_.kernel_id(child), pick.card.id, r, notes);
     Current cand{child, r, tools_.kernel_id(child), best->id, pick.card.id};
-    if (passed) record_kernel(cand);
+    if (passed) record_kernel(cand, improved);
     std::string verdict;
     if (!passed)
       verdict = "repairer: backed out (" + std::string(sandbox::status_name(r.status)) + ")";

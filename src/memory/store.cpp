@@ -370,7 +370,7 @@ void Store::record_card_outcome(const std::string& card_id, const std::string& o
   s.step();
 }
 
-bool Store::record_kernel(const KernelRecord& k) {
+bool Store::record_kernel(const KernelRecord& k, bool may_become_best) {
   if (k.verified && !(std::isfinite(k.time_us) && k.time_us > 0))
     fail(ErrorCategory::kInput, "memory store {}: kernel {} has time {} us; expected a positive, "
          "finite time for a verified kernel", path_, k.kernel_id, k.time_us);
@@ -390,7 +390,7 @@ bool Store::record_kernel(const KernelRecord& k) {
     insert_kernel(db_, path_, k, "INSERT OR REPLACE");
   }
   bool became_best = false;
-  if (k.verified && k.time_us > 0) {
+  if (may_become_best && k.verified && k.time_us > 0) {
     Stmt cur(db_,
              "SELECT k.time_us, k.kernel_id FROM best b JOIN kernels k ON k.kernel_id=b.kernel_id "
              "AND k.shape_class=b.shape_class AND k.device_key=b.device_key "

@@ -213,6 +213,9 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   auto best = store.best(op.name(), shape.label, tools.device_key());
   ASSERT_TRUE(best.has_value());
   EXPECT_TRUE(best->verified);
+  // The library's best (what `thrive leaderboard` lists) is the kernel the search kept, even
+  // when a reverted candidate happened to time faster once.
+  EXPECT_EQ(best->kernel_id, cold.best_kernel_id);
 
   const auto cold_changes = store.trajectory(0, op.name(), shape.label, tools.device_key());
   // A change that was kept was measured twice (a second, fresh worker) and timed paired

@@ -180,8 +180,15 @@ TEST_F(StoreTest, BestKernelRules) {
   // Still no unverified winner.
   EXPECT_FALSE(s.record_kernel(kernel("wrong2", 0.5, false)));
   EXPECT_EQ(s.best("softmax", "T=1", "cpu:test:x86_64")->kernel_id, "c");
+  // A faster measurement its search did not keep (a gain within the paired spread) is
+  // recorded, but the best, and the leaderboard that lists it, stay the kept kernel.
+  EXPECT_FALSE(s.record_kernel(kernel("noise", 7.9), false));
+  EXPECT_EQ(s.best("softmax", "T=1", "cpu:test:x86_64")->kernel_id, "c");
+  const auto board = s.leaderboard("cpu:test:x86_64");
+  ASSERT_EQ(board.size(), 1u);
+  EXPECT_EQ(board[0].kernel_id, "c");
   // Every measurement is kept.
-  EXPECT_EQ(s.kernels("softmax").size(), 5u);
+  EXPECT_EQ(s.kernels("softmax").size(), 6u);
   EXPECT_EQ(s.kernels("rope").size(), 0u);
   // Best is per shape class and per device.
   EXPECT_FALSE(s.best("softmax", "T=16", "cpu:test:x86_64").has_value());

@@ -123,9 +123,14 @@ class Store {
 
   // Kernel library.
   /// Records a measurement (replacing the same kernel_id/shape/device row) and, when it
-  /// is verified and faster than the current best for (op, shape, device), makes it the
-  /// best. Returns true when it became the best.
-  bool record_kernel(const KernelRecord& k);
+  /// is verified, `may_become_best`, and faster than the current best for (op, shape,
+  /// device), makes it the best. Returns true when it became the best. A caller that judged
+  /// the kernel no real gain (the search agent's candidate whose paired re-measurement was
+  /// within the parent's spread) passes may_become_best = false: the row is kept for the
+  /// record, and the best, which `thrive leaderboard` and later runs read, stays the kernel
+  /// that search kept. Throws Error(kInput) for a verified kernel without a positive, finite
+  /// time, or an id that already names a different source.
+  bool record_kernel(const KernelRecord& k, bool may_become_best = true);
   std::optional<KernelRecord> best(const std::string& op, const std::string& shape_class,
                                    const std::string& device_key);
   /// Marks kernel `kernel_id` at (`shape_class`, `device_key`) unverified (a re-verification
