@@ -1038,8 +1038,10 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // 48.5 a layer; with the attention parts skipped the step took 1.19 ms, session3/), half of it
 // work inside the block (q/k norm and RoPE, key-slot merge, merge weights: session4/ run 5), the
 // rest a chain of dependent global-memory round trips; not the grid-wide waits (session3/). Each
-// GEMV runs at about one 32 KiB tile a µs per block whether its weights come from DRAM or L2, so
-// blocks taken from the weight stream for attention slow every GEMV (session4/ runs 1-2).
+// GEMV runs at about one 32 KiB tile a µs per block whether its weights come from DRAM or L2, and
+// blocks taken from the weight stream for attention slowed every GEMV (session4/ runs 1-2), though
+// the same ring in a microbenchmark takes about 100 GB/s into one block and 93% of the DRAM rate
+// into 99 (session5/ run 1); a leaner tile loop did not change it (session5/ runs 6-10).
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
 // differ in order: tensor-core tiles here, and attention's split count):
