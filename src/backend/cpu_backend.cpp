@@ -207,7 +207,7 @@ int CpuBackend::launch(const Module& module, const LaunchArgs& args) {
     const int status = x->call(args.tensors.data(), int32_t(args.tensors.size()), args.dims.data(),
                                int32_t(args.dims.size()), args.scalars.data(), int32_t(args.scalars.size()),
                                args.workspace, args.workspace_bytes, threads_);
-    pending_overhead_us_ += x->overhead_us();  // after the call: it may have lowered the estimate
+    pending_overhead_us_ += x->last_call_overhead_us();  // after the call: it may re-calibrate
     return status;
   }
   ThriveArgs a{args.tensors.data(),  int32_t(args.tensors.size()), args.dims.data(),

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/thrive_cpu.h"
@@ -208,17 +209,7 @@ CpuExecutor::CpuExecutor(const std::string& so, const std::string& entry, const 
   }
   confinement_ = text;
   // the executor runs only THRIVE's code until kLoad: its round trips are the overhead
-  std::vector<double> rt;
-  for (int i = 0; i < 64; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();  // as call(): nonce, send, reply
-    const uint64_t nonce = fresh_nonce();
-    send_command(kPing, nonce, "");
-    read_reply(nonce, nullptr);
-    rt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  // the fastest round trip is a lower bound on what every call pays: subtracting it can remove
-  // IPC time but never candidate time (the median would, on calls that happen to be quick)
-  overhead_us_ = *std::min_element(rt.begin(), rt.end());
+  overhead_us_ = fastest_ping_us(64);
   const uint64_t nonce = fresh_nonce();
   send_command(kLoad, nonce, "");
   if (read_reply(nonce, &text) != 0) error = text.empty() ? "the candidate could not be loaded" : text;
@@ -232,6 +223,22 @@ CpuExecutor::~CpuExecutor() {
     while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
     }
   }
+}
+
+// The fastest of n no-op round trips, µs (timed as call() is: nonce, send, reply). A lower bound
+// on every call's IPC cost: subtracting it can remove IPC time but never candidate time (the
+// median would, on calls that happen to be quick). After kLoad the candidate shares the process
+// and could only slow these replies, so a later measurement is used only to lower the estimate.
+double CpuExecutor::fastest_ping_us(int n) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t nonce = fresh_nonce();
+    send_command(kPing, nonce, "");
+    read_reply(nonce, nullptr);
+    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
 }
 
 void CpuExecutor::send_command(uint32_t kind, uint64_t nonce, const std::string& payload) {
@@ -304,9 +311,20 @@ int CpuExecutor::call(void* const* tensors, int32_t num_tensors, const int64_t* 
   const uint64_t nonce = fresh_nonce();
   send_command(kCall, nonce, payload);
   const int32_t status = read_reply(nonce, nullptr);
-  // a whole call (IPC + candidate) faster than the estimate proves the estimate too high
-  const double rt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  overhead_us_ = std::min(overhead_us_, rt);
+  const auto t1 = std::chrono::steady_clock::now();
+  // Re-calibrate with pings when a whole call (IPC + candidate) came back faster than the
+  // estimate (proof that the start-up pings ran slow: a loaded machine) and every kRecalibrateEvery
+  // calls; the estimate only ever goes down. Never to the call's own round trip: that includes
+  // the candidate's time, which every later call would then lose. The pings' own time is part of
+  // this call's overhead.
+  const double rt = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  last_call_overhead_us_ = 0;
+  if (rt < overhead_us_ || ++calls_since_calibration_ >= kRecalibrateEvery) {
+    calls_since_calibration_ = 0;
+    overhead_us_ = std::min(overhead_us_, fastest_ping_us(kRecalibratePings));
+    last_call_overhead_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count();
+  }
+  last_call_overhead_us_ += overhead_us_;
   return status;
 }
 

@@ -28,8 +28,8 @@ class CpuBackend final : public Backend {
   int launch(const Module& module, const LaunchArgs& args) override;
   void synchronize() override {}
   /// steady_clock around `body`, µs; with isolation, less the calibrated lower bound of the
-  /// round-trip overhead of the executor calls `body` made (CpuExecutor::overhead_us), never
-  /// below 0 (conservative: a call's IPC jitter stays in its time).
+  /// round-trip overhead of the executor calls `body` made (CpuExecutor::last_call_overhead_us
+  /// of each), never below 0 (conservative: a call's IPC jitter stays in its time).
   double time_us(const std::function<void()>& body) override;
   void isolate_candidates(std::function<std::string(int keep_fd)> confine) override {
     confine_ = std::move(confine);

@@ -80,25 +80,35 @@ class CpuExecutor {
   /// What the executor reported about its confinement ("" when `confine` was empty).
   const std::string& confinement() const { return confinement_; }
   /// Round-trip overhead of one command, µs: the fastest of the 64 no-op commands timed before
-  /// the candidate was loaded, lowered to any call's whole round trip that came back faster
-  /// (call() measures each). It stays a lower bound on what every call pays even when the
-  /// start-up pings ran on a loaded machine and all came back slow; subtracting it can leave a
-  /// call's IPC jitter in its time but never removes candidate time, and never drives a call
-  /// made after a faster one below 0.
+  /// the candidate was loaded, lowered by the fastest of kRecalibratePings more whenever a whole
+  /// call came back faster than the estimate (the start-up pings ran on a loaded machine) and
+  /// every kRecalibrateEvery calls. A no-op command carries less than a call, so the estimate is
+  /// a lower bound on every call's IPC cost: subtracting it can leave IPC jitter in a call's time
+  /// but never removes candidate time.
   double overhead_us() const { return overhead_us_; }
+  /// What to subtract from the wall time of the last call(), µs: overhead_us() as it stands after
+  /// the call, plus the time of any re-calibration pings the call made.
+  double last_call_overhead_us() const { return last_call_overhead_us_; }
   /// Replaces the estimate (µs, >= 0), as a start-up calibration on a loaded machine would
-  /// have set it; later calls lower it again. Tests use it; throws Error(kUsage) when negative.
+  /// have set it; a call that comes back faster than it re-calibrates. Tests use it; throws
+  /// Error(kUsage) when negative.
   void assume_overhead_us(double us);
+
+  static constexpr int kRecalibrateEvery = 64;  ///< calls between re-calibrations
+  static constexpr int kRecalibratePings = 8;   ///< no-op commands a re-calibration times
 
  private:
   [[noreturn]] void violation(const std::string& what);
   void send_command(uint32_t kind, uint64_t nonce, const std::string& payload);
   int32_t read_reply(uint64_t nonce, std::string* text);
+  double fastest_ping_us(int n);
 
   pid_t pid_ = -1;
   int fd_ = -1;
   std::string confinement_;
   double overhead_us_ = 0;
+  double last_call_overhead_us_ = 0;
+  int calls_since_calibration_ = 0;
 };
 
 }  // namespace thrive::backend
