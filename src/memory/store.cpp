@@ -386,8 +386,13 @@ bool Store::record_kernel(const KernelRecord& k, bool may_become_best) {
            "memory store {}: kernel id {} already names a different source; kept the stored one",
            path_, k.kernel_id);
   }
-  {
+  if (may_become_best) {
     insert_kernel(db_, path_, k, "INSERT OR REPLACE");
+  } else {  // marked, so that demote_kernel never promotes it either
+    KernelRecord marked = k;
+    if (!marked.metrics.is_object()) marked.metrics = nlohmann::json::object();
+    marked.metrics["best_eligible"] = false;
+    insert_kernel(db_, path_, marked, "INSERT OR REPLACE");
   }
   bool became_best = false;
   if (may_become_best && k.verified && k.time_us > 0) {
@@ -438,7 +443,8 @@ bool Store::demote_kernel(const std::string& kernel_id, const std::string& shape
     Stmt next(db_,
               "INSERT INTO best(op, shape_class, device_key, kernel_id) SELECT op, shape_class, device_key, "
               "kernel_id FROM kernels WHERE op=? AND shape_class=? AND device_key=? AND verified=1 AND "
-              "time_us > 0 ORDER BY time_us LIMIT 1",
+              "time_us > 0 AND COALESCE(json_extract(metrics, '$.best_eligible'), 1) != 0 "
+              "ORDER BY time_us LIMIT 1",
               path_);
     next.bind(1, op).bind(2, shape_class).bind(3, device_key);
     next.step();

@@ -203,6 +203,8 @@ TEST_F(StoreTest, DemotingTheBestPromotesTheNextVerifiedKernel) {
   ASSERT_TRUE(s.record_kernel(kernel("slow", 12.0)));
   ASSERT_TRUE(s.record_kernel(kernel("fast", 8.0)));
   ASSERT_FALSE(s.record_kernel(kernel("wrong", 1.0, false)));
+  // a candidate its search reverted: faster, verified, and never a best, not even by demotion
+  ASSERT_FALSE(s.record_kernel(kernel("reverted", 7.0), false));
   EXPECT_FALSE(s.demote_kernel("slow", "T=1", dev)) << "not the best: no best entry changes";
   ASSERT_FALSE(s.record_kernel(kernel("slow2", 13.0))) << "slower than the best";
   EXPECT_TRUE(s.demote_kernel("fast", "T=1", dev));
@@ -210,7 +212,12 @@ TEST_F(StoreTest, DemotingTheBestPromotesTheNextVerifiedKernel) {
   EXPECT_TRUE(s.demote_kernel("slow2", "T=1", dev));
   EXPECT_FALSE(s.best("softmax", "T=1", dev).has_value()) << "no verified kernel is left";
   EXPECT_FALSE(s.demote_kernel("no-such-kernel", "T=1", dev));
-  EXPECT_EQ(s.kernels("softmax").size(), 4u) << "rows are kept";
+  EXPECT_EQ(s.kernels("softmax").size(), 5u) << "rows are kept";
+  // the reverted candidate's row says why it was never promoted
+  for (const auto& k : s.kernels("softmax"))
+    if (k.kernel_id == "reverted") {
+      EXPECT_EQ(k.metrics.value("best_eligible", true), false);
+    }
 }
 
 TEST_F(StoreTest, LeaderboardHasOneRowPerOpShapeDevice) {

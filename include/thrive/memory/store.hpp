@@ -127,7 +127,8 @@ class Store {
   /// device), makes it the best. Returns true when it became the best. A caller that judged
   /// the kernel no real gain (the search agent's candidate whose paired re-measurement was
   /// within the parent's spread) passes may_become_best = false: the row is kept for the
-  /// record, and the best, which `thrive leaderboard` and later runs read, stays the kernel
+  /// record (its metrics say "best_eligible": false, so demote_kernel never promotes it
+  /// either), and the best, which `thrive leaderboard` and later runs read, stays the kernel
   /// that search kept. Throws Error(kInput) for a verified kernel without a positive, finite
   /// time, or an id that already names a different source.
   bool record_kernel(const KernelRecord& k, bool may_become_best = true);
@@ -135,7 +136,8 @@ class Store {
                                    const std::string& device_key);
   /// Marks kernel `kernel_id` at (`shape_class`, `device_key`) unverified (a re-verification
   /// found it wrong, or it no longer compiles or crashed) and, if it was the best there, makes
-  /// the fastest other verified kernel of that op, shape and device the best (or none). The
+  /// the fastest other verified kernel of that op, shape and device that may be best (not one
+  /// recorded with may_become_best = false) the best (or none). The
   /// row itself is kept, for the record. Returns whether a best entry changed.
   bool demote_kernel(const std::string& kernel_id, const std::string& shape_class,
                      const std::string& device_key);
