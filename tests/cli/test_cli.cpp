@@ -210,6 +210,12 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   r = test::run_thrive({"bench", "--op", "softmax", "--json-out", home.path() + "/memory.db"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(read_file(home.path() + "/memory.db"), before);
+  // --json-out is the memory bench's; with --kernel it is refused, not silently ignored
+  r = test::run_thrive({"bench", "--op", "softmax", "--kernel", files.path() + "/k.cpp", "--json-out",
+                        files.path() + "/out.json"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line_error(r, "--json-out");
+  EXPECT_FALSE(std::filesystem::exists(files.path() + "/out.json"));
   // a FIFO is neither read (it would block) nor replaced by an export
   const std::string fifo = files.path() + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);

@@ -142,6 +142,9 @@ void register_bench(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx] {
     if (!f.kernel.empty()) {
       if (f.op == "all") fail(ErrorCategory::kUsage, "--op all: expected one op with --kernel");
+      if (!json_out.empty())
+        fail(ErrorCategory::kUsage, "--json-out {}: writes the results of the memory's kernels (without "
+             "--kernel); with --kernel, --json prints the full result", json_out);
       bench_file(ctx, f);
     } else {
       if (!json_out.empty()) check_output_path(ctx, json_out, "--json-out");
