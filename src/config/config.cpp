@@ -108,6 +108,23 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"CXX", "c++", "command", "host compiler for CPU candidates"},
       {"SEED", "0", "-", "RNG seed for verification inputs; 0 = fresh entropy every check"},
       {"LOG_LEVEL", "info", "trace..off", "log level (logs go to stderr)"},
+      // read by the outer loop (`optimize --system`) when --r-t / --a-t are not given
+      {"ACCEPT_RT", "0.3", "fraction", "outer loop: keep a change if T'/T_best > 1 + r_t"},
+      {"ACCEPT_AT", "0.3", "x start", "outer loop: or if T' - T_best > a_t (T in multiples of the "
+                                       "starting system's throughput)"},
+      // read by the LLM agents (`--agent llm`; the README's LLM agents section)
+      {"LLM_PROVIDER", "anthropic|openai", "-", "anthropic when ANTHROPIC_API_KEY is set, else openai"},
+      {"LLM_BASE_URL", "provider's", "URL", "e.g. http://localhost:8000/v1 for a local OpenAI-compatible "
+                                            "server"},
+      {"MODEL", "-", "name", "model for every role without its own THRIVE_MODEL_<ROLE>"},
+      {"MODEL_<ROLE>", "THRIVE_MODEL", "name", "model of one role: KERNEL_GENERATOR, KERNEL_OPTIMIZER, "
+                                               "KERNEL_REPAIRER, PROFILER_ANALYST, ORCHESTRATOR"},
+      {"EFFORT", "medium", "low|medium|high", "2048, 4096 or 8192 output tokens per model call"},
+      {"PER_RUN_USD", "5", "USD", "budget of one run; it stops cleanly there, keeping the best kernel"},
+      {"LLM_WALL_S", "1800", "s", "wall-clock cap of one LLM-agent run"},
+      {"LLM_MAX_TURNS", "16", "count", "model calls per role conversation (1 to 1000)"},
+      {"LLM_PRICES", "config/llm_prices.json", "path", "USD per million input and output tokens per model"},
+      {"PROMPTS_DIR", "prompts/roles", "path", "the roles' system prompts (<role>.md)"},
   };
   return table;
 }

@@ -440,6 +440,12 @@ TEST_F(Cli, EnvMarkdownListsEveryVariable) {
   for (const auto& knob : config::Config::knobs())
     EXPECT_NE(r.out.find("`THRIVE_" + knob.name + "`"), std::string::npos) << knob.name;
   EXPECT_EQ(r.out.rfind("| variable |", 0), 0u) << r.out;
+  // the variables read outside Config are listed too (outer loop, LLM agents)
+  for (const char* v : {"THRIVE_ACCEPT_RT", "THRIVE_ACCEPT_AT", "THRIVE_PER_RUN_USD", "THRIVE_LLM_MAX_TURNS"})
+    EXPECT_NE(r.out.find(std::string("`") + v + "`"), std::string::npos) << v;
+  // docs/env.md holds this very table
+  const std::string doc = read_file(std::string(THRIVE_SOURCE_DIR) + "/docs/env.md");
+  EXPECT_NE(doc.find(r.out), std::string::npos) << "docs/env.md is not the output of `thrive env --markdown`";
 }
 
 TEST_F(Cli, EmptyLeaderboardIsFine) {
