@@ -490,6 +490,12 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
   EXPECT_EQ(rows[0]["op"], "swiglu_act");
   EXPECT_EQ(rows[0]["shape"], doc["shape"]);
   EXPECT_TRUE(rows[0]["verified"].get<bool>());
+  // the table prints the whole device key, which --device-key then finds
+  const std::string key = rows[0]["device"];
+  const auto table = test::run_thrive({"leaderboard"}, small_env());
+  EXPECT_NE(table.out.find(" " + key + " "), std::string::npos) << table.out;
+  const auto by_key = test::run_thrive({"leaderboard", "--json", "--device-key", key}, small_env());
+  EXPECT_EQ(nlohmann::json::parse(by_key.out).size(), 1u) << by_key.out << by_key.err;
 }
 
 // thrive demo: a cold run on an empty memory, then a warm run on what it left. The warm run's

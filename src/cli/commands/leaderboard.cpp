@@ -1,6 +1,8 @@
 // thrive leaderboard [--json] [--device-key K]: best verified kernel per op, shape, device.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "src/cli/context.hpp"
 
 namespace thrive::cli {
@@ -26,11 +28,14 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
         fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store().path());
       return;
     }
-    fmt::print("{:<21} {:<11} {:<28} {:>11} {:>11} {:>8} {:>9} {:>7}  {}\n", "op", "shape", "device",
+    // the whole device key, so that it can be pasted into --device-key
+    size_t dev_w = 6;
+    for (const auto& k : rows) dev_w = std::max(dev_w, k.device_key.size());
+    fmt::print("{:<21} {:<11} {:<{}} {:>11} {:>11} {:>8} {:>9} {:>7}  {}\n", "op", "shape", "device", dev_w,
                "time", "eager", "speedup", "GB/s", "%peak", "kernel");
     for (const auto& k : rows)
-      fmt::print("{:<21} {:<11} {:<28} {:>11} {:>11} {:>7.2f}x {:>9.2f} {:>6.1f}%  {}\n", k.op,
-                 k.shape_class, k.device_key.substr(0, 28), format_us(k.time_us),
+      fmt::print("{:<21} {:<11} {:<{}} {:>11} {:>11} {:>7.2f}x {:>9.2f} {:>6.1f}%  {}\n", k.op,
+                 k.shape_class, k.device_key, dev_w, format_us(k.time_us),
                  format_us(k.eager_us), k.speedup, k.bandwidth_gbps, k.percent_of_peak, k.kernel_id);
   });
 }
