@@ -108,6 +108,12 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"CXX", "c++", "command", "host compiler for CPU candidates"},
       {"SEED", "0", "-", "RNG seed for verification inputs; 0 = fresh entropy every check"},
       {"LOG_LEVEL", "info", "trace..off", "log level (logs go to stderr)"},
+  };
+  return table;
+}
+
+const std::vector<Config::Knob>& Config::other_variables() {
+  static const std::vector<Knob> table = {
       // read by the outer loop (`optimize --system`) when --r-t / --a-t are not given
       {"ACCEPT_RT", "0.3", "fraction", "outer loop: keep a change if T'/T_best > 1 + r_t"},
       {"ACCEPT_AT", "0.3", "x start", "outer loop: or if T' - T_best > a_t (T in multiples of the "

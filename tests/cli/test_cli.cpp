@@ -437,8 +437,9 @@ TEST_F(Cli, EnvMarkdownListsEveryVariable) {
   const auto r = test::run_thrive({"env", "--markdown"}, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("| `THRIVE_HIDDEN` | 2048 |"), std::string::npos) << r.out;
-  for (const auto& knob : config::Config::knobs())
-    EXPECT_NE(r.out.find("`THRIVE_" + knob.name + "`"), std::string::npos) << knob.name;
+  for (const auto* table : {&config::Config::knobs(), &config::Config::other_variables()})
+    for (const auto& knob : *table)
+      EXPECT_NE(r.out.find("`THRIVE_" + knob.name + "`"), std::string::npos) << knob.name;
   EXPECT_EQ(r.out.rfind("| variable |", 0), 0u) << r.out;
   // the variables read outside Config are listed too (outer loop, LLM agents)
   for (const char* v : {"THRIVE_ACCEPT_RT", "THRIVE_ACCEPT_AT", "THRIVE_PER_RUN_USD", "THRIVE_LLM_MAX_TURNS"})

@@ -70,8 +70,13 @@ struct Config {
   struct Knob {
     std::string name, default_value, unit, meaning;
   };
-  /// The table docs/env.md is generated from (`thrive env`).
+  /// The variables from_env() reads: the first part of the table docs/env.md is generated from
+  /// (`thrive env`).
   static const std::vector<Knob>& knobs();
+  /// The rest of that table: variables read outside Config, by the outer loop (THRIVE_ACCEPT_RT,
+  /// THRIVE_ACCEPT_AT: src/cli/commands/system.cpp) and the LLM agents (LlmSettings::from_env),
+  /// which check them where they are read.
+  static const std::vector<Knob>& other_variables();
 };
 
 /// Parses an integer; throws Error(kUsage) "what=value: expected an integer ...".

@@ -10,7 +10,9 @@ void register_env(CLI::App& app, Context&) {
   static bool markdown = false;
   cmd->add_flag("--markdown", markdown, "Print the table docs/env.md holds");
   cmd->callback([] {
-    const auto& knobs = config::Config::knobs();
+    auto knobs = config::Config::knobs();
+    const auto& other = config::Config::other_variables();
+    knobs.insert(knobs.end(), other.begin(), other.end());
     if (markdown) {
       fmt::print("| variable | default | unit | meaning |\n|---|---|---|---|\n");
       for (const auto& k : knobs)
