@@ -386,14 +386,13 @@ bool Store::record_kernel(const KernelRecord& k, bool may_become_best) {
            "memory store {}: kernel id {} already names a different source; kept the stored one",
            path_, k.kernel_id);
   }
-  if (may_become_best) {
-    insert_kernel(db_, path_, k, "INSERT OR REPLACE");
-  } else {  // marked, so that demote_kernel never promotes it either
-    KernelRecord marked = k;
+  KernelRecord marked;  // a row that may not be best says so, for demote_kernel too
+  if (!may_become_best) {
+    marked = k;
     if (!marked.metrics.is_object()) marked.metrics = nlohmann::json::object();
     marked.metrics["best_eligible"] = false;
-    insert_kernel(db_, path_, marked, "INSERT OR REPLACE");
   }
+  insert_kernel(db_, path_, may_become_best ? k : marked, "INSERT OR REPLACE");
   bool became_best = false;
   if (may_become_best && k.verified && k.time_us > 0) {
     Stmt cur(db_,
