@@ -128,7 +128,8 @@ constexpr int64_t kDlTableCols = 9;
 int64_t decode_layers_table_bytes(const Qwen3Config& c) { return (c.layers * kDlTableCols * 8 + 127) / 128 * 128; }
 int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
   const int64_t kmax = std::max({c.hidden, c.heads * c.head_dim, c.intermediate}), g = c.heads / c.kv_heads;
-  return (std::max(t * kmax * 2, 2 * (5120 * g + 4)) + 127) / 128 * 128;
+  // the GEMV input's rows are padded to 64 columns (fragment order: engine_xs_store8 in the kernel)
+  return (std::max(t * ((kmax + 63) / 64 * 64) * 2, 2 * (5120 * g + 4)) + 127) / 128 * 128;
 }
 // Attention splits of the persistent kernel: at most two parts per block over B x NKV (sequence,
 // KV head) pairs (its parallel merge needs every part of a pair running at once), and no more than

@@ -409,7 +409,7 @@ extern __shared__ __align__(16) bf16_t engine_gemv_xs[];
 // 4096 at 256 threads, 8192 at 512) are loaded once, together, and kept in registers for the
 // second pass: one round trip to L2 instead of three dependent ones.
 constexpr int kNormKeep = 2;
-__device__ __forceinline__ void engine_norm_piece(uint4 v, uint4 g, float inv, bf16_t* dst) {
+__device__ __forceinline__ uint4 engine_norm8(uint4 v, uint4 g, float inv) {
   const unsigned p[4] = {v.x, v.y, v.z, v.w}, q[4] = {g.x, g.y, g.z, g.w};
   unsigned o[4];
 #pragma unroll
@@ -417,7 +417,26 @@ __device__ __forceinline__ void engine_norm_piece(uint4 v, uint4 g, float inv, b
     o[e] = (unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] << 16) * inv * __uint_as_float(q[e] << 16)) |
            ((unsigned)thrive_f32_to_bf16(__uint_as_float(p[e] & 0xffff0000u) * inv *
                                          __uint_as_float(q[e] & 0xffff0000u)) << 16);
-  *(uint4*)dst = make_uint4(o[0], o[1], o[2], o[3]);
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+// The GEMV input x bf16 [T, K] in shared memory, in one of two layouts. Natural (FRAG = false):
+// row t at t K, column k at k. Fragment order (FRAG = true; the persistent kernel's tensor-core
+// GEMV, engine_dl_gemv): row t at t kp with kp = K rounded up to 64 (engine_dl_kp), and inside
+// each 64-column block the 32-bit word of columns 8 j + 2 c and 8 j + 2 c + 1 (chunk j = 0..7,
+// pair c = 0..3) at word 8 c + j. An mma.sync m16n8k16 lane with fragment column c needs pair c of
+// every chunk of its warp's 64 columns for the tile's four k-steps: in fragment order those are
+// eight adjacent words, two 16-byte loads instead of eight 4-byte ones (on the H200 the eight
+// loads cost about 1 µs of the 15 µs gate/up stage, 2026-12-01, session6/README.md).
+__host__ __device__ constexpr long long engine_dl_kp(long long K) { return (K + 63) / 64 * 64; }
+// Stores the 8 columns [k, k + 8) of row `row` (k % 8 == 0; row: the row's start in either layout).
+template <bool FRAG>
+__device__ __forceinline__ void engine_xs_store8(bf16_t* row, long long k, uint4 v) {
+  if (FRAG) {
+    unsigned* w = (unsigned*)(row + (k & ~63LL)) + ((k & 63) >> 3);
+    w[0] = v.x, w[8] = v.y, w[16] = v.z, w[24] = v.w;
+  } else {
+    *(uint4*)(row + k) = v;
+  }
 }
 __device__ __forceinline__ float engine_sumsq8(uint4 v) {
   const unsigned p[4] = {v.x, v.y, v.z, v.w};
@@ -429,8 +448,10 @@ __device__ __forceinline__ float engine_sumsq8(uint4 v) {
   }
   return ss;
 }
+template <bool FRAG = false>
 __device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf16_t* w, long long T, long long K,
                                                        float eps, bf16_t* xs) {
+  const long long stride = FRAG ? engine_dl_kp(K) : K;
   const long long step = (long long)blockDim.x * 8, k0 = threadIdx.x * 8, tail = k0 + kNormKeep * step;
   for (long long t = 0; t < T; ++t) {
     const bf16_t* ht = h + t * K;
@@ -446,14 +467,15 @@ __device__ __forceinline__ void engine_gemv_norm_input(const bf16_t* h, const bf
     const float inv = rsqrtf(engine_block_sum(ss) / (float)K + eps);
 #pragma unroll
     for (int i = 0; i < kNormKeep; ++i)
-      if (k0 + i * step < K) engine_norm_piece(hv[i], wv[i], inv, xs + t * K + k0 + i * step);
+      if (k0 + i * step < K) engine_xs_store8<FRAG>(xs + t * stride, k0 + i * step, engine_norm8(hv[i], wv[i], inv));
     for (long long k = tail; k < K; k += step)
-      engine_norm_piece(__ldcg((const uint4*)(ht + k)), *(const uint4*)(w + k), inv, xs + t * K + k);
+      engine_xs_store8<FRAG>(xs + t * stride, k, engine_norm8(__ldcg((const uint4*)(ht + k)), *(const uint4*)(w + k), inv));
   }
 }
 
 // xs[t, k] = bf16(silu(gate[t, k]) * up[t, k]) from gu [T, 2K] (gate | up); silu(a) = a / (1 +
 // exp(-a)) in f32 with __expf and __fdividef (the `swiglu_act` template's EXP=fast, a few ulp).
+template <bool FRAG = false>
 __device__ __forceinline__ void engine_gemv_swiglu_input(const bf16_t* gu, long long T, long long K, bf16_t* xs) {
   for (long long i = threadIdx.x * 8; i < T * K; i += blockDim.x * 8) {
     const long long t = i / K, k = i % K;  // K % 8 == 0: a piece never crosses a row
@@ -467,7 +489,7 @@ __device__ __forceinline__ void engine_gemv_swiglu_input(const bf16_t* gu, long 
       ow[e] = (unsigned)thrive_f32_to_bf16(__fdividef(g0, 1.0f + __expf(-g0)) * u0) |
               ((unsigned)thrive_f32_to_bf16(__fdividef(g1, 1.0f + __expf(-g1)) * u1) << 16);
     }
-    *(uint4*)(xs + i) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+    engine_xs_store8<FRAG>(xs + t * (FRAG ? engine_dl_kp(K) : K), k, make_uint4(ow[0], ow[1], ow[2], ow[3]));
   }
 }
 
@@ -1233,7 +1255,7 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
                : "r"(addr));
 }
 // One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs bf16 [T, K] in
-// shared memory, the W tiles from the ring (`stage`: the one the next tile is in; NS - 1 tiles in
+// shared memory in fragment order (engine_xs_store8), the W tiles from the ring (`stage`: the one the next tile is in; NS - 1 tiles in
 // flight ahead of it), on the tensor cores: per tile, warp w multiplies its 16 x 64 slice (A, by
 // ldmatrix) with x's columns (B: token t in column t of the 16 x 8 fragment, T <= 4, the other
 // columns zero) in four mma.sync m16n8k16 with f32 accumulation; across a row group's tiles a
@@ -1250,7 +1272,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
   const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lh = lane >> 4;
   // the group's output owner: thread i < 64 holds row i / 4, token i % 4
   const int orow = threadIdx.x >> 2, otok = threadIdx.x & 3;
-  const unsigned* x32 = (const unsigned*)xs;
+  const long long kp = engine_dl_kp(K);
   long long g0, g1;
   engine_dl_groups(N, g0, g1);
   int buf = 0;
@@ -1268,19 +1290,26 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
       __syncwarp();
       st.issue();
       const unsigned base = ring + (unsigned)(stage * kDlTileBytes + warp * 2048 + lr * 128);
+      // B: pair fc of the warp's 8 chunks for token fg (fragment order: two 16-byte loads); the
+      // chunks past K are zeros (a ragged last block: the words there are another chunk's or
+      // never written, and a NaN there would survive the zero weights it meets)
+      const long long blk = kc + warp * 64;
+      unsigned bw[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+      if (fg < T && blk < K) {
+        const uint4* src = (const uint4*)(xs + fg * kp + blk) + 2 * fc;
+        const uint4 lo = src[0], hi = src[1];
+        bw[0] = lo.x, bw[1] = lo.y, bw[2] = lo.z, bw[3] = lo.w, bw[4] = hi.x, bw[5] = hi.y, bw[6] = hi.z, bw[7] = hi.w;
+        if (blk + 64 > K)
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            if (blk + 8 * j >= K) bw[j] = 0u;
+      }
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        const long long k0 = kc + warp * 64 + ks * 16;
-        if (k0 >= K) break;  // warp-uniform
+        if (blk + ks * 16 >= K) break;  // warp-uniform
         unsigned af[4];
         engine_ldmatrix_x4(af, base + (unsigned)(((ks * 2 + lh) ^ (lr & 7)) << 4));
-        unsigned b0 = 0u, b1 = 0u;
-        const long long kb = k0 + 2 * fc;
-        if (fg < T) {
-          if (kb < K) b0 = x32[(fg * K + kb) >> 1];
-          if (kb + 8 < K) b1 = x32[(fg * K + kb + 8) >> 1];
-        }
-        engine_mma_bf16(c, af, b0, b1);
+        engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
       }
       stage = stage + 1 == st.stages ? 0 : stage + 1;
     }
@@ -1375,7 +1404,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   unsigned* exit_counter = counters + kDlStages * d.layers;
 
   const long long kmax = H > NQ * D ? (H > I ? H : I) : (NQ * D > I ? NQ * D : I);
-  const long long xs_bytes = T * kmax * 2, attn_bytes = 2 * (long long)sizeof(EngineAttentionSmem<G>);
+  const long long xs_bytes = T * engine_dl_kp(kmax) * 2, attn_bytes = 2 * (long long)sizeof(EngineAttentionSmem<G>);
   const long long region = ((xs_bytes > attn_bytes ? xs_bytes : attn_bytes) + 127) / 128 * 128;
   float* red = (float*)(engine_dl_smem + 128);
   unsigned long long* tab = (unsigned long long*)(engine_dl_smem + 128 + kDlReduceBytes);
@@ -1412,7 +1441,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_globaltimer_ns();
     if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, lens, l);
-    engine_gemv_norm_input(h, W[kDlInNorm], T, H, eps, xs);
+    engine_gemv_norm_input<true>(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
     engine_dl_signal(c + kDlQkv);
@@ -1424,21 +1453,21 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
     for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
-      *(uint4*)(xs + i) = __ldcg((const uint4*)(attn + i));
+      engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), __ldcg((const uint4*)(attn + i)));
     __syncthreads();
     engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_globaltimer_ns();
-    engine_gemv_norm_input(h, W[kDlPostNorm], T, H, eps, xs);
+    engine_gemv_norm_input<true>(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
     engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
-    engine_gemv_swiglu_input(gu, T, I, xs);
+    engine_gemv_swiglu_input<true>(gu, T, I, xs);
     __syncthreads();
     engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlDown);
