@@ -55,6 +55,22 @@ memory::Store& Context::store() {
   return *store_;
 }
 
+memory::Store& Context::read_store() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (store_ || fs::exists(store_path(), ec)) return store();
+  // No memory yet. A home that could never hold one (under a regular file, in a read-only
+  // directory) is still reported: store() raises its usual error. Otherwise an empty in-memory
+  // stand-in answers, and nothing is created.
+  fs::path p = fs::absolute(config().home, ec);
+  while (!ec && !p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  if (ec || !fs::is_directory(p, ec) || access(p.c_str(), W_OK | X_OK) != 0) return store();
+  if (!empty_store_) empty_store_ = std::make_unique<memory::Store>(":memory:");
+  return *empty_store_;
+}
+
+std::string Context::store_path() { return memory::default_store_path(config().home); }
+
 tools::Toolbox& Context::toolbox() {
   if (!toolbox_) {
     auto& c = config();

@@ -33,12 +33,18 @@ class Context {
   config::Config& config();
   /// Opens $THRIVE_HOME/memory.db (creating THRIVE_HOME). Throws Error(kStorage).
   memory::Store& store();
+  /// For the commands that only read memory (leaderboard, memory show/cards/kernels/export):
+  /// store() when memory.db exists, otherwise an empty in-memory store, so reading creates
+  /// neither THRIVE_HOME nor the file. Throws Error(kStorage) as store() does.
+  memory::Store& read_store();
+  /// $THRIVE_HOME/memory.db, whether or not it exists (for messages).
+  std::string store_path();
   /// Toolbox on the resolved backend.
   tools::Toolbox& toolbox();
 
  private:
   std::unique_ptr<config::Config> config_;
-  std::unique_ptr<memory::Store> store_;
+  std::unique_ptr<memory::Store> store_, empty_store_;
   std::unique_ptr<tools::Toolbox> toolbox_;
 };
 

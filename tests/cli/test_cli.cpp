@@ -199,7 +199,7 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
 // Break-it findings (2026-11-30): hostile paths and files end in one clear line, never in a crash,
 // a hang, a replaced device node or a lost memory.
 TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
-  ASSERT_EQ(test::run_thrive({"memory", "show"}, env()).exit_code, 0);  // creates memory.db
+  { memory::Store created(home.path() + "/memory.db"); }  // reading commands create none
   const auto before = read_file(home.path() + "/memory.db");
   // an export onto the memory itself
   auto r = test::run_thrive({"memory", "export", home.path() + "/memory.db"}, env());
@@ -293,8 +293,8 @@ TEST_F(Cli, OptimizeSystemRecordsAndTheNextRunStartsFromTheBest) {
 TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   const std::string dir = files.path() + "/tiny";
   ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
-  ASSERT_EQ(test::run_thrive({"leaderboard"}, env()).exit_code, 0);  // creates memory.db
   const std::string db = home.path() + "/memory.db";
+  { memory::Store created(db); }  // reading commands create none
   const auto db_size = std::filesystem::file_size(db);
   std::filesystem::create_symlink(db, files.path() + "/evil.logits.f32");
   auto r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--gen", "2", "--dump", files.path() + "/evil"}, env());
@@ -453,7 +453,7 @@ TEST_F(Cli, EmptyLeaderboardIsFine) {
   const auto r = test::run_thrive({"leaderboard", "--json"}, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::array());
-  EXPECT_EQ(access((home.path() + "/memory.db").c_str(), F_OK), 0) << "store created in THRIVE_HOME";
+  EXPECT_NE(access((home.path() + "/memory.db").c_str(), F_OK), 0) << "a reading command created memory.db";
 }
 
 TEST_F(Cli, MemoryImportOfBadJsonIsAnInputError) {
@@ -497,6 +497,32 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
   EXPECT_NE(table.out.find(" " + key + " "), std::string::npos) << table.out;
   const auto by_key = test::run_thrive({"leaderboard", "--json", "--device-key", key}, small_env());
   EXPECT_EQ(nlohmann::json::parse(by_key.out).size(), 1u) << by_key.out << by_key.err;
+  // an option where the key belongs is a usage error naming it, not an empty answer for key "--json"
+  const auto swapped = test::run_thrive({"leaderboard", "--device-key", "--json"}, small_env());
+  EXPECT_EQ(swapped.exit_code, 2) << swapped.out;
+  EXPECT_NE(swapped.err.find("--device-key --json: expected a device key"), std::string::npos) << swapped.err;
+}
+
+// The commands that only read memory answer from an empty memory on a fresh home without creating
+// the home or memory.db; a later optimize still creates both.
+TEST_F(Cli, ReadingCommandsCreateNoMemoryOnAFreshHome) {
+  const std::string fresh = files.path() + "/fresh-home", db = fresh + "/memory.db";
+  const auto table = test::run_thrive({"leaderboard", "--home", fresh}, env());
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("No verified kernels in " + db + " yet"), std::string::npos) << table.out;
+  const auto rows = test::run_thrive({"leaderboard", "--json", "--home", fresh}, env());
+  ASSERT_EQ(rows.exit_code, 0) << rows.err;
+  EXPECT_EQ(nlohmann::json::parse(rows.out), nlohmann::json::array());
+  const auto show = test::run_thrive({"memory", "--home", fresh, "show"}, env());
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  const auto summary = nlohmann::json::parse(show.out);
+  EXPECT_EQ(summary["path"], db);
+  EXPECT_EQ(summary["kernels"], 0) << show.out;
+  for (const char* sub : {"cards", "kernels"})
+    EXPECT_EQ(test::run_thrive({"memory", "--home", fresh, sub}, env()).exit_code, 0) << sub;
+  EXPECT_EQ(test::run_thrive({"memory", "--home", fresh, "export", files.path() + "/empty.json"}, env()).exit_code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(read_file(files.path() + "/empty.json")).is_object());
+  EXPECT_FALSE(std::filesystem::exists(fresh)) << "a reading command created " << fresh;
 }
 
 // thrive demo: a cold run on an empty memory, then a warm run on what it left. The warm run's

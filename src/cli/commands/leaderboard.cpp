@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "src/cli/context.hpp"
+#include "thrive/core/error.hpp"
 
 namespace thrive::cli {
 
@@ -12,20 +13,25 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
   static bool json = false;
   static std::string device_key;
   cmd->add_flag("--json", json, "A JSON array with one object per entry");
-  cmd->add_option("--device-key", device_key, "Only this device (as printed by optimize)");
+  cmd->add_option("--device-key", device_key, "Only this device (its key as `thrive leaderboard` prints it)");
   add_common_flags(*cmd, ctx.flags, false);
   cmd->callback([&ctx] {
+    // CLI11 takes the next argument as the value even when it is an option name
+    // (`--device-key --json`); no device key starts with '-'
+    if (!device_key.empty() && device_key[0] == '-')
+      fail(ErrorCategory::kUsage, "--device-key {}: expected a device key as `thrive leaderboard` prints it, "
+           "not an option (give the key right after --device-key)", device_key);
     if (json) {
-      fmt::print("{}\n", tools::leaderboard_json(ctx.store(), device_key).dump(2));
+      fmt::print("{}\n", tools::leaderboard_json(ctx.read_store(), device_key).dump(2));
       return;
     }
-    auto rows = ctx.store().leaderboard(device_key);
+    auto rows = ctx.read_store().leaderboard(device_key);
     if (rows.empty()) {
       if (!device_key.empty())
         fmt::print("No verified kernels for device key '{}' in {} (`thrive leaderboard` without "
-                   "--device-key lists every device).\n", device_key, ctx.store().path());
+                   "--device-key lists every device).\n", device_key, ctx.store_path());
       else
-        fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store().path());
+        fmt::print("No verified kernels in {} yet: run `thrive optimize --op all`.\n", ctx.store_path());
       return;
     }
     // the whole device key, so that it can be pasted into --device-key

@@ -16,14 +16,16 @@ void register_memory(CLI::App& app, Context& ctx) {
   add_common_flags(*cmd, ctx.flags, false);
 
   cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx] {
-    fmt::print("{}\n", ctx.store().summary().dump(2));
+    auto summary = ctx.read_store().summary();
+    summary["path"] = ctx.store_path();  // the in-memory stand-in's is ":memory:"
+    fmt::print("{}\n", summary.dump(2));
   });
 
   static bool cards_json = false;
   auto* cards = cmd->add_subcommand("cards", "Strategy cards with their evidence");
   cards->add_flag("--json", cards_json, "JSON output");
   cards->callback([&ctx] {
-    auto& store = ctx.store();
+    auto& store = ctx.read_store();
     auto all = store.cards();
     auto ev = store.evidence();
     if (cards_json) {
@@ -52,7 +54,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
   kernels->add_option("--op", kernels_op, "Only this op");
   kernels->callback([&ctx] {
-    for (const auto& k : ctx.store().kernels(kernels_op))
+    for (const auto& k : ctx.read_store().kernels(kernels_op))
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
                  k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
   });
@@ -62,9 +64,9 @@ void register_memory(CLI::App& app, Context& ctx) {
   exp->add_option("FILE", export_path, "Output file")->required();
   exp->callback([&ctx] {
     check_output_path(ctx, export_path, "memory export");
-    write_file_atomic(export_path, ctx.store().export_json().dump(
+    write_file_atomic(export_path, ctx.read_store().export_json().dump(
                                        1, ' ', false, nlohmann::json::error_handler_t::replace));
-    fmt::print("exported {} to {}\n", ctx.store().path(), export_path);
+    fmt::print("exported {} to {}\n", ctx.store_path(), export_path);
   });
 
   static std::string import_path;

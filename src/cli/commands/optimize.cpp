@@ -48,7 +48,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_option("--passes", f.passes, "Passes over all ops (THRIVE_PASSES)");
   cmd->add_option("--agent", f.agent, "search (default, no network) | llm (THRIVE_AGENT; see the README's LLM agents)");
   cmd->add_flag("--autonomous", f.autonomous, "--agent llm: one orchestrator model delegates to the role agents");
-  cmd->add_option("--target-speedup", f.target, "Speedup over eager that counts as reached");
+  cmd->add_option("--target-speedup", f.target, "Speedup over eager that counts as reached (THRIVE_TARGET_SPEEDUP)");
   cmd->add_flag("--json", f.json, "Print the results as JSON on stdout (progress and tables go to stderr)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
