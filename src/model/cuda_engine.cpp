@@ -116,7 +116,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // columns bf16 (32 KiB) in a ring of at most 8 stages, after a head (128 bytes: ctx_lens, then the GEMV's
 // cross-warp sums: two buffers of 16 warps x 16 rows x 4 tokens f32, 8 KiB), the per-layer
 // pointer table (decode_layers_table_bytes) and a region
-// that holds either the GEMV input (T x the widest K, bf16) or two 128-thread attention groups'
+// that holds either the GEMV input (T x the widest K rounded up to 64, bf16) or two 128-thread attention groups'
 // EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
 // With 0 stages in the options, as many as fit: on the H200 (2026-12-01,
 // bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms

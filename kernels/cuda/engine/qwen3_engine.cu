@@ -1094,8 +1094,9 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // padded to 256 bytes, then engine_decode_attention's workspace (per-(b, g) counters, counting
 // S a layer and zeroed with the stage counters | parts). Dynamic
 // shared memory: a 128-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
-// (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), then max(T max(H,
-// NQ D, I) 2, 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128, then NS x 32 KiB. Block
+// (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), then max(T kp 2,
+// 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128 (kp: max(H, NQ D, I) rounded up to 64,
+// the GEMV input's padded rows), then NS x 32 KiB. Block
 // 512, grid <= one
 // block per SM: every block must be resident at once (the host launches gridDim = the SM count,
 // which fits when the GPU runs nothing else; another process or stream holding SMs for the whole
@@ -1255,8 +1256,8 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
                : "r"(addr));
 }
 // One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs bf16 [T, K] in
-// shared memory in fragment order (engine_xs_store8), the W tiles from the ring (`stage`: the one the next tile is in; NS - 1 tiles in
-// flight ahead of it), on the tensor cores: per tile, warp w multiplies its 16 x 64 slice (A, by
+// shared memory in fragment order (engine_xs_store8), the W tiles from the ring (`stage`: the
+// one the next tile is in; NS - 1 tiles in flight ahead of it), on the tensor cores: per tile, warp w multiplies its 16 x 64 slice (A, by
 // ldmatrix) with x's columns (B: token t in column t of the 16 x 8 fragment, T <= 4, the other
 // columns zero) in four mma.sync m16n8k16 with f32 accumulation; across a row group's tiles a
 // warp keeps its accumulators, and at the group's end the 16 warps' partial sums meet in `red`
