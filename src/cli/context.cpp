@@ -58,7 +58,17 @@ memory::Store& Context::store() {
 memory::Store& Context::read_store() {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (store_ || fs::exists(store_path(), ec)) return store();
+  if (store_) return *store_;
+  if (read_only_store_) return *read_only_store_;
+  if (fs::exists(store_path(), ec)) {
+    // read-only: the file stays byte-identical; an older schema takes the read-write open,
+    // which upgrades it
+    auto how = memory::Store::ReadOpen::kOpened;
+    read_only_store_ = memory::Store::open_read_only(store_path(), how);
+    if (how == memory::Store::ReadOpen::kOpened) return *read_only_store_;
+    if (how == memory::Store::ReadOpen::kOlderSchema) return store();
+    ec.clear();  // kNoMemory: an empty or fresh SQLite file, answered as an empty memory
+  }
   // No memory yet. A home that could never hold one (under a regular file, in a read-only
   // directory) is still reported: store() raises its usual error. Otherwise an empty in-memory
   // stand-in answers, and nothing is created.
@@ -84,13 +94,22 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
   namespace fs = std::filesystem;
   if (path.empty()) fail(ErrorCategory::kUsage, "{} \"\": expected a path", flag);
   std::error_code ec;
-  const auto target = fs::weakly_canonical(path, ec).string();
-  const auto home = fs::weakly_canonical(ctx.config().home, ec).string();
-  for (const char* inside : {"/memory.db", "/kernels", "/cache"}) {
-    const std::string p = home + inside;
-    if (target.compare(0, p.size(), p) == 0)
-      fail(ErrorCategory::kUsage, "{} {}: inside THRIVE_HOME's {} (the memory itself); expected a path outside it", flag,
-           path, inside + 1);
+  // both sides resolved: symlinks (memory.db may be a link to the real file, which is what a
+  // write through the link would replace), "." and "..", doubled and trailing separators
+  const auto resolve = [&](const fs::path& p) { return fs::weakly_canonical(p, ec).lexically_normal().string(); };
+  const auto target = resolve(path);
+  const fs::path home(ctx.config().home);
+  for (const char* inside : {"memory.db", "kernels", "cache"}) {
+    // resolved (through a memory.db link to its file) and as spelt under the resolved home (the
+    // link itself, and SQLite's -wal/-shm/-journal next to it)
+    bool hit = false;
+    for (const auto& p : {resolve(home / inside), (fs::path(resolve(home)) / inside).lexically_normal().string()}) {
+      hit = hit || target == p || target.compare(0, p.size() + 1, p + "/") == 0;
+      for (const char* side : {"-wal", "-shm", "-journal"}) hit = hit || target == p + side;
+    }
+    if (hit)
+      fail(ErrorCategory::kUsage, "{} {}: inside THRIVE_HOME's {} (the memory itself); expected a path outside it",
+           flag, path, inside);
   }
 }
 

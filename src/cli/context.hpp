@@ -34,8 +34,10 @@ class Context {
   /// Opens $THRIVE_HOME/memory.db (creating THRIVE_HOME). Throws Error(kStorage).
   memory::Store& store();
   /// For the commands that only read memory (leaderboard, memory show/cards/kernels/export):
-  /// store() when memory.db exists, otherwise an empty in-memory store, so reading creates
-  /// neither THRIVE_HOME nor the file. Throws Error(kStorage) as store() does.
+  /// an existing memory.db opened read-only (memory::Store::open_read_only: left
+  /// byte-identical; an older schema is opened read-write, which upgrades it), otherwise an
+  /// empty in-memory store, so reading creates neither THRIVE_HOME nor the file. Throws
+  /// Error(kStorage) for a home that could never hold a memory or a file that is not one.
   memory::Store& read_store();
   /// $THRIVE_HOME/memory.db, whether or not it exists (for messages).
   std::string store_path();
@@ -44,7 +46,7 @@ class Context {
 
  private:
   std::unique_ptr<config::Config> config_;
-  std::unique_ptr<memory::Store> store_, empty_store_;
+  std::unique_ptr<memory::Store> store_, read_only_store_, empty_store_;
   std::unique_ptr<tools::Toolbox> toolbox_;
 };
 

@@ -1,11 +1,14 @@
 #include "thrive/memory/store.hpp"
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <regex>
 #include <set>
 #include <thread>
 #include <utility>
@@ -271,6 +274,62 @@ Store::Store(const std::string& path) : path_(path) {
            path);
     throw;
   }
+}
+
+namespace {
+// The tables kSchema creates, read from its text ("CREATE TABLE IF NOT EXISTS name("), as a
+// quoted SQL list and a count.
+const std::vector<std::string>& schema_tables() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    const std::regex re(R"(CREATE TABLE IF NOT EXISTS (\w+)\()");
+    const std::string schema = kSchema;
+    for (auto it = std::sregex_iterator(schema.begin(), schema.end(), re); it != std::sregex_iterator(); ++it)
+      out.push_back((*it)[1]);
+    return out;
+  }();
+  return names;
+}
+std::string schema_table_list() {
+  std::string list;
+  for (const auto& n : schema_tables()) list += (list.empty() ? "'" : ",'") + n + "'";
+  return list;
+}
+int64_t schema_table_count() { return int64_t(schema_tables().size()); }
+}  // namespace
+
+std::unique_ptr<Store> Store::open_read_only(const std::string& path, ReadOpen& how) {
+  std::unique_ptr<Store> s(new Store());
+  s->path_ = path;
+  const auto refuse = [&](const std::string& why) {
+    fail(ErrorCategory::kStorage, "memory store {}: {}; left untouched", path, why);
+  };
+  if (sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+    refuse(fmt::format("cannot open for reading ({})", s->db_ ? sqlite3_errmsg(s->db_) : "out of memory"));
+  sqlite3_busy_timeout(s->db_, 30000);
+  try {
+    const auto [app_id, tables] = s->identify();
+    if (tables == 0) {
+      how = ReadOpen::kNoMemory;
+      return nullptr;
+    }
+    if (app_id != kApplicationId) s->refuse_foreign(app_id);
+    Stmt v(s->db_, "PRAGMA user_version", path);
+    const int version = v.step() ? int(v.integer(0)) : 0;
+    if (version > kSchemaVersion)
+      refuse(fmt::format("schema version {} is newer than this thrive understands ({})", version, kSchemaVersion));
+    // every table of the current schema present: otherwise the read-write open adds the missing
+    // ones (IF NOT EXISTS), as for any older memory
+    Stmt t(s->db_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN (" + schema_table_list() + ")", path);
+    how = version == kSchemaVersion && t.step() && t.integer(0) == schema_table_count() ? ReadOpen::kOpened
+                                                                                          : ReadOpen::kOlderSchema;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("file is not a database") != std::string::npos)
+      refuse("not a SQLite database (corrupted or foreign file) — move it aside or point THRIVE_HOME elsewhere");
+    throw;
+  }
+  if (how != ReadOpen::kOpened) return nullptr;
+  return s;
 }
 
 std::pair<int, int> Store::identify() {

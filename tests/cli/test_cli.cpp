@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -497,6 +498,13 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
   EXPECT_NE(table.out.find(" " + key + " "), std::string::npos) << table.out;
   const auto by_key = test::run_thrive({"leaderboard", "--json", "--device-key", key}, small_env());
   EXPECT_EQ(nlohmann::json::parse(by_key.out).size(), 1u) << by_key.out << by_key.err;
+  // empty values are usage errors, not another memory (`--home ""`) or every device
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"leaderboard", "--device-key", ""}, {"leaderboard", "--home", ""}, {"memory", "--home", "", "show"}}) {
+    const auto empty = test::run_thrive(args, small_env());
+    EXPECT_EQ(empty.exit_code, 2) << args[1] << ": " << empty.out;
+    expect_one_line_error(empty, args[1] + " \"\"");
+  }
   // an option where the key belongs is a usage error naming it, not an empty answer for key "--json"
   const auto swapped = test::run_thrive({"leaderboard", "--device-key", "--json"}, small_env());
   EXPECT_EQ(swapped.exit_code, 2) << swapped.out;
@@ -523,6 +531,46 @@ TEST_F(Cli, ReadingCommandsCreateNoMemoryOnAFreshHome) {
   EXPECT_EQ(test::run_thrive({"memory", "--home", fresh, "export", files.path() + "/empty.json"}, env()).exit_code, 0);
   EXPECT_TRUE(nlohmann::json::parse(read_file(files.path() + "/empty.json")).is_object());
   EXPECT_FALSE(std::filesystem::exists(fresh)) << "a reading command created " << fresh;
+}
+
+// What a break-it pass found on the reading commands (2026-12-01): an export through a memory.db
+// that is a symlink replaced the real memory with JSON, an export onto memory.db under a home
+// spelt with a trailing slash wrote a JSON memory.db, and reading an existing memory could
+// rewrite it (switched to WAL). Now the export is refused in each spelling and a reading
+// command leaves the file byte-identical.
+TEST_F(Cli, ExportNeverLandsOnTheMemoryAndReadingLeavesItAsItWas) {
+  const std::string real_dir = files.path() + "/store", linked = files.path() + "/linked";
+  std::filesystem::create_directories(real_dir);
+  std::filesystem::create_directories(linked);
+  const std::string real = real_dir + "/real.db";
+  { memory::Store created(real); }
+  std::filesystem::create_symlink(real, linked + "/memory.db");
+  const std::string before = read_file(real);
+  for (const auto& out : {linked + "/memory.db", real, linked + "/memory.db-wal", linked + "/./memory.db"}) {
+    const auto r = test::run_thrive({"memory", "--home", linked, "export", out}, env());
+    EXPECT_EQ(r.exit_code, 2) << out << ": " << r.out << r.err;
+    expect_one_line_error(r, "memory.db");
+  }
+  EXPECT_EQ(read_file(real), before);
+  // a fresh home with a trailing slash: refused, nothing created
+  const std::string fresh = files.path() + "/fresh";
+  const auto r = test::run_thrive({"memory", "--home", fresh + "/", "export", fresh + "/memory.db"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  // a file next to the memory is not the memory
+  EXPECT_EQ(test::run_thrive({"memory", "--home", linked, "export", linked + "/memory.dbx"}, env()).exit_code, 0);
+  // reading a rollback-journal memory keeps it so, byte for byte
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(real.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=delete", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string journal = read_file(real);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"leaderboard", "--home", linked}, {"memory", "--home", linked, "show"}, {"memory", "--home", linked, "kernels"}})
+    EXPECT_EQ(test::run_thrive(args, env()).exit_code, 0) << args[0];
+  EXPECT_EQ(read_file(real), journal);
 }
 
 // thrive demo: a cold run on an empty memory, then a warm run on what it left. The warm run's

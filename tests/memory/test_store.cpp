@@ -563,6 +563,84 @@ TEST_F(StoreTest, ANewerSchemaVersionIsRefusedAndLeftUntouched) {
   EXPECT_EQ(query(path, "SELECT id FROM cards WHERE id='newer_card'"), std::vector<std::string>{"newer_card"});
 }
 
+// Runs `sql` on `path` with the raw SQLite API (the test's way to make odd files).
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+// open_read_only (the reading commands' open): a current memory is read with the file left
+// byte-identical, in WAL or rollback-journal mode, and a write on it is a storage error; an
+// empty or table-less file is "no memory" and an older schema "needs the read-write open",
+// both untouched; a foreign, newer or non-SQLite file is refused untouched.
+TEST_F(StoreTest, ReadOnlyOpenLeavesEveryKindOfFileAsItWas) {
+  {
+    Store s(path);
+    s.add_card(card("kept_card"));
+    ASSERT_TRUE(s.record_kernel(kernel("k1", 5.0)));
+  }
+  for (const char* mode : {"wal", "delete"}) {
+    raw_exec(path, std::string("PRAGMA journal_mode=") + mode);
+    const std::string before = test::slurp(path);
+    auto how = Store::ReadOpen::kNoMemory;
+    {
+      auto s = Store::open_read_only(path, how);
+      ASSERT_EQ(how, Store::ReadOpen::kOpened) << mode;
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(s->leaderboard().size(), 1u);
+      EXPECT_EQ(s->cards().size(), 1u);
+      try {
+        s->add_card(card("not_written"));
+        ADD_FAILURE() << "wrote through a read-only open";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kStorage) << e.what();
+      }
+    }
+    EXPECT_EQ(test::slurp(path), before) << mode;
+    EXPECT_EQ(query(path, "PRAGMA journal_mode"), std::vector<std::string>{mode});
+  }
+  // an older schema: a table of the current one missing
+  raw_exec(path, "DROP TABLE system_best");
+  std::string before = test::slurp(path);
+  auto how = Store::ReadOpen::kOpened;
+  EXPECT_EQ(Store::open_read_only(path, how), nullptr);
+  EXPECT_EQ(how, Store::ReadOpen::kOlderSchema);
+  EXPECT_EQ(test::slurp(path), before);
+  // empty files: no memory, and still empty (a SQLite file with a foreign user_version and no tables too)
+  const std::string empty = dir.path() + "/empty.db", bare = dir.path() + "/bare.db";
+  test::write_text(empty, "");
+  raw_exec(bare, "PRAGMA user_version=3");
+  for (const auto& f : {empty, bare}) {
+    before = test::slurp(f);
+    how = Store::ReadOpen::kOpened;
+    EXPECT_EQ(Store::open_read_only(f, how), nullptr) << f;
+    EXPECT_EQ(how, Store::ReadOpen::kNoMemory) << f;
+    EXPECT_EQ(test::slurp(f), before) << f;
+  }
+  // refused, untouched: another application's, a newer schema, not SQLite
+  const std::string foreign = dir.path() + "/foreign.db", newer = dir.path() + "/newer.db", text = dir.path() + "/t.db";
+  raw_exec(foreign, "CREATE TABLE recipes(name TEXT)");
+  { Store s(newer); }
+  raw_exec(newer, "PRAGMA user_version=99");
+  test::write_text(text, std::string(4096, 'x'));
+  for (const auto& [f, says] : std::vector<std::pair<std::string, std::string>>{
+           {foreign, "another application"}, {newer, "newer"}, {text, "not a SQLite database"}}) {
+    before = test::slurp(f);
+    try {
+      Store::open_read_only(f, how);
+      ADD_FAILURE() << "opened " << f;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kStorage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+      EXPECT_TRUE(test::is_one_line(e.what())) << e.what();
+    }
+    EXPECT_EQ(test::slurp(f), before) << f;
+  }
+}
+
 TEST_F(StoreTest, UnwritableLocationIsAStorageError) {
   const std::string file = test::write_text(dir.path() + "/plain", "x");
   try {

@@ -100,6 +100,19 @@ class Store {
   /// Opens or creates the store at `path`. Throws Error(kStorage) naming the path for
   /// an unwritable location, a non-SQLite file, or a database of another application.
   explicit Store(const std::string& path);
+  /// How open_read_only went.
+  enum class ReadOpen {
+    kOpened,       ///< a current memory, open read-only
+    kNoMemory,     ///< the file holds no tables (empty, or a fresh SQLite file): nothing to read
+    kOlderSchema,  ///< a memory of an older schema, which only the read-write open upgrades
+  };
+  /// Opens the existing memory at `path` for reading only (SQLite's read-only mode: no switch
+  /// to WAL, no schema upgrade, no write lock, so the file stays byte-identical and a writer
+  /// in another process is not waited for). Returns it when `how` is kOpened, else nullptr.
+  /// Throws Error(kStorage) naming the path, leaving the file untouched, for a file that is not
+  /// SQLite, a database of another application, a newer schema, or one SQLite cannot open.
+  /// A writing call on the returned store throws Error(kStorage) (read-only database).
+  static std::unique_ptr<Store> open_read_only(const std::string& path, ReadOpen& how);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -181,6 +194,7 @@ class Store {
   std::pair<int, int> identify();
   /// Throws kStorage: the file belongs to another application (left untouched).
   [[noreturn]] void refuse_foreign(int app_id) const;
+  Store() = default;  // open_read_only's
   sqlite3* db_ = nullptr;
   std::string path_;
 };

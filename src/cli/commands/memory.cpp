@@ -15,7 +15,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   cmd->require_subcommand(1);
   add_common_flags(*cmd, ctx.flags, false);
 
-  cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx] {
+  cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx, cmd] {
+    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
     auto summary = ctx.read_store().summary();
     summary["path"] = ctx.store_path();  // the in-memory stand-in's is ":memory:"
     fmt::print("{}\n", summary.dump(2));
@@ -24,7 +25,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   static bool cards_json = false;
   auto* cards = cmd->add_subcommand("cards", "Strategy cards with their evidence");
   cards->add_flag("--json", cards_json, "JSON output");
-  cards->callback([&ctx] {
+  cards->callback([&ctx, cmd] {
+    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
     auto& store = ctx.read_store();
     auto all = store.cards();
     auto ev = store.evidence();
@@ -53,7 +55,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string kernels_op;
   auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
   kernels->add_option("--op", kernels_op, "Only this op");
-  kernels->callback([&ctx] {
+  kernels->callback([&ctx, cmd] {
+    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
     for (const auto& k : ctx.read_store().kernels(kernels_op))
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
                  k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
@@ -62,7 +65,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string export_path;
   auto* exp = cmd->add_subcommand("export", "Write memory as JSON (to share with a team)");
   exp->add_option("FILE", export_path, "Output file")->required();
-  exp->callback([&ctx] {
+  exp->callback([&ctx, cmd] {
+    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
     check_output_path(ctx, export_path, "memory export");
     write_file_atomic(export_path, ctx.read_store().export_json().dump(
                                        1, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -72,7 +76,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string import_path;
   auto* imp = cmd->add_subcommand("import", "Merge a JSON export (never replaces a faster kernel)");
   imp->add_option("FILE", import_path, "Export file")->required();
-  imp->callback([&ctx] {
+  imp->callback([&ctx, cmd] {
+    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
     auto doc = parse_json_bounded(read_file(import_path));
     if (doc.is_discarded())
       fail(ErrorCategory::kInput, "{}: not valid JSON (or nested deeper than 64 levels); expected a `thrive memory export` file", import_path);
@@ -83,7 +88,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   });
 
   cmd->add_subcommand("reset", "Move memory.db aside (kept as a backup) and start empty")
-      ->callback([&ctx] {
+      ->callback([&ctx, cmd] {
+    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
         auto& cfg = ctx.config();
         const std::string path = memory::default_store_path(cfg.home);
         if (!std::filesystem::exists(path)) {
