@@ -1,6 +1,8 @@
 #include "src/cli/context.hpp"
 
+#include <deque>
 #include <filesystem>
+#include <vector>
 
 #include <unistd.h>
 
@@ -90,20 +92,55 @@ tools::Toolbox& Context::toolbox() {
   return *toolbox_;
 }
 
+namespace {
+// `in` as an absolute, normal path with every symlink along it followed, also one whose target
+// does not exist yet (std::filesystem::weakly_canonical stops at the first component that does
+// not exist, so a dangling link or a relative path under a missing directory stayed as spelt);
+// at most 40 links, like the kernel's own limit. `follow_last` = false keeps a final link as is.
+std::string resolve_links(const std::filesystem::path& in, bool follow_last = true) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(in, ec).lexically_normal();
+  fs::path out = abs.root_path();
+  std::deque<fs::path> todo;
+  for (const auto& part : abs.relative_path()) todo.push_back(part);
+  for (int links = 0; !todo.empty();) {
+    const fs::path part = todo.front();
+    todo.pop_front();
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      out = out.parent_path();
+      continue;
+    }
+    const fs::path next = out / part;
+    if (links < 40 && (follow_last || !todo.empty()) && fs::is_symlink(fs::symlink_status(next, ec))) {
+      ++links;
+      const fs::path target = fs::read_symlink(next, ec);
+      if (target.is_absolute()) out = target.root_path();
+      const auto rel = target.relative_path();
+      std::vector<fs::path> parts(rel.begin(), rel.end());
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_front(*it);
+      continue;
+    }
+    out = next;
+  }
+  return out.lexically_normal().string();
+}
+}  // namespace
+
 void check_output_path(Context& ctx, const std::string& path, const char* flag) {
   namespace fs = std::filesystem;
   if (path.empty()) fail(ErrorCategory::kUsage, "{} \"\": expected a path", flag);
-  std::error_code ec;
   // both sides resolved: symlinks (memory.db may be a link to the real file, which is what a
-  // write through the link would replace), "." and "..", doubled and trailing separators
-  const auto resolve = [&](const fs::path& p) { return fs::weakly_canonical(p, ec).lexically_normal().string(); };
-  const auto target = resolve(path);
+  // write through the link would replace, existing or not), "." and "..", doubled and trailing
+  // separators, relative spellings
+  const auto target = resolve_links(path);
   const fs::path home(ctx.config().home);
   for (const char* inside : {"memory.db", "kernels", "cache"}) {
-    // resolved (through a memory.db link to its file) and as spelt under the resolved home (the
-    // link itself, and SQLite's -wal/-shm/-journal next to it)
+    // resolved (through a memory.db link to its file) and the link itself under the resolved
+    // home, each with SQLite's -wal/-shm/-journal next to it
     bool hit = false;
-    for (const auto& p : {resolve(home / inside), (fs::path(resolve(home)) / inside).lexically_normal().string()}) {
+    for (const auto& p : {resolve_links(home / inside), resolve_links(home / inside, false)}) {
       hit = hit || target == p || target.compare(0, p.size() + 1, p + "/") == 0;
       for (const char* side : {"-wal", "-shm", "-journal"}) hit = hit || target == p + side;
     }

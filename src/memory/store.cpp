@@ -304,9 +304,14 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path, ReadOpen& 
   const auto refuse = [&](const std::string& why) {
     fail(ErrorCategory::kStorage, "memory store {}: {}; left untouched", path, why);
   };
-  if (sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+  // Read-write without create (SQLite falls back to read-only where the file is not writable),
+  // with query_only so no statement writes: a connection opened read-only cannot remove the WAL
+  // index (-shm) and log (-wal) of a WAL memory when it closes, and left them behind, owned by
+  // the reader; this one, as the last connection, checkpoints and removes them like any writer.
+  if (sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
     refuse(fmt::format("cannot open for reading ({})", s->db_ ? sqlite3_errmsg(s->db_) : "out of memory"));
   sqlite3_busy_timeout(s->db_, 30000);
+  s->exec("PRAGMA query_only=ON");
   try {
     const auto [app_id, tables] = s->identify();
     if (tables == 0) {

@@ -552,11 +552,25 @@ TEST_F(Cli, ExportNeverLandsOnTheMemoryAndReadingLeavesItAsItWas) {
     expect_one_line_error(r, "memory.db");
   }
   EXPECT_EQ(read_file(real), before);
-  // a fresh home with a trailing slash: refused, nothing created
-  const std::string fresh = files.path() + "/fresh";
-  const auto r = test::run_thrive({"memory", "--home", fresh + "/", "export", fresh + "/memory.db"}, env());
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  // a fresh home with a trailing slash, or spelt relative to the working directory while the file
+  // is absolute (run_thrive's working directory is this process's), or behind links to paths
+  // that do not exist yet: refused, nothing created
+  const std::string fresh = files.path() + "/fresh", rel = std::filesystem::relative(fresh).string();
+  std::filesystem::create_symlink(files.path() + "/later", files.path() + "/home-link");
+  std::filesystem::create_symlink(files.path() + "/later-store/real.db", linked + "/../dangling.db");
+  const std::string dangling_home = files.path() + "/dangling-home";
+  std::filesystem::create_directories(dangling_home);
+  std::filesystem::create_symlink(files.path() + "/later-store/real.db", dangling_home + "/memory.db");
+  for (const auto& [home_arg, out] : std::vector<std::pair<std::string, std::string>>{
+           {fresh + "/", fresh + "/memory.db"}, {rel, fresh + "/memory.db"}, {fresh + "/", "./" + rel + "/./memory.db"},
+           {rel + "/", fresh + "/kernels/k.json"}, {files.path() + "/home-link", files.path() + "/later/memory.db"},
+           {dangling_home, files.path() + "/later-store/real.db"}, {dangling_home, files.path() + "/dangling.db"}}) {
+    const auto r = test::run_thrive({"memory", "--home", home_arg, "export", out}, env());
+    EXPECT_EQ(r.exit_code, 2) << home_arg << " -> " << out << ": " << r.out << r.err;
+  }
   EXPECT_FALSE(std::filesystem::exists(fresh));
+  EXPECT_FALSE(std::filesystem::exists(files.path() + "/later"));
+  EXPECT_FALSE(std::filesystem::exists(files.path() + "/later-store"));
   // a file next to the memory is not the memory
   EXPECT_EQ(test::run_thrive({"memory", "--home", linked, "export", linked + "/memory.dbx"}, env()).exit_code, 0);
   // reading a rollback-journal memory keeps it so, byte for byte

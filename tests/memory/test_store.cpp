@@ -599,6 +599,8 @@ TEST_F(StoreTest, ReadOnlyOpenLeavesEveryKindOfFileAsItWas) {
       }
     }
     EXPECT_EQ(test::slurp(path), before) << mode;
+    for (const char* side : {"-wal", "-shm", "-journal"})  // none left behind (they block another user's writes)
+      EXPECT_FALSE(std::filesystem::exists(path + side)) << mode << side;
     EXPECT_EQ(query(path, "PRAGMA journal_mode"), std::vector<std::string>{mode});
   }
   // an older schema: a table of the current one missing

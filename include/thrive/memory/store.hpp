@@ -106,9 +106,11 @@ class Store {
     kNoMemory,     ///< the file holds no tables (empty, or a fresh SQLite file): nothing to read
     kOlderSchema,  ///< a memory of an older schema, which only the read-write open upgrades
   };
-  /// Opens the existing memory at `path` for reading only (SQLite's read-only mode: no switch
-  /// to WAL, no schema upgrade, no write lock, so the file stays byte-identical and a writer
-  /// in another process is not waited for). Returns it when `how` is kOpened, else nullptr.
+  /// Opens the existing memory at `path` for reading only (PRAGMA query_only: no switch to
+  /// WAL, no schema upgrade, no write lock, so the file keeps its bytes, and a writer in another
+  /// process is not waited for in WAL mode; as the last connection it checkpoints a WAL left by
+  /// others into the file and removes the -wal/-shm files, as any SQLite connection does).
+  /// Returns it when `how` is kOpened, else nullptr.
   /// Throws Error(kStorage) naming the path, leaving the file untouched, for a file that is not
   /// SQLite, a database of another application, a newer schema, or one SQLite cannot open.
   /// A writing call on the returned store throws Error(kStorage) (read-only database).

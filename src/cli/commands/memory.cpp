@@ -55,8 +55,9 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string kernels_op;
   auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
   kernels->add_option("--op", kernels_op, "Only this op");
-  kernels->callback([&ctx, cmd] {
+  kernels->callback([&ctx, cmd, kernels] {
     refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+    refuse_empty_values(*kernels);  // `--op ""` would list every op
     for (const auto& k : ctx.read_store().kernels(kernels_op))
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
                  k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
