@@ -62,7 +62,11 @@ memory::Store& Context::read_store() {
   std::error_code ec;
   if (store_) return *store_;
   if (read_only_store_) return *read_only_store_;
-  if (fs::exists(store_path(), ec)) {
+  const auto status = fs::status(store_path(), ec);
+  // a link loop, a directory it may not enter: the read-write open reports it as a storage error
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) return store();
+  ec.clear();
+  if (fs::exists(status)) {
     // read-only: the file stays byte-identical; an older schema takes the read-write open,
     // which upgrades it
     auto how = memory::Store::ReadOpen::kOpened;
@@ -95,12 +99,13 @@ tools::Toolbox& Context::toolbox() {
 namespace {
 // `in` as an absolute, normal path with every symlink along it followed, also one whose target
 // does not exist yet (std::filesystem::weakly_canonical stops at the first component that does
-// not exist, so a dangling link or a relative path under a missing directory stayed as spelt);
+// not exist, so a dangling link or a relative path under a missing directory stayed as spelt),
+// and ".." taken physically, after the link before it (as the kernel does);
 // at most 40 links, like the kernel's own limit. `follow_last` = false keeps a final link as is.
 std::string resolve_links(const std::filesystem::path& in, bool follow_last = true) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path abs = fs::absolute(in, ec).lexically_normal();
+  const fs::path abs = fs::absolute(in, ec);  // not lexically_normal: ".." after a link is physical
   fs::path out = abs.root_path();
   std::deque<fs::path> todo;
   for (const auto& part : abs.relative_path()) todo.push_back(part);
@@ -136,6 +141,10 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
   // separators, relative spellings
   const auto target = resolve_links(path);
   const fs::path home(ctx.config().home);
+  const auto home_dir = resolve_links(home);
+  if (home_dir == target || home_dir.compare(0, target.size() + 1, target + "/") == 0)
+    fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME ({}) or a directory holding it; expected a file path outside it", flag,
+         path, ctx.config().home);
   for (const char* inside : {"memory.db", "kernels", "cache"}) {
     // resolved (through a memory.db link to its file) and the link itself under the resolved
     // home, each with SQLite's -wal/-shm/-journal next to it

@@ -43,6 +43,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // CLI11 reads `--home= X` as --home X (the next word becomes the value); an empty value after
+  // '=' is refused here, naming the flag, like `--home ""` in the commands
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      fmt::print(stderr, "thrive: usage error: {}: expected a value after '='\n", a);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {  // one line, like every other error

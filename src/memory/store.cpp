@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -209,7 +210,10 @@ std::string now_iso8601() {
 std::string default_store_path(const std::string& home) { return home + "/memory.db"; }
 
 Store::Store(const std::string& path) : path_(path) {
-  const bool existed = std::filesystem::exists(path);
+  std::error_code exists_ec;
+  const bool existed = std::filesystem::exists(path, exists_ec);
+  if (exists_ec && exists_ec != std::errc::no_such_file_or_directory)
+    fail(ErrorCategory::kStorage, "memory store {}: cannot look at it ({})", path, exists_ec.message());
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -296,6 +300,16 @@ std::string schema_table_list() {
   return list;
 }
 int64_t schema_table_count() { return int64_t(schema_tables().size()); }
+// "file:" URI of `path` with `query` (SQLite's URI filenames: %-escapes for everything but
+// unreserved characters and '/').
+std::string sqlite_uri(const std::string& path, const std::string& query) {
+  std::string out = "file:";
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') out += char(c);
+    else out += fmt::format("%{:02X}", unsigned(c));
+  }
+  return out + "?" + query;
+}
 }  // namespace
 
 std::unique_ptr<Store> Store::open_read_only(const std::string& path, ReadOpen& how) {
@@ -308,7 +322,18 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path, ReadOpen& 
   // with query_only so no statement writes: a connection opened read-only cannot remove the WAL
   // index (-shm) and log (-wal) of a WAL memory when it closes, and left them behind, owned by
   // the reader; this one, as the last connection, checkpoints and removes them like any writer.
-  if (sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+  // A file this process may not write (another user's, or mode 444) would be opened read-only,
+  // and such a connection creates a WAL memory's -shm and -wal as this user and cannot remove
+  // them: they then block the owner's writes. With no -shm there, no connection is open and the
+  // WAL is checkpointed into the file, so the file alone is the memory: read it as immutable
+  // (no locks, no side files). A writer that starts during the read is the one case it can
+  // misread (reported as an error, never written).
+  std::error_code ec;
+  const bool immutable = access(path.c_str(), W_OK) != 0 && !std::filesystem::exists(path + "-shm", ec);
+  const int rc = immutable ? sqlite3_open_v2(sqlite_uri(path, "immutable=1").c_str(), &s->db_,
+                                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
+                           : sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READWRITE, nullptr);
+  if (rc != SQLITE_OK)
     refuse(fmt::format("cannot open for reading ({})", s->db_ ? sqlite3_errmsg(s->db_) : "out of memory"));
   sqlite3_busy_timeout(s->db_, 30000);
   s->exec("PRAGMA query_only=ON");

@@ -505,6 +505,11 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
     EXPECT_EQ(empty.exit_code, 2) << args[1] << ": " << empty.out;
     expect_one_line_error(empty, args[1] + " \"\"");
   }
+  // and so is `--home=` before another word, which CLI11 would take as the value
+  const auto eq = test::run_thrive({"leaderboard", "--home=", "--json"}, small_env());
+  EXPECT_EQ(eq.exit_code, 2) << eq.out;
+  expect_one_line_error(eq, "--home=");
+  EXPECT_FALSE(std::filesystem::exists("--json"));
   // an option where the key belongs is a usage error naming it, not an empty answer for key "--json"
   const auto swapped = test::run_thrive({"leaderboard", "--device-key", "--json"}, small_env());
   EXPECT_EQ(swapped.exit_code, 2) << swapped.out;
@@ -567,6 +572,27 @@ TEST_F(Cli, ExportNeverLandsOnTheMemoryAndReadingLeavesItAsItWas) {
            {dangling_home, files.path() + "/later-store/real.db"}, {dangling_home, files.path() + "/dangling.db"}}) {
     const auto r = test::run_thrive({"memory", "--home", home_arg, "export", out}, env());
     EXPECT_EQ(r.exit_code, 2) << home_arg << " -> " << out << ": " << r.out << r.err;
+  }
+  // ".." after a link is taken physically (L -> linked/sub, so L/.. is linked), and the home
+  // itself or a directory holding it is not a file to export to
+  std::filesystem::create_directories(linked + "/sub");
+  std::filesystem::create_symlink(linked + "/sub", files.path() + "/L");
+  for (const auto& [home_arg, out] : std::vector<std::pair<std::string, std::string>>{
+           {linked, files.path() + "/L/../memory.db"}, {files.path() + "/L/..", real}, {linked, linked},
+           {linked + "/sub", linked}}) {
+    const auto r = test::run_thrive({"memory", "--home", home_arg, "export", out}, env());
+    EXPECT_EQ(r.exit_code, 2) << home_arg << " -> " << out << ": " << r.out << r.err;
+  }
+  EXPECT_EQ(read_file(real), before);
+  EXPECT_TRUE(std::filesystem::is_directory(linked));
+  // a memory.db that cannot be looked at (a link loop) is a storage error, not an empty memory
+  const std::string loop = files.path() + "/loop-home";
+  std::filesystem::create_directories(loop);
+  std::filesystem::create_symlink("memory.db", loop + "/memory.db");
+  for (const auto& args : std::vector<std::vector<std::string>>{{"leaderboard", "--home", loop}, {"memory", "--home", loop, "show"}}) {
+    const auto r = test::run_thrive(args, env());
+    EXPECT_EQ(r.exit_code, 4) << args[0] << ": " << r.out << r.err;
+    expect_one_line_error(r, loop + "/memory.db");
   }
   EXPECT_FALSE(std::filesystem::exists(fresh));
   EXPECT_FALSE(std::filesystem::exists(files.path() + "/later"));
