@@ -20,8 +20,10 @@
 // Then the question behind the persistent kernel's GEMV stages running at about one tile a µs a
 // block whatever the number of streaming blocks (bench/results/h200-persistent-decode-2026-12-01/
 // session4/, runs 1-2): the two rings on a quarter, half, three quarters and all of the SMs, over
-// the whole matrix (DRAM) and over its first 24 MB read again and again (L2-resident on a 50 MB
-// L2: what one block can ingest when DRAM is not the limit), with GB/s per block.
+// the whole matrix (DRAM) and over its first 16 MB read kL2Passes times in one launch (L2-resident
+// on a 50 MB L2: what one block can ingest when DRAM is not the limit), with GB/s per block.
+// Last, whether an L2 prefetch issued while the ring idles (the persistent kernel's attention
+// stage) makes the later stream faster: stream_prefetched, a fresh 24 MB slice each launch.
 // Build and run (sm_90): nvcc -O3 -arch=sm_90 -std=c++17 -o weight_stream weight_stream.cu &&
 // ./weight_stream [K=2048] [REPS=20]; scripts/device-weight-stream.sh does both on the GPU machine.
 // Output: one line a variant, ring depth and grid: µs a launch (median [min, max]), GB/s at the
@@ -43,6 +45,10 @@
   } while (0)
 
 constexpr int kRows = 16, kCols = 1024, kTileBytes = kRows * kCols * 2, kBulkRowStride = 2048 + 16;
+// passes over the L2-resident slice in one launch (21 x 16 MB: about 35 µs at 10 TB/s; odd, so the
+// checksum is the slice's own); 16 MB, a third of the 50 MB L2, so evict-first reads keep it there
+constexpr int kL2Passes = 21;
+constexpr long long kL2SliceBytes = 16ll << 20;
 
 __global__ void stream_ld(const uint4* __restrict__ w, long long n16, unsigned* out) {
   unsigned acc = 0;
@@ -68,20 +74,21 @@ __device__ void block_groups(long long N, long long& g0, long long& g1) {
   g0 = groups * blockIdx.x / gridDim.x, g1 = groups * (blockIdx.x + 1) / gridDim.x;
 }
 
+// The cp.async ring over this block's row groups of w [N, K], `passes` times; returns the XOR of
+// what the thread read.
 template <int NS>
-__global__ void __launch_bounds__(512, 1) stream_cpasync(const unsigned short* __restrict__ w, long long N,
-                                                         long long K, unsigned* out) {
+__device__ unsigned ring_cpasync(const unsigned short* __restrict__ w, long long N, long long K, int passes) {
   extern __shared__ __align__(128) unsigned char ring[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane & 7;
   unsigned long long policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   long long g0, g1;
   block_groups(N, g0, g1);
-  const long long tiles_per_group = K / kCols, tiles = (g1 - g0) * tiles_per_group;
+  const long long tiles_per_group = K / kCols, mine = (g1 - g0) * tiles_per_group, tiles = mine * passes;
   const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
   auto issue = [&](long long t) {
     if (t < tiles) {
-      const long long g = g0 + t / tiles_per_group, kc = (t % tiles_per_group) * kCols;
+      const long long g = g0 + t % mine / tiles_per_group, kc = (t % mine % tiles_per_group) * kCols;
       const unsigned dst = base + (unsigned)((t % NS) * kTileBytes + warp * 2048 + (lane >> 3) * 128);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -108,6 +115,46 @@ __global__ void __launch_bounds__(512, 1) stream_cpasync(const unsigned short* _
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
   }
+  return acc;
+}
+template <int NS>
+__global__ void __launch_bounds__(512, 1) stream_cpasync(const unsigned short* __restrict__ w, long long N,
+                                                         long long K, int passes, unsigned* out) {
+  atomicXor(out, ring_cpasync<NS>(w, N, K, passes));
+}
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Does an L2 prefetch make the ring faster later? (The persistent kernel's DRAM idles during the
+// attention stage; session4/ run 1 prefetched later weights into L2 then and saw no gain.) With
+// `prefetch`, thread 0 first issues cp.async.bulk.prefetch.L2 (PTX ISA 8.0, sm_90) for the block's
+// whole share of w in 64 KiB pieces; then every block idles until wait_ns have passed since its
+// start (the DRAM is free to land the prefetches), and streams its share once through the ring.
+// times[2 b], times[2 b + 1]: the %globaltimer ns at which block b's stream phase began and ended.
+template <int NS>
+__global__ void __launch_bounds__(512, 1) stream_prefetched(const unsigned short* __restrict__ w, long long N,
+                                                            long long K, bool prefetch, long long wait_ns,
+                                                            unsigned long long* times, unsigned* out) {
+  const unsigned long long t0 = globaltimer_ns();
+  if (prefetch && threadIdx.x == 0) {
+    long long g0, g1;
+    block_groups(N, g0, g1);
+    const char* lo = (const char*)(w + g0 * kRows * K);
+    const char* hi = (const char*)(w + (g1 * kRows < N ? g1 * kRows : N) * K);
+    for (const char* p = lo; p < hi; p += 65536) {
+      const unsigned n = (unsigned)(hi - p < 65536 ? hi - p : 65536);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+    }
+  }
+  while (globaltimer_ns() - t0 < (unsigned long long)wait_ns) {
+  }
+  __syncthreads();
+  const unsigned long long t1 = globaltimer_ns();
+  const unsigned acc = ring_cpasync<NS>(w, N, K, 1);
+  __syncthreads();
+  if (threadIdx.x == 0) times[2 * blockIdx.x] = t1, times[2 * blockIdx.x + 1] = globaltimer_ns();
   atomicXor(out, acc);
 }
 
@@ -123,14 +170,14 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
 
 template <int NS>
 __global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __restrict__ w, long long N, long long K,
-                                                      unsigned* out) {
+                                                      int passes, unsigned* out) {
   extern __shared__ __align__(128) unsigned char ring[];
   constexpr int kStage = kRows * kBulkRowStride;  // 33,024 bytes
   __shared__ __align__(8) unsigned long long full[NS], empty[NS];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   long long g0, g1;
   block_groups(N, g0, g1);
-  const long long tiles_per_group = K / kCols, tiles = (g1 - g0) * tiles_per_group;
+  const long long tiles_per_group = K / kCols, mine = (g1 - g0) * tiles_per_group, tiles = mine * passes;
   const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
   const unsigned full0 = (unsigned)__cvta_generic_to_shared(full), empty0 = (unsigned)__cvta_generic_to_shared(empty);
   if (threadIdx.x == 0) {
@@ -147,7 +194,7 @@ __global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __re
     if (t >= tiles) return;
     const int s = (int)(t % NS);
     if (t >= NS) mbar_wait(empty0 + 8 * s, (unsigned)((t / NS - 1) & 1));  // the stage's last reads are done
-    const long long g = g0 + t / tiles_per_group, kc = (t % tiles_per_group) * kCols;
+    const long long g = g0 + t % mine / tiles_per_group, kc = (t % mine % tiles_per_group) * kCols;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full0 + 8 * s), "r"(kTileBytes)
                  : "memory");
     for (int r = 0; r < kRows; ++r)
@@ -203,18 +250,21 @@ Timing time_launches(F launch, int reps) {
 
 template <int NS>
 void run_ring(const char* name, bool bulk, const unsigned short* w, long long N, long long K, unsigned* out, int sms,
-              int reps, double bytes, unsigned expect, const char* where = "DRAM") {
+              int reps, double bytes, unsigned expect, const char* where = "DRAM", int passes = 1) {
   const int smem = bulk ? NS * kRows * kBulkRowStride : NS * kTileBytes;
   auto kernel = bulk ? stream_bulk<NS> : stream_cpasync<NS>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const Timing t = time_launches([&] { kernel<<<sms, 512, smem>>>(w, N, K, out); }, reps);
+  const Timing t = time_launches([&] { kernel<<<sms, 512, smem>>>(w, N, K, passes, out); }, reps);
   unsigned sum = 0;
   CHECK(cudaMemset(out, 0, 4));
-  kernel<<<sms, 512, smem>>>(w, N, K, out);
+  kernel<<<sms, 512, smem>>>(w, N, K, passes, out);
   CHECK(cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost));
-  std::printf("%-8s NS %d, %3d blocks, %s: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
-              name, NS, sms, where, t.median, t.min, t.max, bytes / t.median * 1e-3, bytes / t.median * 1e-3 / sms,
-              sum == expect ? "ok" : "MISMATCH");
+  // an even number of passes XORs every word twice: the checksum is then 0
+  const unsigned want = passes % 2 == 0 ? 0u : expect;
+  bytes *= passes;
+  std::printf("%-8s NS %d, %3d blocks, %s x%-2d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
+              name, NS, sms, where, passes, t.median, t.min, t.max, bytes / t.median * 1e-3,
+              bytes / t.median * 1e-3 / sms, sum == want ? "ok" : "MISMATCH");
 }
 
 int main(int argc, char** argv) {
@@ -252,9 +302,9 @@ int main(int argc, char** argv) {
   run_ring<2>("bulk", true, w, N, K, out, sms, reps, total, expect);
   run_ring<4>("bulk", true, w, N, K, out, sms, reps, total, expect);
   run_ring<6>("bulk", true, w, N, K, out, sms, reps, total, expect);
-  // Fewer blocks, from DRAM and from an L2-resident 24 MB slice (its checksum from the plain read);
+  // Fewer blocks, from DRAM and from an L2-resident 16 MB slice (its checksum from the plain read);
   // all blocks on DRAM are the NS 6 / NS 4 lines above
-  const long long l2_rows = (24ll << 20) / (K * 2) / kRows * kRows;
+  const long long l2_rows = kL2SliceBytes / (K * 2) / kRows * kRows;
   for (const long long rows : {N, l2_rows}) {
     unsigned slice_expect = expect;
     if (rows != N) {
@@ -265,9 +315,41 @@ int main(int argc, char** argv) {
     const char* where = rows == N ? "DRAM" : "L2";
     for (const int blocks : {sms / 4, sms / 2, 3 * sms / 4, sms}) {
       if (rows == N && blocks == sms) continue;  // measured above
-      run_ring<6>("cpasync", false, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where);
-      run_ring<4>("bulk", true, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where);
+      // the L2 slice is read kL2Passes times a launch: one pass (about 10 µs) is launch-dominated
+      const int passes = rows == N ? 1 : kL2Passes;
+      run_ring<6>("cpasync", false, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
+      run_ring<4>("bulk", true, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
     }
+  }
+  // Prefetched into L2, then streamed: each launch takes a fresh 24 MB slice (the next one in the
+  // 2 GiB matrix, so it starts in DRAM); the stream phase is from the first block's start to the
+  // last block's end (%globaltimer, 32 ns steps on this GPU), median [min, max] over REPS launches.
+  {
+    const long long rows = (24ll << 20) / (K * 2) / kRows * kRows, slices = N / rows;
+    unsigned long long* times = nullptr;
+    CHECK(cudaMalloc(&times, sms * 16));
+    CHECK(cudaFuncSetAttribute(stream_prefetched<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * kTileBytes));
+    std::vector<unsigned long long> host(2 * sms);
+    for (const long long wait_us : {0ll, 20ll})
+      for (const bool prefetch : {false, true}) {
+        if (wait_us == 0 && prefetch) continue;
+        std::vector<double> us;
+        for (int r = 0; r < reps + 1; ++r) {
+          const unsigned short* slice = w + (r % slices) * rows * K;
+          stream_prefetched<6><<<sms, 512, 6 * kTileBytes>>>(slice, rows, K, prefetch, wait_us * 1000, times, out);
+          CHECK(cudaMemcpy(host.data(), times, sms * 16, cudaMemcpyDeviceToHost));
+          unsigned long long lo = ~0ull, hi = 0;
+          for (int b = 0; b < sms; ++b) lo = std::min(lo, host[2 * b]), hi = std::max(hi, host[2 * b + 1]);
+          if (r > 0) us.push_back((hi - lo) * 1e-3);  // the first launch is the warm-up
+        }
+        std::sort(us.begin(), us.end());
+        const double med = us[us.size() / 2], bytes = double(rows * K * 2);
+        std::printf("cpasync  NS 6, %3d blocks, %s, idle %2lld us first: stream phase %7.1f us [%7.1f, %7.1f]  "
+                    "%7.1f GB/s  %6.1f GB/s a block\n",
+                    sms, prefetch ? "L2-prefetched" : "from DRAM    ", wait_us, med, us.front(), us.back(),
+                    bytes / med * 1e-3, bytes / med * 1e-3 / sms);
+      }
+    CHECK(cudaFree(times));
   }
   CHECK(cudaGetLastError());
   CHECK(cudaFree(w));

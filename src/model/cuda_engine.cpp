@@ -115,7 +115,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // engine_decode_layers (kernels/cuda/engine/qwen3_engine.cu): weight tiles of 16 rows x 1024
 // columns bf16 (32 KiB) in a ring of at most 8 stages, after a head (128 bytes: ctx_lens, then the GEMV's
 // cross-warp sums: two buffers of 16 warps x 16 rows x 4 tokens f32, 8 KiB), the per-layer
-// pointer table (decode_layers_table_bytes) and a region
+// pointer table (decode_layers_table_bytes), the attention constants (decode_layers_const_bytes) and a region
 // that holds either the GEMV input (T x the widest K rounded up to 64, bf16) or two 128-thread attention groups'
 // EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
 // With 0 stages in the options, as many as fit: on the H200 (2026-12-01,
@@ -126,6 +126,12 @@ constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128
 // the engine uploads them below), rounded up to 128 bytes.
 constexpr int64_t kDlTableCols = 9;
 int64_t decode_layers_table_bytes(const Qwen3Config& c) { return (c.layers * kDlTableCols * 8 + 127) / 128 * 128; }
+// The attention stage's constants in shared memory (the kernel's engine_dl_rope_bytes and
+// engine_dl_qknorm_bytes): the t sequences' cos_sin rows (f32 [t, head_dim]) and one layer's
+// q_norm | k_norm (bf16 [2 head_dim]), each rounded up to 128 bytes.
+int64_t decode_layers_const_bytes(const Qwen3Config& c, int64_t t) {
+  return (t * c.head_dim * 4 + 127) / 128 * 128 + (2 * c.head_dim * 2 + 127) / 128 * 128;
+}
 int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
   const int64_t kmax = std::max({c.hidden, c.heads * c.head_dim, c.intermediate}), g = c.heads / c.kv_heads;
   // the GEMV input's rows are padded to 64 columns (fragment order: engine_xs_store8 in the kernel)
@@ -565,7 +571,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     // stages (a large T x intermediate, or a device with little shared memory) takes the layered
     // path.
     const auto& mod = *m.engine_modules.at("engine_decode_layers_g" + std::to_string(NQ / NKV));
-    const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg);
+    const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg) + decode_layers_const_bytes(cfg, B);
     const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlMaxStages,
                                     room / kDlTileBytes);

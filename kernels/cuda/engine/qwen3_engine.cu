@@ -650,6 +650,9 @@ struct EngineAttention {
   const bf16_t* qkv;  // QK: the qkv rows [B, (NQ + 2 NKV) D]; otherwise q [B, NQ, D]
   const bf16_t* qk_w;  // QK: q_norm | k_norm [2 D]
   const float* cos_sin;  // QK: [L, D]
+  // QK, or null: [B][D], the cos_sin row of each sequence's new position (the persistent kernel
+  // keeps them in shared memory: the same rows at every layer of a step)
+  const float* rope_rows;
   bf16_t *k_cache, *v_cache;  // [B, L, NKV, D] (this layer's)
   const int* lens;  // [B]
   bf16_t* out;  // [B, NQ, D]
@@ -831,7 +834,7 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   load_keys(lo + slot);
   if (QK) {
     const bf16_t* row = a.qkv + (long long)b * (NQ + 2 * NKV) * D + part * 8;
-    const float* cs = a.cos_sin + (p < 0 ? 0 : p) * D;
+    const float* cs = a.rope_rows != nullptr ? a.rope_rows + b * D : a.cos_sin + (p < 0 ? 0 : p) * D;
     // the G query rows, the key and the value first: one round trip for all of them
     uint4 q_raw[G];
 #pragma unroll
@@ -1010,6 +1013,7 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   p.B = a.dims[0], p.NQ = a.dims[1], p.NKV = a.dims[2], p.D = a.dims[3], p.L = a.dims[4];
   p.scale = (float)a.scalars[0];
   p.round = 0u;
+  p.rope_rows = nullptr;
   p.qkv = (const bf16_t*)a.tensors[0];
   const int S = gridDim.x;
   if (QK) {
@@ -1094,10 +1098,10 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // padded to 256 bytes, then engine_decode_attention's workspace (per-(b, g) counters, counting
 // S a layer and zeroed with the stage counters | parts). Dynamic
 // shared memory: a 128-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
-// (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), then max(T kp 2,
+// (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), the attention
+// constants (engine_dl_rope_bytes + engine_dl_qknorm_bytes), then max(T kp 2,
 // 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128 (kp: max(H, NQ D, I) rounded up to 64,
-// the GEMV input's padded rows), then NS x 32 KiB. Block
-// 512, grid <= one
+// the GEMV input's padded rows), then NS x 32 KiB. Block 512, grid <= one
 // block per SM: every block must be resident at once (the host launches gridDim = the SM count,
 // which fits when the GPU runs nothing else; another process or stream holding SMs for the whole
 // step would leave blocks unscheduled), and a wait that lasts 10 s traps rather than hangs.
@@ -1111,6 +1115,10 @@ constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
 struct EngineDecodeDims {
   long long T, H, NQ, NKV, D, L, I, layers;
 };
+// Shared-memory bytes of the attention stage's constants: the T sequences' cos_sin rows (f32 [T, D])
+// and one layer's q_norm | k_norm (bf16 [2 D]), each rounded up to 128 (the host adds the same).
+__device__ __forceinline__ long long engine_dl_rope_bytes(long long T, long long D) { return (T * D * 4 + 127) / 128 * 128; }
+__device__ __forceinline__ long long engine_dl_qknorm_bytes(long long D) { return (2 * D * 2 + 127) / 128 * 128; }
 // The weight of GEMV w (0 qkv, 1 o, 2 gate_up, 3 down): N rows of K, its column in the table.
 __device__ __forceinline__ void engine_dl_matrix(const EngineDecodeDims& d, int w, long long& N, long long& K,
                                                  int& col) {
@@ -1336,21 +1344,23 @@ __device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a)
 // Layer l's attention operands, from the launch arguments and the layer table (built where they
 // are used rather than kept for the whole kernel: fewer registers live across the layers); lens:
 // the kernel's shared-memory copy of ctx_lens.
+// rope: the sequences' cos_sin rows, qk_w: layer l's q_norm | k_norm, both in shared memory.
 template <int G>
 __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaArgs& a, const unsigned long long* tab,
-                                                               const int* lens, long long l, int S) {
+                                                               const int* lens, const float* rope, const bf16_t* qk_w,
+                                                               long long l, int S) {
   EngineAttention at;
   at.B = a.dims[0], at.NQ = a.dims[2], at.NKV = a.dims[3], at.D = a.dims[4], at.L = a.dims[5];
   at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
   at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
-  at.cos_sin = (const float*)a.tensors[5], at.lens = lens;
+  at.cos_sin = (const float*)a.tensors[5], at.rope_rows = rope, at.lens = lens;
   char* ws = engine_dl_attention_ws(a);
   at.counters = (unsigned*)ws;
   at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
   at.parts_acc = at.parts_ml + at.B * at.NKV * S * G * 2;
   const unsigned long long* row = tab + l * kDlTableCols;
   at.round = (unsigned)(l + 1);
-  at.qk_w = (const bf16_t*)row[kDlQkNorm], at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
+  at.qk_w = qk_w, at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
   return at;
 }
 // Part i of the attention stage: split s, KV head g, sequence b.
@@ -1410,7 +1420,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   float* red = (float*)(engine_dl_smem + 128);
   unsigned long long* tab = (unsigned long long*)(engine_dl_smem + 128 + kDlReduceBytes);
   const long long tab_bytes = (d.layers * kDlTableCols * 8 + 127) / 128 * 128;
-  unsigned char* rest = engine_dl_smem + 128 + kDlReduceBytes + tab_bytes;
+  float* rope = (float*)(engine_dl_smem + 128 + kDlReduceBytes + tab_bytes);
+  bf16_t* qk_w = (bf16_t*)((unsigned char*)rope + engine_dl_rope_bytes(T, D));
+  unsigned char* rest = (unsigned char*)qk_w + engine_dl_qknorm_bytes(D);
   bf16_t* xs = (bf16_t*)rest;
   EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)rest;
   const unsigned ring = engine_dl_smem_addr(rest + region);
@@ -1435,6 +1447,13 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   int* lens = (int*)engine_dl_smem;
   if (threadIdx.x < T) lens[threadIdx.x] = ((const int*)a.tensors[6])[threadIdx.x];
   __syncthreads();
+  // The cos_sin row of each sequence's new position (p = clamp(len, 0, L) - 1, row 0 when
+  // negative, as engine_decode_attention_part takes it), read once a step instead of once a layer
+  // after the qkv wait (1 of the attention stage's round trips).
+  for (int i = threadIdx.x; i < T * D; i += blockDim.x) {
+    const long long n = lens[i / D] < 0 ? 0 : (lens[i / D] > d.L ? d.L : lens[i / D]);
+    rope[i] = ((const float*)a.tensors[5])[(n > 0 ? n - 1 : 0) * D + i % D];
+  }
   for (long long l = 0; l < d.layers; ++l) {
     const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
     unsigned* c = counters + kDlStages * l;
@@ -1442,6 +1461,8 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_globaltimer_ns();
     if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, lens, l);
+    // this layer's q_norm | k_norm (2 D bf16) for the attention stage, read before the qkv wait
+    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) ((uint2*)qk_w)[i] = ((const uint2*)W[kDlQkNorm])[i];
     engine_gemv_norm_input<true>(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
@@ -1449,7 +1470,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // attention
     engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, lens, l, S), S, attn_sm, c + kDlAttn);
+    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S), S, attn_sm, c + kDlAttn);
     // h += attn . Wo^T
     engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
