@@ -499,12 +499,17 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
   const auto by_key = test::run_thrive({"leaderboard", "--json", "--device-key", key}, small_env());
   EXPECT_EQ(nlohmann::json::parse(by_key.out).size(), 1u) << by_key.out << by_key.err;
   // empty values are usage errors, not another memory (`--home ""`) or every device
+  std::filesystem::remove("empty-home.json");
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"leaderboard", "--device-key", ""}, {"leaderboard", "--home", ""}, {"memory", "--home", "", "show"}}) {
+           {"leaderboard", "--device-key", ""}, {"leaderboard", "--home", ""}, {"memory", "--home", "", "show"},
+           {"memory", "--home", "", "reset"}, {"memory", "--home", "", "export", "empty-home.json"}}) {
     const auto empty = test::run_thrive(args, small_env());
     EXPECT_EQ(empty.exit_code, 2) << args[1] << ": " << empty.out;
     expect_one_line_error(empty, args[1] + " \"\"");
   }
+  // refused before the subcommand ran: nothing exported, the memory not moved aside
+  EXPECT_FALSE(std::filesystem::exists("empty-home.json"));
+  EXPECT_EQ(nlohmann::json::parse(test::run_thrive({"leaderboard", "--json"}, small_env()).out).size(), 1u);
   // and so is `--home=` before another word, which CLI11 would take as the value
   const auto eq = test::run_thrive({"leaderboard", "--home=", "--json"}, small_env());
   EXPECT_EQ(eq.exit_code, 2) << eq.out;

@@ -14,9 +14,11 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("memory", "Inspect, share or reset long-term memory");
   cmd->require_subcommand(1);
   add_common_flags(*cmd, ctx.flags, false);
+  // `memory --home "" SUBCOMMAND` would read (or reset) another memory. CLI11 runs a parse-complete
+  // callback as soon as this command's arguments are parsed, before any subcommand's callback.
+  cmd->parse_complete_callback([cmd] { refuse_empty_values(*cmd); });
 
-  cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+  cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx] {
     auto summary = ctx.read_store().summary();
     summary["path"] = ctx.store_path();  // the in-memory stand-in's is ":memory:"
     fmt::print("{}\n", summary.dump(2));
@@ -25,8 +27,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   static bool cards_json = false;
   auto* cards = cmd->add_subcommand("cards", "Strategy cards with their evidence");
   cards->add_flag("--json", cards_json, "JSON output");
-  cards->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+  cards->callback([&ctx] {
     auto& store = ctx.read_store();
     auto all = store.cards();
     auto ev = store.evidence();
@@ -55,8 +56,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string kernels_op;
   auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
   kernels->add_option("--op", kernels_op, "Only this op");
-  kernels->callback([&ctx, cmd, kernels] {
-    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+  kernels->callback([&ctx, kernels] {
     refuse_empty_values(*kernels);  // `--op ""` would list every op
     for (const auto& k : ctx.read_store().kernels(kernels_op))
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
@@ -66,8 +66,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string export_path;
   auto* exp = cmd->add_subcommand("export", "Write memory as JSON (to share with a team)");
   exp->add_option("FILE", export_path, "Output file")->required();
-  exp->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+  exp->callback([&ctx] {
     check_output_path(ctx, export_path, "memory export");
     write_file_atomic(export_path, ctx.read_store().export_json().dump(
                                        1, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -77,8 +76,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string import_path;
   auto* imp = cmd->add_subcommand("import", "Merge a JSON export (never replaces a faster kernel)");
   imp->add_option("FILE", import_path, "Export file")->required();
-  imp->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+  imp->callback([&ctx] {
     auto doc = parse_json_bounded(read_file(import_path));
     if (doc.is_discarded())
       fail(ErrorCategory::kInput, "{}: not valid JSON (or nested deeper than 64 levels); expected a `thrive memory export` file", import_path);
@@ -89,8 +87,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   });
 
   cmd->add_subcommand("reset", "Move memory.db aside (kept as a backup) and start empty")
-      ->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);  // `memory --home ""` would read another memory
+      ->callback([&ctx] {
         auto& cfg = ctx.config();
         const std::string path = memory::default_store_path(cfg.home);
         if (!std::filesystem::exists(path)) {
