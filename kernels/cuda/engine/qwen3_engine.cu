@@ -1067,7 +1067,12 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // GEMV runs at about one 32 KiB tile a µs per block whether its weights come from DRAM or L2, and
 // blocks taken from the weight stream for attention slowed every GEMV (session4/ runs 1-2), though
 // the same ring in a microbenchmark takes about 100 GB/s into one block and 93% of the DRAM rate
-// into 99 (session5/ run 1); a leaner tile loop did not change it (session5/ runs 6-10).
+// into 99 (session5/ run 1); a leaner tile loop did not change it (session5/ runs 6-10). From an
+// L2-resident slice that ring takes 7.5 TB/s over 132 blocks, 1.65 times the DRAM rate, and a
+// stream prefetched into L2 beforehand is only 10% faster (session7/ run 1): L2 is no buffer that
+// would let the weight stream run ahead while attention keeps the DRAM idle. At 1.54 ms a step
+// (session7/) a layer is 48 µs against 22.4 of DRAM time; the rest is attention (about nine
+// dependent round trips through L2) and four stage transitions of three or four each.
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
 // differ in order: tensor-core tiles here, and attention's split count):
