@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -18,12 +19,18 @@
 
 namespace thrive::cli {
 
-void refuse_empty_values(const CLI::App& cmd) {
-  for (const auto* opt : cmd.get_options()) {
+void refuse_bad_values(const CLI::App& app) {
+  for (const auto* opt : app.get_options()) {
     if (opt->count() == 0 || opt->get_expected_min() == 0) continue;  // flags take no value
-    for (const auto& v : opt->results())
-      if (v.empty()) fail(ErrorCategory::kUsage, "{} \"\": expected a value", opt->get_name());
+    for (const auto& v : opt->results()) {
+      if (v.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
+        fail(ErrorCategory::kUsage, "{} \"{}\": expected a value", opt->get_name(), v);
+      if (!opt->get_positional() && v.rfind("--", 0) == 0)
+        fail(ErrorCategory::kUsage, "{} {}: expected a value, not an option (give the value right after {})",
+             opt->get_name(), v, opt->get_name());
+    }
   }
+  for (const auto* sub : app.get_subcommands()) refuse_bad_values(*sub);
 }
 
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
@@ -35,7 +42,24 @@ void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
 
 config::Config& Context::config() {
   if (!config_) {
-    auto c = config::Config::from_env();
+    // A flag replaces its variable: a bad THRIVE_LOG_LEVEL does not stop `--log-level info`, and
+    // a bad flag value is named as the flag, not as the variable.
+    const auto check = [](const std::string& flag, const std::string& v, std::initializer_list<const char*> allowed) {
+      for (const char* a : allowed)
+        if (v == a) return;
+      fail(ErrorCategory::kUsage, "{} {}: expected one of {}", flag, v, fmt::join(allowed, ", "));
+    };
+    if (!flags.device.empty()) check("--device", flags.device, {"cpu", "cuda", "auto"});
+    if (!flags.log_level.empty())
+      check("--log-level", flags.log_level, {"trace", "debug", "info", "warn", "error", "critical", "off"});
+    auto c = config::Config::from_env([this](const char* var) -> const char* {
+      const std::string v = var;
+      const std::string name = v.substr(v.find('_') + 1);  // THRIVE_X or RSI_X -> X
+      if ((name == "HOME" && !flags.home.empty()) || (name == "DEVICE" && !flags.device.empty()) ||
+          (name == "LOG_LEVEL" && !flags.log_level.empty()))
+        return nullptr;
+      return std::getenv(var);
+    });
     if (!flags.home.empty()) c.home = flags.home;
     if (!flags.device.empty()) c.device = flags.device;
     if (!flags.log_level.empty()) c.log_level = flags.log_level;
@@ -145,6 +169,11 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
   if (home_dir == target || home_dir.compare(0, target.size() + 1, target + "/") == 0)
     fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME ({}) or a directory holding it; expected a file path outside it", flag,
          path, ctx.config().home);
+  // the backups `memory reset` leaves next to memory.db (memory.db.bak-TIME[-N], with -wal/-shm)
+  const auto name = fs::path(target).filename().string();
+  if (fs::path(target).parent_path() == fs::path(home_dir) && name.rfind("memory.db.bak-", 0) == 0)
+    fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
+         flag, path, ctx.config().home);
   for (const char* inside : {"memory.db", "kernels", "cache"}) {
     // resolved (through a memory.db link to its file) and the link itself under the resolved
     // home, each with SQLite's -wal/-shm/-journal next to it

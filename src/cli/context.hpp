@@ -61,9 +61,13 @@ std::FILE* take_stdout(const char* what);
 /// Error(kUsage) naming `flag` and the path. Every command's output file goes through it.
 void check_output_path(Context& ctx, const std::string& path, const char* flag);
 
-/// Refuses any option of `cmd` given with an empty value (`--gen ""` would otherwise read as 0
-/// and `--home ""` be ignored): Error(kUsage) naming the flag.
-void refuse_empty_values(const CLI::App& cmd);
+/// Refuses, in `app` and every subcommand parsed under it, an option given an empty or blank
+/// value (`--gen ""` would otherwise read as 0, `--home ""` fall back to THRIVE_HOME, `--home " "`
+/// create a directory named " ") or, for a named option, a value that is another option (CLI11
+/// takes the next word as the value: `--home --json` would be a home named "--json"):
+/// Error(kUsage) naming the flag and the value. main() runs it once the command line is parsed,
+/// before any command's callback.
+void refuse_bad_values(const CLI::App& app);
 
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);

@@ -44,15 +44,26 @@ int main(int argc, char** argv) {
     }
   }
   // CLI11 reads `--home= X` as --home X (the next word becomes the value); an empty value after
-  // '=' is refused here, naming the flag, like `--home ""` in the commands
+  // '=' is refused here, naming the flag, like `--home ""` (refuse_bad_values)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--") break;
+    if (a == "--") {
+      // Only a FILE (memory export/import) may follow `--`. CLI11 hands any further word back to
+      // the parent command, which reads it as an option again (`memory reset -- --home X` reset X).
+      if (argc - i - 1 > 1) {
+        fmt::print(stderr, "thrive: usage error: -- {}: expected at most one word (a FILE) after --\n",
+                   fmt::join(std::vector<std::string>(argv + i + 1, argv + argc), " "));
+        return 2;
+      }
+      break;
+    }
     if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
       fmt::print(stderr, "thrive: usage error: {}: expected a value after '='\n", a);
       return 2;
     }
   }
+  // every option's value checked once the whole line is parsed, before any command runs
+  app.parse_complete_callback([&app] { thrive::cli::refuse_bad_values(app); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {  // one line, like every other error

@@ -2,6 +2,7 @@
 // for bad flags, environment and files, storage refusals, verify verdicts, env docs.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 
 #include <sqlite3.h>
@@ -518,7 +519,67 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
   // an option where the key belongs is a usage error naming it, not an empty answer for key "--json"
   const auto swapped = test::run_thrive({"leaderboard", "--device-key", "--json"}, small_env());
   EXPECT_EQ(swapped.exit_code, 2) << swapped.out;
-  EXPECT_NE(swapped.err.find("--device-key --json: expected a device key"), std::string::npos) << swapped.err;
+  EXPECT_NE(swapped.err.find("--device-key --json: expected a value, not an option"), std::string::npos) << swapped.err;
+}
+
+// `memory reset` never replaces an earlier backup, an import that refuses its document creates no
+// memory, and values CLI11 would take literally (blank, another option, words after `--`) are
+// usage errors before any command runs (fourth break-it review).
+TEST_F(Cli, ResetKeepsEveryBackupAndRefusedInputChangesNothing) {
+  namespace fs = std::filesystem;
+  const std::string home = files.path() + "/reset-home", db = home + "/memory.db";
+  fs::create_directories(home);
+  { memory::Store created(db); }
+  // decoys under every backup name a reset in the next seconds could take (TIME to the second)
+  std::vector<std::string> decoys;
+  for (int dt = -1; dt <= 20; ++dt) {
+    const std::time_t t = std::time(nullptr) + dt;
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    decoys.push_back(db + ".bak-" + buf);
+    write_file_atomic(decoys.back(), "decoy");
+  }
+  const auto reset = test::run_thrive({"memory", "--home", home, "reset"}, env());
+  ASSERT_EQ(reset.exit_code, 0) << reset.err;
+  for (const auto& d : decoys) EXPECT_EQ(read_file(d), "decoy") << d;
+  EXPECT_FALSE(fs::exists(db));
+  const auto kept = reset.out.substr(reset.out.find(db + ".bak-"));
+  EXPECT_NE(kept.find("Z-2"), std::string::npos) << reset.out;  // the next free name
+  // a backup is not an export target either
+  const auto onto = test::run_thrive({"memory", "--home", home, "export", decoys[1]}, env());
+  EXPECT_EQ(onto.exit_code, 2) << onto.out;
+  EXPECT_EQ(read_file(decoys[1]), "decoy");
+
+  // an import that refuses its document leaves no THRIVE_HOME and no memory.db behind
+  const std::string doc = files.path() + "/no-format.json", fresh = files.path() + "/never";
+  write_file_atomic(doc, R"({"cards":[],"kernels":[]})");
+  const auto bad = test::run_thrive({"memory", "--home", fresh, "import", doc}, env());
+  EXPECT_EQ(bad.exit_code, 3) << bad.out;
+  EXPECT_FALSE(fs::exists(fresh));
+
+  // blank values, options where a value belongs, words after `--`, unknown ops: usage errors, and
+  // the memory they would have reset is still there
+  { memory::Store created(db); }
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"memory", "--home", " ", "show"}, {"memory", "--home", "--log-level", "show"},
+           {"memory", "reset", "--", "--home", home}, {"memory", "import", doc, "--", "--home", fresh},
+           {"leaderboard", "--home", "--json"}, {"memory", "--home", home, "kernels", "--op", "nosuch"},
+           {"memory", "--home", home, "--log-level", "bogus", "show"}}) {
+    const auto r = test::run_thrive(args, env());
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << line << ": " << r.out << r.err;
+    EXPECT_TRUE(test::is_one_line(r.err)) << line << ": " << r.err;
+  }
+  EXPECT_TRUE(fs::exists(db));
+  EXPECT_FALSE(fs::exists(fresh));
+  EXPECT_FALSE(fs::exists("--log-level"));
+  // the flag's value is named as the flag, and the flag wins over a bad variable
+  const auto named = test::run_thrive({"memory", "--home", home, "--log-level", "bogus", "show"}, env());
+  expect_one_line_error(named, "--log-level bogus");
+  const auto wins =
+      test::run_thrive({"memory", "--home", home, "--log-level", "info", "show"}, env({"THRIVE_LOG_LEVEL=bogus"}));
+  EXPECT_EQ(wins.exit_code, 0) << wins.err;
 }
 
 // The commands that only read memory answer from an empty memory on a fresh home without creating

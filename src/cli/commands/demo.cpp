@@ -169,7 +169,6 @@ void register_demo(CLI::App& app, Context& ctx) {
   cmd->add_flag("--autonomous", f.autonomous, "--agent llm: one orchestrator model delegates to the role agents");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);
     auto cfg = ctx.config();
     if (!f.agent.empty()) {
       if (f.agent != "search" && f.agent != "llm") fail(ErrorCategory::kUsage, "--agent {}: expected search or llm", f.agent);

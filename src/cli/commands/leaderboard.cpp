@@ -16,7 +16,6 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
   cmd->add_option("--device-key", device_key, "Only this device (its key as `thrive leaderboard` prints it)");
   add_common_flags(*cmd, ctx.flags, false);
   cmd->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);  // `--home ""` would read another memory, `--device-key ""` every device
     // CLI11 takes the next argument as the value even when it is an option name
     // (`--device-key --json`); no device key starts with '-'
     if (!device_key.empty() && device_key[0] == '-')

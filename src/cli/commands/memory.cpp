@@ -1,22 +1,41 @@
 // thrive memory show | cards | kernels [--op OP] | export FILE | import FILE | reset
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
+#include "thrive/ops/op.hpp"
 
 namespace thrive::cli {
+namespace {
+// Renames `from` to `to` unless `to` exists (renameat2 RENAME_NOREPLACE: no window in which a
+// concurrent reset's backup could be replaced; where the file system lacks it, a check first). Returns false when `to` exists or `from` does
+// not; Error(kStorage) for any other failure.
+bool move_aside(const std::string& from, const std::string& to) {
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno == EEXIST || errno == ENOENT) return false;
+  if (errno == EINVAL || errno == ENOSYS) {  // a file system without RENAME_NOREPLACE: check, then rename
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(to, ec))) return false;
+    if (std::rename(from.c_str(), to.c_str()) == 0) return true;
+    if (errno == ENOENT) return false;
+  }
+  fail(ErrorCategory::kStorage, "{}: cannot move aside to {} ({})", from, to, std::strerror(errno));
+}
+}  // namespace
 
 void register_memory(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("memory", "Inspect, share or reset long-term memory");
   cmd->require_subcommand(1);
   add_common_flags(*cmd, ctx.flags, false);
-  // `memory --home "" SUBCOMMAND` would read (or reset) another memory. CLI11 runs a parse-complete
-  // callback as soon as this command's arguments are parsed, before any subcommand's callback.
-  cmd->parse_complete_callback([cmd] { refuse_empty_values(*cmd); });
 
   cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx] {
     auto summary = ctx.read_store().summary();
@@ -56,8 +75,8 @@ void register_memory(CLI::App& app, Context& ctx) {
   static std::string kernels_op;
   auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
   kernels->add_option("--op", kernels_op, "Only this op");
-  kernels->callback([&ctx, kernels] {
-    refuse_empty_values(*kernels);  // `--op ""` would list every op
+  kernels->callback([&ctx] {
+    if (!kernels_op.empty()) ops::find_op(kernels_op);  // an unknown op is a usage error, not an empty list
     for (const auto& k : ctx.read_store().kernels(kernels_op))
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
                  k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
@@ -80,6 +99,9 @@ void register_memory(CLI::App& app, Context& ctx) {
     auto doc = parse_json_bounded(read_file(import_path));
     if (doc.is_discarded())
       fail(ErrorCategory::kInput, "{}: not valid JSON (or nested deeper than 64 levels); expected a `thrive memory export` file", import_path);
+    // into an empty in-memory store first: a document import refuses creates no THRIVE_HOME or
+    // memory.db (the real import is one transaction: it refuses the same document the same way)
+    memory::Store(":memory:").import_json(doc);
     auto s = ctx.store().import_json(doc);
     fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added, "
                "best replaced {} / kept {}\n",
@@ -88,18 +110,34 @@ void register_memory(CLI::App& app, Context& ctx) {
 
   cmd->add_subcommand("reset", "Move memory.db aside (kept as a backup) and start empty")
       ->callback([&ctx] {
+        namespace fs = std::filesystem;
         auto& cfg = ctx.config();
         const std::string path = memory::default_store_path(cfg.home);
-        if (!std::filesystem::exists(path)) {
+        // what the reading commands call a storage error is one here too
+        std::error_code ec;
+        const auto home = fs::status(cfg.home, ec);
+        if (ec && ec != std::errc::no_such_file_or_directory)
+          fail(ErrorCategory::kStorage, "THRIVE_HOME={}: cannot look at it ({})", cfg.home, ec.message());
+        if (fs::exists(home) && !fs::is_directory(home))
+          fail(ErrorCategory::kStorage, "THRIVE_HOME={}: expected a directory", cfg.home);
+        const auto db = fs::symlink_status(path, ec);
+        if (ec && ec != std::errc::no_such_file_or_directory)
+          fail(ErrorCategory::kStorage, "{}: cannot look at it ({})", path, ec.message());
+        if (!fs::exists(db)) {
           fmt::print("no memory at {}\n", path);
           return;
         }
-        const std::string backup = path + ".bak-" + memory::now_iso8601();
-        std::error_code ec;
-        std::filesystem::rename(path, backup, ec);
-        if (ec) fail(ErrorCategory::kStorage, "{}: cannot move aside ({})", path, ec.message());
-        for (const char* suffix : {"-wal", "-shm"})
-          std::filesystem::rename(path + suffix, backup + suffix, ec);
+        // A backup is never replaced: a second reset in the same second takes the next free name.
+        const std::string stamp = path + ".bak-" + memory::now_iso8601();
+        std::string backup = stamp;
+        for (int n = 2;; ++n) {
+          if (!fs::exists(fs::symlink_status(backup, ec)) && !fs::exists(fs::symlink_status(backup + "-wal", ec)) &&
+              !fs::exists(fs::symlink_status(backup + "-shm", ec)) && move_aside(path, backup))
+            break;
+          if (n > 1000) fail(ErrorCategory::kStorage, "{}: no free backup name after {}-999", path, stamp);
+          backup = stamp + "-" + std::to_string(n);
+        }
+        for (const char* suffix : {"-wal", "-shm"}) move_aside(path + suffix, backup + suffix);
         fmt::print("memory reset: previous store kept as {}\n", backup);
       });
 }

@@ -540,7 +540,6 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
   add_common_flags(*cmd, ctx.flags, false);  // --home, --log-level (--device is the engine's, above)
   cmd->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);
     if (!f.dump.empty() && (f.dump.back() == '/' || std::filesystem::is_directory(f.dump)))
       fail(ErrorCategory::kUsage, "--dump {}: is a folder; expected a path prefix such as DIR/run (PREFIX.logits.f32 and "
            "PREFIX.tokens.json are written)", f.dump);

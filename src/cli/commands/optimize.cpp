@@ -52,7 +52,6 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", f.json, "Print the results as JSON on stdout (progress and tables go to stderr)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
-    refuse_empty_values(*cmd);
     if (cmd->count("--system") > 0) {
       if (!f.op.empty()) fail(ErrorCategory::kUsage, "--system with --op {}: the outer loop picks its own stages", f.op);
       sf.json = f.json;
