@@ -709,28 +709,50 @@ nlohmann::json Store::export_json() {
   return doc;
 }
 
-// A function-try-block: a malformed evidence, best or device entry is found only
-// while writing; the transaction has rolled back by the time the handler runs, so a
-// failed import changes nothing and reports kInput.
-ImportSummary Store::import_json(const nlohmann::json& doc) try {
-  if (!doc.is_object() || doc.value("format", "") != "thrive-memory")
-    fail(ErrorCategory::kInput, "import: 'format' is '{}': expected 'thrive-memory'",
-         doc.is_object() ? doc.value("format", "") : std::string("(not an object)"));
+// A malformed evidence, best or device entry is found only while writing; the transaction
+// has rolled back by the time the handler runs, so a failed import changes nothing and
+// reports kInput, naming the entry (`where`: "kernels[3]").
+ImportSummary Store::import_json(const nlohmann::json& doc) {
+  std::string where = "the document";
+  try {
+    return import_entries(doc, where);
+  } catch (const nlohmann::json::exception& e) {
+    fail(ErrorCategory::kInput, "import: {}: malformed entry: {}", where, e.what());
+  }
+}
+
+ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& where) {
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "thrive-memory")
+    fail(ErrorCategory::kInput, "import: 'format' is {}: expected \"thrive-memory\"",
+         doc.is_object() ? (doc.contains("format") ? json_excerpt(doc["format"]) : std::string("missing"))
+                         : std::string("(not an object)"));
+  // each section an array (absent: empty), each entry named while it is read
+  const auto section = [&doc](const char* name) {
+    const auto v = doc.value(name, nlohmann::json::array());
+    if (!v.is_array()) fail(ErrorCategory::kInput, "import: '{}' is {}: expected an array", name, json_excerpt(v));
+    return v;
+  };
+  const auto cards = section("cards"), kernels = section("kernels"), best = section("best"),
+             evidence = section("evidence"), devices = section("devices"), changes = section("system_changes"),
+             best_systems = section("system_best");
+  const auto at = [&where](const char* name, size_t i) { where = fmt::format("{}[{}]", name, i); };
   if (doc.contains("version") && doc["version"] != kSchemaVersion)
     fail(ErrorCategory::kInput, "import: version {}: expected {} (an export of this THRIVE's memory)",
          json_excerpt(doc["version"]), kSchemaVersion);
   ImportSummary sum;
   std::vector<StrategyCard> new_cards;
   std::vector<KernelRecord> new_kernels;
-  try {
-    for (const auto& c : doc.value("cards", nlohmann::json::array()))
-      new_cards.push_back(c.get<StrategyCard>());
-    for (const auto& k : doc.value("kernels", nlohmann::json::array())) {
-      new_kernels.push_back(k.get<KernelRecord>());
+  {
+    for (size_t i = 0; i < cards.size(); ++i) at("cards", i), new_cards.push_back(cards[i].get<StrategyCard>());
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      at("kernels", i);
+      new_kernels.push_back(kernels[i].get<KernelRecord>());
       const auto& r = new_kernels.back();
-      if (!std::isfinite(r.time_us) || r.time_us <= 0 || !std::isfinite(r.eager_us) || r.eager_us < 0)
+      // µs: no kernel launch takes under a nanosecond or over 1,000 s (eager 0: not measured)
+      const auto sane = [](double t) { return std::isfinite(t) && t >= 1e-3 && t <= 1e9; };
+      if (!sane(r.time_us) || !(r.eager_us == 0 || sane(r.eager_us)))
         fail(ErrorCategory::kInput, "import: kernel {} at {}: time_us={} eager_us={}: expected "
-             "positive finite times", r.kernel_id, r.shape_class, r.time_us, r.eager_us);
+             "times from 0.001 to 1e9 µs (eager_us may be 0)", r.kernel_id, r.shape_class, r.time_us, r.eager_us);
       // ids and op names name archive files: a plain charset and length, no path pieces
       auto plain = [](const std::string& s, size_t max, const char* extra) {
         if (s.empty() || s.size() > max) return false;
@@ -754,13 +776,12 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
              "expected the source the id was made from", r.kernel_id, fnv1a_hex(r.source),
              r.kernel_id.substr(r.kernel_id.size() - 16));
     }
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCategory::kInput, "import: malformed entry: {}", e.what());
   }
   std::set<std::string> best_ids;
-  for (const auto& b : doc.value("best", nlohmann::json::array()))
-    best_ids.insert(b.value("kernel_id", "") + "|" + b.value("shape_class", "") + "|" +
-                    b.value("device_key", ""));
+  for (size_t i = 0; i < best.size(); ++i)
+    at("best", i), best_ids.insert(best[i].value("kernel_id", "") + "|" + best[i].value("shape_class", "") + "|" +
+                                   best[i].value("device_key", ""));
+  where = "the document";
   Transaction tx(db_);
   for (const auto& c : new_cards) {
     Stmt s(db_, "SELECT 1 FROM cards WHERE id=?", path_);
@@ -770,7 +791,9 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       ++sum.cards_added;
     }
   }
-  for (const auto& e : doc.value("evidence", nlohmann::json::array())) {
+  for (size_t i = 0; i < evidence.size(); ++i) {
+    at("evidence", i);
+    const auto& e = evidence[i];
     auto count = [&](const char* key) {
       const auto v = e.value(key, nlohmann::json(0));
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1000000000)
@@ -786,7 +809,9 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
              json_excerpt(e.value("card_id", nlohmann::json(""))), key, json_excerpt(v));
     }
   }
-  for (const auto& e : doc.value("evidence", nlohmann::json::array())) {
+  for (size_t i = 0; i < evidence.size(); ++i) {
+    at("evidence", i);
+    const auto& e = evidence[i];
     Stmt s(db_,
            "INSERT INTO card_evidence(card_id, op, shape_class, backend, successes, failures, "
            "sum_log_gain, best_gain, last_seen) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
@@ -802,6 +827,7 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
     ++sum.evidence_merged;
   }
   for (const auto& k : new_kernels) {
+    at("kernels", size_t(&k - new_kernels.data()));
     Stmt exists(db_, "SELECT 1 FROM kernels WHERE kernel_id=? AND shape_class=? AND device_key=?", path_);
     exists.bind(1, k.kernel_id).bind(2, k.shape_class).bind(3, k.device_key);
     if (!exists.step()) {
@@ -833,12 +859,15 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       ++sum.best_kept;
     }
   }
-  for (const auto& d : doc.value("devices", nlohmann::json::array())) {
+  for (size_t i = 0; i < devices.size(); ++i) {
+    at("devices", i);
+    const auto& d = devices[i];
     if (peak_bandwidth_gbps(d.value("device_key", ""))) continue;
-    const double bw = d.contains("peak_bw_gbps") && d["peak_bw_gbps"].is_number() ? d["peak_bw_gbps"].get<double>() : 0.0;
+    const auto bw_json = d.value("peak_bw_gbps", nlohmann::json());
+    const double bw = bw_json.is_number() ? bw_json.get<double>() : 0.0;
     if (!(bw >= 0.1 && bw <= 1e6))  // GB/s: from a slow core's cache-less copy to far past any HBM
       fail(ErrorCategory::kInput, "import: device {}: peak_bw_gbps {}: expected a measured copy bandwidth in "
-           "[0.1, 1e6] GB/s", d.value("device_key", "").substr(0, 80), bw);
+           "[0.1, 1e6] GB/s", d.value("device_key", "").substr(0, 80), json_excerpt(bw_json));
     Stmt s(db_, "INSERT INTO devices(device_key, peak_bw_gbps, measured_at) VALUES(?,?,?)", path_);
     s.bind(1, d.value("device_key", "")).bind(2, bw);
     s.bind(3, d.value("measured_at", now_iso8601()));
@@ -857,7 +886,9 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
       fail(ErrorCategory::kInput, "import: system entry: '{}' is {}: expected a JSON object", k, json_excerpt(v));
     return v;
   };
-  for (const auto& c : doc.value("system_changes", nlohmann::json::array())) {
+  for (size_t i = 0; i < changes.size(); ++i) {
+    at("system_changes", i);
+    const auto& c = changes[i];
     SystemChange r;
     r.system_key = text(c, "system_key", 512), r.device_key = text(c, "device_key", 512), r.metric = text(c, "metric", 64);
     r.stage = text(c, "stage", 128), r.specialist = text(c, "specialist", 64), r.change = text(c, "change", 4096);
@@ -872,15 +903,15 @@ ImportSummary Store::import_json(const nlohmann::json& doc) try {
     dup.bind(1, r.system_key).bind(2, r.device_key).bind(3, r.metric).bind(4, r.config_before).bind(5, r.config_after);
     if (!dup.step()) record_system_change(r);  // re-importing the same export adds nothing
   }
-  for (const auto& b : doc.value("system_best", nlohmann::json::array())) {
+  for (size_t i = 0; i < best_systems.size(); ++i) {
+    at("system_best", i);
+    const auto& b = best_systems[i];
     const std::string key = text(b, "system_key", 512), dev = text(b, "device_key", 512), metric = text(b, "metric", 64);
     const std::string cfg = config(b, "config");
     if (best_system(key, dev, metric).empty()) set_best_system(key, dev, metric, cfg);  // this memory's own best wins
   }
   tx.commit();
   return sum;
-} catch (const nlohmann::json::exception& e) {
-  fail(ErrorCategory::kInput, "import: malformed entry: {}", e.what());
 }
 
 void to_json(nlohmann::json& j, const StrategyCard& c) {

@@ -427,13 +427,37 @@ TEST_F(StoreTest, ImportJudgesAnExistingKernelByItsStoredTimeNotTheClaimedOne) {
 TEST_F(StoreTest, ImportRejectsImpossibleFigures) {
   Store mine(path);
   mine.record_kernel(kernel("a", 10.0));
-  for (double bad : {-1.0, 0.0}) {
+  // negative, zero, a denormal (it would take the best spot) and over 1,000 s
+  for (double bad : {-1.0, 0.0, 5e-324, 2e9}) {
     auto doc = mine.export_json();
     doc["kernels"][0]["kernel_id"] = "forged";
     doc["kernels"][0]["time_us"] = bad;
     EXPECT_THROW(mine.import_json(doc), Error) << bad;
   }
+  auto doc = mine.export_json();
+  doc["kernels"][0]["kernel_id"] = "forged";
+  doc["kernels"][0]["eager_us"] = 1e308;
+  EXPECT_THROW(mine.import_json(doc), Error);
   EXPECT_EQ(mine.kernels().size(), 1u);
+}
+
+// A malformed entry is named by its section and index.
+TEST_F(StoreTest, ImportNamesTheMalformedEntry) {
+  Store s(path);
+  for (const auto& [json, name] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"format": "thrive-memory", "best": [{"kernel_id": 5}]})", "best[0]"},
+           {R"({"format": "thrive-memory", "cards": [{"id": "a", "title": "t", "backend": "cpu", "traits": [], "set": {}},
+                {"id": "b", "title": null}]})", "cards[1]"},
+           {R"({"format": "thrive-memory", "devices": {"d": 1}})", "'devices'"},
+           {R"({"format": 5})", "'format' is 5"}}) {
+    try {
+      s.import_json(nlohmann::json::parse(json));
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
 }
 
 struct BadDoc {

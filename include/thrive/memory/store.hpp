@@ -184,13 +184,16 @@ class Store {
   nlohmann::json export_json();
   /// Merges an export: cards added if new, evidence summed, kernels added, the best
   /// replaced only by a faster verified kernel. All or nothing (one transaction).
-  /// Throws Error(kInput) naming the first malformed field.
+  /// Throws Error(kInput) naming the malformed entry ("kernels[3]") and field; kernel times
+  /// must lie in 0.001-1e9 µs.
   ImportSummary import_json(const nlohmann::json& doc);
 
   /// Counts for `thrive memory show`.
   nlohmann::json summary();
 
  private:
+  /// import_json's body; sets `where` to the entry it is reading ("kernels[3]") for the error.
+  ImportSummary import_entries(const nlohmann::json& doc, std::string& where);
   void exec(const std::string& sql);
   /// (PRAGMA application_id, number of schema objects) of the open file.
   std::pair<int, int> identify();
