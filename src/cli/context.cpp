@@ -1,5 +1,7 @@
 #include "src/cli/context.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <deque>
 #include <filesystem>
 #include <vector>
@@ -19,8 +21,12 @@
 
 namespace thrive::cli {
 
-void refuse_bad_values(const CLI::App& app) {
+namespace {
+void check_values(const CLI::App& app, Context& ctx, std::vector<std::string>& positionals) {
   for (const auto* opt : app.get_options()) {
+    if (opt->count() > 0 && opt->nonpositional()) ctx.given_flags.insert(opt->get_name());
+    if (opt->count() > 0 && opt->get_positional())
+      for (const auto& v : opt->results()) positionals.push_back(v);
     if (opt->count() == 0 || opt->get_expected_min() == 0) continue;  // flags take no value
     for (const auto& v : opt->results()) {
       if (v.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
@@ -30,7 +36,17 @@ void refuse_bad_values(const CLI::App& app) {
              opt->get_name(), v, opt->get_name());
     }
   }
-  for (const auto* sub : app.get_subcommands()) refuse_bad_values(*sub);
+  for (const auto* sub : app.get_subcommands()) check_values(*sub, ctx, positionals);
+}
+}  // namespace
+
+void refuse_bad_values(const CLI::App& app, Context& ctx) {
+  std::vector<std::string> positionals;
+  check_values(app, ctx, positionals);
+  // CLI11 hands a word after `--` that no FILE takes back to the parent command, which reads it
+  // as an option (`memory reset -- --home=X` would reset X)
+  if (ctx.after_dashes && std::find(positionals.begin(), positionals.end(), *ctx.after_dashes) == positionals.end())
+    fail(ErrorCategory::kUsage, "-- {}: expected a FILE of this command after --", *ctx.after_dashes);
 }
 
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
@@ -53,12 +69,11 @@ config::Config& Context::config() {
     if (!flags.log_level.empty())
       check("--log-level", flags.log_level, {"trace", "debug", "info", "warn", "error", "critical", "off"});
     auto c = config::Config::from_env([this](const char* var) -> const char* {
+      // THRIVE_TARGET_SPEEDUP or RSI_TARGET_SPEEDUP -> --target-speedup: hidden when given
       const std::string v = var;
-      const std::string name = v.substr(v.find('_') + 1);  // THRIVE_X or RSI_X -> X
-      if ((name == "HOME" && !flags.home.empty()) || (name == "DEVICE" && !flags.device.empty()) ||
-          (name == "LOG_LEVEL" && !flags.log_level.empty()))
-        return nullptr;
-      return std::getenv(var);
+      std::string flag = "--" + v.substr(v.find('_') + 1);
+      for (auto& ch : flag) ch = ch == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(ch)));
+      return given_flags.count(flag) > 0 ? nullptr : std::getenv(var);
     });
     if (!flags.home.empty()) c.home = flags.home;
     if (!flags.device.empty()) c.device = flags.device;
@@ -169,11 +184,13 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
   if (home_dir == target || home_dir.compare(0, target.size() + 1, target + "/") == 0)
     fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME ({}) or a directory holding it; expected a file path outside it", flag,
          path, ctx.config().home);
-  // the backups `memory reset` leaves next to memory.db (memory.db.bak-TIME[-N], with -wal/-shm)
-  const auto name = fs::path(target).filename().string();
-  if (fs::path(target).parent_path() == fs::path(home_dir) && name.rfind("memory.db.bak-", 0) == 0)
-    fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
-         flag, path, ctx.config().home);
+  // the backups `memory reset` leaves next to memory.db (memory.db.bak-TIME[-N], with -wal/-shm),
+  // and anything under one: the path as resolved and with its last link kept (a backup of a
+  // memory.db link is a link, and writing through it would replace the real memory)
+  for (const auto& t : {target, resolve_links(path, false)})
+    if (t.compare(0, home_dir.size() + 15, home_dir + "/memory.db.bak-") == 0)
+      fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
+           flag, path, ctx.config().home);
   for (const char* inside : {"memory.db", "kernels", "cache"}) {
     // resolved (through a memory.db link to its file) and the link itself under the resolved
     // home, each with SQLite's -wal/-shm/-journal next to it

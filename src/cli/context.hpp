@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "thrive/agents/agent.hpp"
@@ -26,6 +28,11 @@ struct CommonFlags {
 class Context {
  public:
   CommonFlags flags;
+  /// The named options given on the command line ("--rounds"): each replaces its THRIVE_/RSI_
+  /// variable (THRIVE_ROUNDS), whose value config() then does not read. Filled by refuse_bad_values.
+  std::set<std::string> given_flags;
+  /// The word after `--`, if any: refuse_bad_values requires it to be a command's FILE.
+  std::optional<std::string> after_dashes;
   std::string command_line;   ///< argv joined, recorded with results
   int exit_code = 0;          ///< set by a command whose candidate failed (1)
 
@@ -67,7 +74,7 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag);
 /// takes the next word as the value: `--home --json` would be a home named "--json"):
 /// Error(kUsage) naming the flag and the value. main() runs it once the command line is parsed,
 /// before any command's callback.
-void refuse_bad_values(const CLI::App& app);
+void refuse_bad_values(const CLI::App& app, Context& ctx);
 
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);

@@ -49,12 +49,14 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--") {
       // Only a FILE (memory export/import) may follow `--`. CLI11 hands any further word back to
-      // the parent command, which reads it as an option again (`memory reset -- --home X` reset X).
+      // the parent command, which reads it as an option again (`memory reset -- --home X` reset X);
+      // one word must be taken as a FILE (refuse_bad_values).
       if (argc - i - 1 > 1) {
         fmt::print(stderr, "thrive: usage error: -- {}: expected at most one word (a FILE) after --\n",
                    fmt::join(std::vector<std::string>(argv + i + 1, argv + argc), " "));
         return 2;
       }
+      if (argc - i - 1 == 1) ctx.after_dashes = argv[i + 1];
       break;
     }
     if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
@@ -63,7 +65,7 @@ int main(int argc, char** argv) {
     }
   }
   // every option's value checked once the whole line is parsed, before any command runs
-  app.parse_complete_callback([&app] { thrive::cli::refuse_bad_values(app); });
+  app.parse_complete_callback([&app, &ctx] { thrive::cli::refuse_bad_values(app, ctx); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {  // one line, like every other error

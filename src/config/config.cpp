@@ -158,7 +158,8 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   auto read_string = [&](const char* name, std::string& field) {
     auto [var, value] = get(name);
     if (!var.empty()) {
-      if (value.empty()) fail(ErrorCategory::kUsage, "{}=: expected a non-empty value", var);
+      if (value.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
+        fail(ErrorCategory::kUsage, "{}='{}': expected a non-empty value", var, value);
       field = value;
     }
   };

@@ -1,6 +1,8 @@
 #include "thrive/memory/store.hpp"
 
 #include <fmt/format.h>
+
+#include <limits>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -211,7 +213,8 @@ std::string default_store_path(const std::string& home) { return home + "/memory
 
 Store::Store(const std::string& path) : path_(path) {
   std::error_code exists_ec;
-  const bool existed = std::filesystem::exists(path, exists_ec);
+  // ":memory:" is SQLite's in-memory database, not a file in the working directory
+  const bool existed = path != ":memory:" && std::filesystem::exists(path, exists_ec);
   if (exists_ec && exists_ec != std::errc::no_such_file_or_directory)
     fail(ErrorCategory::kStorage, "memory store {}: cannot look at it ({})", path, exists_ec.message());
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
@@ -751,8 +754,17 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
       // µs: no kernel launch takes under a nanosecond or over 1,000 s (eager 0: not measured)
       const auto sane = [](double t) { return std::isfinite(t) && t >= 1e-3 && t <= 1e9; };
       if (!sane(r.time_us) || !(r.eager_us == 0 || sane(r.eager_us)))
-        fail(ErrorCategory::kInput, "import: kernel {} at {}: time_us={} eager_us={}: expected "
-             "times from 0.001 to 1e9 µs (eager_us may be 0)", r.kernel_id, r.shape_class, r.time_us, r.eager_us);
+        fail(ErrorCategory::kInput, "import: {}: kernel {} at {}: time_us={} eager_us={}: expected "
+             "times from 0.001 to 1e9 µs (eager_us may be 0)", where, r.kernel_id, r.shape_class, r.time_us, r.eager_us);
+      // the derived figures the leaderboard prints: finite, >= 0, and below any real device's
+      const auto figure = [&](const char* name, double v, double hi) {
+        if (!std::isfinite(v) || v < 0 || v > hi)
+          fail(ErrorCategory::kInput, "import: {}: kernel {}: {}={}: expected a finite value in [0, {}]", where,
+               r.kernel_id, name, v, hi);
+      };
+      figure("speedup", r.speedup, 1e6), figure("bandwidth_gbps", r.bandwidth_gbps, 1e6);
+      figure("percent_of_peak", r.percent_of_peak, 1e4);
+      figure("max_rel_err", r.max_rel_err, std::numeric_limits<double>::max());  // stored non-finite as 1e308
       // ids and op names name archive files: a plain charset and length, no path pieces
       auto plain = [](const std::string& s, size_t max, const char* extra) {
         if (s.empty() || s.size() > max) return false;

@@ -574,12 +574,39 @@ TEST_F(Cli, ResetKeepsEveryBackupAndRefusedInputChangesNothing) {
   EXPECT_TRUE(fs::exists(db));
   EXPECT_FALSE(fs::exists(fresh));
   EXPECT_FALSE(fs::exists("--log-level"));
-  // the flag's value is named as the flag, and the flag wins over a bad variable
+  // one word after `--` that no FILE takes is not read as an option either
+  for (const auto& args : std::vector<std::vector<std::string>>{{"memory", "--home", home, "reset", "--", "--home=" + fresh},
+                                                                {"memory", "--home", home, "show", "--", "--log-level=debug"}}) {
+    const auto r = test::run_thrive(args, env());
+    EXPECT_EQ(r.exit_code, 2) << args[4] << ": " << r.out << r.err;
+  }
+  EXPECT_TRUE(fs::exists(db));
+  // the flag's value is named as the flag, and a flag replaces its variable (also e2e's own --device)
   const auto named = test::run_thrive({"memory", "--home", home, "--log-level", "bogus", "show"}, env());
   expect_one_line_error(named, "--log-level bogus");
   const auto wins =
       test::run_thrive({"memory", "--home", home, "--log-level", "info", "show"}, env({"THRIVE_LOG_LEVEL=bogus"}));
   EXPECT_EQ(wins.exit_code, 0) << wins.err;
+  const auto device = test::run_thrive({"e2e", "--model", files.path(), "--device", "gpu"}, env({"THRIVE_DEVICE=bogus"}));
+  EXPECT_EQ(device.exit_code, 2) << device.err;
+  expect_one_line_error(device, "--device gpu");
+  // a blank THRIVE_HOME is refused like a blank --home
+  const auto blank = test::run_thrive({"memory", "show"}, {"THRIVE_HOME= "});
+  EXPECT_EQ(blank.exit_code, 2) << blank.err;
+
+  // a backup of a memory.db link is a link: export through it would replace the real memory
+  const std::string real_dir = files.path() + "/real", linked_home = files.path() + "/linked-home";
+  fs::create_directories(real_dir);
+  fs::create_directories(linked_home);
+  { memory::Store created(real_dir + "/memory.db"); }
+  fs::create_symlink(real_dir + "/memory.db", linked_home + "/memory.db");
+  const auto moved = test::run_thrive({"memory", "--home", linked_home, "reset"}, env());
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  const auto backup_link = moved.out.substr(moved.out.find(linked_home), moved.out.find('\n') - moved.out.find(linked_home));
+  const std::string before = read_file(real_dir + "/memory.db");
+  const auto through = test::run_thrive({"memory", "--home", linked_home, "export", backup_link}, env());
+  EXPECT_EQ(through.exit_code, 2) << backup_link << ": " << through.out << through.err;
+  EXPECT_EQ(read_file(real_dir + "/memory.db"), before);
 }
 
 // The commands that only read memory answer from an empty memory on a fresh home without creating

@@ -76,8 +76,11 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
   kernels->add_option("--op", kernels_op, "Only this op");
   kernels->callback([&ctx] {
-    if (!kernels_op.empty()) ops::find_op(kernels_op);  // an unknown op is a usage error, not an empty list
-    for (const auto& k : ctx.read_store().kernels(kernels_op))
+    const auto rows = ctx.read_store().kernels(kernels_op);
+    // an op neither THRIVE nor this memory knows is a usage error, not an empty list (memory may
+    // hold an op this build no longer has, from an import)
+    if (!kernels_op.empty() && rows.empty()) ops::find_op(kernels_op);
+    for (const auto& k : rows)
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
                  k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
   });
@@ -99,9 +102,13 @@ void register_memory(CLI::App& app, Context& ctx) {
     auto doc = parse_json_bounded(read_file(import_path));
     if (doc.is_discarded())
       fail(ErrorCategory::kInput, "{}: not valid JSON (or nested deeper than 64 levels); expected a `thrive memory export` file", import_path);
-    // into an empty in-memory store first: a document import refuses creates no THRIVE_HOME or
-    // memory.db (the real import is one transaction: it refuses the same document the same way)
-    memory::Store(":memory:").import_json(doc);
+    // Where there is no memory yet, into an empty in-memory store first: a document the import
+    // refuses then creates no THRIVE_HOME or memory.db (into an empty store both imports judge
+    // alike). An existing memory is judged by the real import, one transaction: a refusal
+    // changes nothing (a device it already knows is skipped there, not checked).
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(ctx.store_path(), ec)))
+      memory::Store(":memory:").import_json(doc);
     auto s = ctx.store().import_json(doc);
     fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added, "
                "best replaced {} / kept {}\n",
@@ -127,6 +134,8 @@ void register_memory(CLI::App& app, Context& ctx) {
           fmt::print("no memory at {}\n", path);
           return;
         }
+        if (fs::is_directory(fs::status(path, ec)))
+          fail(ErrorCategory::kStorage, "{}: a directory; expected the memory's SQLite file", path);
         // A backup is never replaced: a second reset in the same second takes the next free name.
         const std::string stamp = path + ".bak-" + memory::now_iso8601();
         std::string backup = stamp;
@@ -134,7 +143,11 @@ void register_memory(CLI::App& app, Context& ctx) {
           if (!fs::exists(fs::symlink_status(backup, ec)) && !fs::exists(fs::symlink_status(backup + "-wal", ec)) &&
               !fs::exists(fs::symlink_status(backup + "-shm", ec)) && move_aside(path, backup))
             break;
-          if (n > 1000) fail(ErrorCategory::kStorage, "{}: no free backup name after {}-999", path, stamp);
+          if (!fs::exists(fs::symlink_status(path, ec))) {  // another reset moved it meanwhile
+            fmt::print("no memory at {}\n", path);
+            return;
+          }
+          if (n > 1000) fail(ErrorCategory::kStorage, "{}: no free backup name from {} to {}-1000", path, stamp, stamp);
           backup = stamp + "-" + std::to_string(n);
         }
         for (const char* suffix : {"-wal", "-shm"}) move_aside(path + suffix, backup + suffix);

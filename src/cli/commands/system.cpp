@@ -73,7 +73,9 @@ std::vector<std::string> e2e_args(const std::string& self, const std::string& ho
   if (sc.fuse_swiglu_down) fused.push_back("swiglu_down");
   if (sc.fuse_norm_residual) fused.push_back("norm_residual");
   const std::string fusions = fmt::format("{}", fmt::join(fused, ","));
-  return {self, "e2e", "--device", "cuda", "--home", home, "--log-level", "warn", "--model", model,
+  // absolute: a relative home or model spelt like an option ("--x") is not read as one by the child
+  return {self, "e2e", "--device", "cuda", "--home", std::filesystem::absolute(home).string(), "--log-level", "warn",
+          "--model", std::filesystem::absolute(model).string(),
           "--batch", std::to_string(o.batch), "--prompt", std::to_string(o.prompt), "--gen", std::to_string(o.gen),
           "--seed", std::to_string(o.seed), "--graphs", sc.graphs ? "on" : "off", "--kernels", kernels,
           "--attention", sc.flash_prefill ? "flash" : "gemm", "--fusions", fusions.empty() ? "off" : fusions,
