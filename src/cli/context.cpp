@@ -4,6 +4,7 @@
 #include <cctype>
 #include <deque>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include <unistd.h>
@@ -68,12 +69,16 @@ config::Config& Context::config() {
     if (!flags.device.empty()) check("--device", flags.device, {"cpu", "cuda", "auto"});
     if (!flags.log_level.empty())
       check("--log-level", flags.log_level, {"trace", "debug", "info", "warn", "error", "critical", "off"});
+    // The common flags, which set these settings here (e2e's own --device too: it picks the
+    // engine's device itself). Other commands' flags (optimize's --rounds, e2e's --seed of the
+    // prompts) are applied by those commands, some paths not at all: their variables stay read.
+    static const std::set<std::string> kReplacing = {"--home", "--device", "--log-level"};
     auto c = config::Config::from_env([this](const char* var) -> const char* {
       // THRIVE_TARGET_SPEEDUP or RSI_TARGET_SPEEDUP -> --target-speedup: hidden when given
       const std::string v = var;
       std::string flag = "--" + v.substr(v.find('_') + 1);
       for (auto& ch : flag) ch = ch == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(ch)));
-      return given_flags.count(flag) > 0 ? nullptr : std::getenv(var);
+      return kReplacing.count(flag) > 0 && given_flags.count(flag) > 0 ? nullptr : std::getenv(var);
     });
     if (!flags.home.empty()) c.home = flags.home;
     if (!flags.device.empty()) c.device = flags.device;
@@ -185,12 +190,18 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
     fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME ({}) or a directory holding it; expected a file path outside it", flag,
          path, ctx.config().home);
   // the backups `memory reset` leaves next to memory.db (memory.db.bak-TIME[-N], with -wal/-shm),
-  // and anything under one: the path as resolved and with its last link kept (a backup of a
-  // memory.db link is a link, and writing through it would replace the real memory)
+  // and anything under one: the path as resolved and with its last link kept, and what each
+  // backup resolves to (a backup of a memory.db link is a link to the real memory)
+  std::vector<std::string> backups = {home_dir + "/memory.db.bak-"};
+  std::error_code ec;
+  for (fs::directory_iterator it(home_dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("memory.db.bak-", 0) == 0) backups.push_back(resolve_links(it->path()));
   for (const auto& t : {target, resolve_links(path, false)})
-    if (t.compare(0, home_dir.size() + 15, home_dir + "/memory.db.bak-") == 0)
-      fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
-           flag, path, ctx.config().home);
+    for (size_t i = 0; i < backups.size(); ++i)
+      if (i == 0 ? t.compare(0, backups[0].size(), backups[0]) == 0
+                 : (t == backups[i] || t.compare(0, backups[i].size() + 1, backups[i] + "/") == 0))
+        fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
+             flag, path, ctx.config().home);
   for (const char* inside : {"memory.db", "kernels", "cache"}) {
     // resolved (through a memory.db link to its file) and the link itself under the resolved
     // home, each with SQLite's -wal/-shm/-journal next to it

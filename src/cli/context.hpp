@@ -28,8 +28,9 @@ struct CommonFlags {
 class Context {
  public:
   CommonFlags flags;
-  /// The named options given on the command line ("--rounds"): each replaces its THRIVE_/RSI_
-  /// variable (THRIVE_ROUNDS), whose value config() then does not read. Filled by refuse_bad_values.
+  /// The named options given on the command line ("--rounds"). Those that set a variable's
+  /// setting (--home, --device, --log-level, --agent, --rounds, --passes, --target-speedup)
+  /// replace it: config() then does not read THRIVE_ROUNDS. Filled by refuse_bad_values.
   std::set<std::string> given_flags;
   /// The word after `--`, if any: refuse_bad_values requires it to be a command's FILE.
   std::optional<std::string> after_dashes;

@@ -606,6 +606,12 @@ TEST_F(Cli, ResetKeepsEveryBackupAndRefusedInputChangesNothing) {
   const std::string before = read_file(real_dir + "/memory.db");
   const auto through = test::run_thrive({"memory", "--home", linked_home, "export", backup_link}, env());
   EXPECT_EQ(through.exit_code, 2) << backup_link << ": " << through.out << through.err;
+  // nor through a link to that backup link, nor by naming the file it points to
+  fs::create_symlink(backup_link, files.path() + "/to-backup.json");
+  for (const auto& out : {files.path() + "/to-backup.json", real_dir + "/memory.db"}) {
+    const auto r = test::run_thrive({"memory", "--home", linked_home, "export", out}, env());
+    EXPECT_EQ(r.exit_code, 2) << out << ": " << r.out << r.err;
+  }
   EXPECT_EQ(read_file(real_dir + "/memory.db"), before);
 }
 

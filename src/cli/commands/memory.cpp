@@ -107,7 +107,8 @@ void register_memory(CLI::App& app, Context& ctx) {
     // alike). An existing memory is judged by the real import, one transaction: a refusal
     // changes nothing (a device it already knows is skipped there, not checked).
     std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::symlink_status(ctx.store_path(), ec)))
+    const auto db = std::filesystem::status(ctx.store_path(), ec);  // through a link to its file
+    if (!std::filesystem::is_regular_file(db) || std::filesystem::file_size(ctx.store_path(), ec) == 0)
       memory::Store(":memory:").import_json(doc);
     auto s = ctx.store().import_json(doc);
     fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added, "
