@@ -52,15 +52,15 @@ void register_optimize(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", f.json, "Print the results as JSON on stdout (progress and tables go to stderr)");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
-    if (cmd->count("--system") > 0) {
-      if (!f.op.empty()) fail(ErrorCategory::kUsage, "--system with --op {}: the outer loop picks its own stages", f.op);
-      sf.json = f.json;
-      run_system(ctx, sf, cmd->count("--r-t") > 0, cmd->count("--a-t") > 0);
-      return;
+    const bool system = cmd->count("--system") > 0;
+    if (system && !f.op.empty())
+      fail(ErrorCategory::kUsage, "--system with --op {}: the outer loop picks its own stages", f.op);
+    if (!system) {
+      for (const char* flag : {"--model", "--budget", "--metric", "--r-t", "--a-t", "--batch", "--prompt", "--gen"})
+        if (cmd->count(flag) > 0) fail(ErrorCategory::kUsage, "{} belongs to optimize --system", flag);
+      if (f.op.empty()) fail(ErrorCategory::kUsage, "optimize: expected --op NAME|all (or --system --model DIR)");
     }
-    for (const char* flag : {"--model", "--budget", "--metric", "--r-t", "--a-t", "--batch", "--prompt", "--gen"})
-      if (cmd->count(flag) > 0) fail(ErrorCategory::kUsage, "{} belongs to optimize --system", flag);
-    if (f.op.empty()) fail(ErrorCategory::kUsage, "optimize: expected --op NAME|all (or --system --model DIR)");
+    // the inner loop's settings, also for --system's kernel specialist (its rounds and target)
     auto& cfg = ctx.config();
     if (cmd->count("--rounds") > 0) {
       if (f.rounds < 0) fail(ErrorCategory::kUsage, "--rounds={}: expected an integer >= 0", f.rounds);
@@ -77,6 +77,11 @@ void register_optimize(CLI::App& app, Context& ctx) {
       cfg.target_speedup = f.target;
     }
     cfg.validate();
+    if (system) {
+      sf.json = f.json;
+      run_system(ctx, sf, cmd->count("--r-t") > 0, cmd->count("--a-t") > 0);
+      return;
+    }
     std::vector<const ops::Op*> targets;
     if (f.op == "all")
       for (const auto& op : ops::registry()) targets.push_back(op.get());
