@@ -17,8 +17,8 @@
 namespace thrive::cli {
 namespace {
 // Renames `from` to `to` unless `to` exists (renameat2 RENAME_NOREPLACE: no window in which a
-// concurrent reset's backup could be replaced; where the file system lacks it, a check first). Returns false when `to` exists or `from` does
-// not; Error(kStorage) for any other failure.
+// concurrent reset's backup could be replaced; where the file system lacks it, a check first).
+// Returns false when `to` exists or `from` does not; Error(kStorage) for any other failure.
 bool move_aside(const std::string& from, const std::string& to) {
   if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
   if (errno == EEXIST || errno == ENOENT) return false;
