@@ -12,7 +12,6 @@
 #include <cstdio>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -46,8 +45,9 @@ void refuse_bad_values(const CLI::App& app, Context& ctx) {
   check_values(app, ctx, positionals);
   // CLI11 hands a word after `--` that no FILE takes back to the parent command, which reads it
   // as an option (`memory reset -- --home=X` would reset X)
-  if (ctx.after_dashes && std::find(positionals.begin(), positionals.end(), *ctx.after_dashes) == positionals.end())
-    fail(ErrorCategory::kUsage, "-- {}: expected a FILE of this command after --", *ctx.after_dashes);
+  for (const auto& w : ctx.after_dashes)
+    if (std::find(positionals.begin(), positionals.end(), w) == positionals.end())
+      fail(ErrorCategory::kUsage, "-- {}: expected a FILE of this command after --", w);
 }
 
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
@@ -61,14 +61,9 @@ config::Config& Context::config() {
   if (!config_) {
     // A flag replaces its variable: a bad THRIVE_LOG_LEVEL does not stop `--log-level info`, and
     // a bad flag value is named as the flag, not as the variable.
-    const auto check = [](const std::string& flag, const std::string& v, std::initializer_list<const char*> allowed) {
-      for (const char* a : allowed)
-        if (v == a) return;
-      fail(ErrorCategory::kUsage, "{} {}: expected one of {}", flag, v, fmt::join(allowed, ", "));
-    };
-    if (!flags.device.empty()) check("--device", flags.device, {"cpu", "cuda", "auto"});
+    if (!flags.device.empty()) config::require_choice(flags.device, config::kDevices, "--device " + flags.device);
     if (!flags.log_level.empty())
-      check("--log-level", flags.log_level, {"trace", "debug", "info", "warn", "error", "critical", "off"});
+      config::require_choice(flags.log_level, config::kLogLevels, "--log-level " + flags.log_level);
     // The common flags, which set these settings here (e2e's own --device too: it picks the
     // engine's device itself). Other commands' flags (optimize's --rounds, e2e's --seed of the
     // prompts) are applied by those commands, some paths not at all: their variables stay read.
@@ -117,7 +112,7 @@ memory::Store& Context::read_store() {
     read_only_store_ = memory::Store::open_read_only(store_path(), how);
     if (how == memory::Store::ReadOpen::kOpened) return *read_only_store_;
     if (how == memory::Store::ReadOpen::kOlderSchema) return store();
-    ec.clear();  // kNoMemory: an empty or fresh SQLite file, answered as an empty memory
+    // kNoMemory: an empty or fresh SQLite file, answered as an empty memory
   }
   // No memory yet. A home that could never hold one (under a regular file, in a read-only
   // directory) is still reported: store() raises its usual error. Otherwise an empty in-memory
@@ -186,28 +181,33 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
   const auto target = resolve_links(path);
   const fs::path home(ctx.config().home);
   const auto home_dir = resolve_links(home);
-  if (home_dir == target || home_dir.compare(0, target.size() + 1, target + "/") == 0)
+  const auto within = [](const std::string& p, const std::string& dir) {  // p is dir or under it
+    return p == dir || p.compare(0, dir.size() + 1, dir + "/") == 0;
+  };
+  if (within(home_dir, target))
     fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME ({}) or a directory holding it; expected a file path outside it", flag,
          path, ctx.config().home);
   // the backups `memory reset` leaves next to memory.db (memory.db.bak-TIME[-N], with -wal/-shm),
   // and anything under one: the path as resolved and with its last link kept, and what each
   // backup resolves to (a backup of a memory.db link is a link to the real memory)
-  std::vector<std::string> backups = {home_dir + "/memory.db.bak-"};
+  const std::string backup_prefix = home_dir + "/memory.db.bak-";
+  std::vector<std::string> backups;
   std::error_code ec;
   for (fs::directory_iterator it(home_dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().filename().string().rfind("memory.db.bak-", 0) == 0) backups.push_back(resolve_links(it->path()));
-  for (const auto& t : {target, resolve_links(path, false)})
-    for (size_t i = 0; i < backups.size(); ++i)
-      if (i == 0 ? t.compare(0, backups[0].size(), backups[0]) == 0
-                 : (t == backups[i] || t.compare(0, backups[i].size() + 1, backups[i] + "/") == 0))
-        fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
-             flag, path, ctx.config().home);
+  for (const auto& t : {target, resolve_links(path, false)}) {
+    bool hit = t.compare(0, backup_prefix.size(), backup_prefix) == 0;
+    for (const auto& b : backups) hit = hit || within(t, b);
+    if (hit)
+      fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
+           flag, path, ctx.config().home);
+  }
   for (const char* inside : {"memory.db", "kernels", "cache"}) {
     // resolved (through a memory.db link to its file) and the link itself under the resolved
     // home, each with SQLite's -wal/-shm/-journal next to it
     bool hit = false;
     for (const auto& p : {resolve_links(home / inside), resolve_links(home / inside, false)}) {
-      hit = hit || target == p || target.compare(0, p.size() + 1, p + "/") == 0;
+      hit = hit || within(target, p);
       for (const char* side : {"-wal", "-shm", "-journal"}) hit = hit || target == p + side;
     }
     if (hit)

@@ -6,9 +6,9 @@
 
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "thrive/agents/agent.hpp"
 #include "thrive/config/config.hpp"
@@ -28,12 +28,12 @@ struct CommonFlags {
 class Context {
  public:
   CommonFlags flags;
-  /// The named options given on the command line ("--rounds"). Those that set a variable's
-  /// setting (--home, --device, --log-level, --agent, --rounds, --passes, --target-speedup)
-  /// replace it: config() then does not read THRIVE_ROUNDS. Filled by refuse_bad_values.
+  /// The named options given on the command line ("--home"). The common flags among them
+  /// (--home, --device, --log-level) replace their variables: config() then does not read
+  /// THRIVE_HOME. Filled by refuse_bad_values.
   std::set<std::string> given_flags;
-  /// The word after `--`, if any: refuse_bad_values requires it to be a command's FILE.
-  std::optional<std::string> after_dashes;
+  /// The words after `--`: refuse_bad_values requires each to be a command's FILE.
+  std::vector<std::string> after_dashes;
   std::string command_line;   ///< argv joined, recorded with results
   int exit_code = 0;          ///< set by a command whose candidate failed (1)
 

@@ -47,16 +47,8 @@ int main(int argc, char** argv) {
   // '=' is refused here, naming the flag, like `--home ""` (refuse_bad_values)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--") {
-      // Only a FILE (memory export/import) may follow `--`. CLI11 hands any further word back to
-      // the parent command, which reads it as an option again (`memory reset -- --home X` reset X);
-      // one word must be taken as a FILE (refuse_bad_values).
-      if (argc - i - 1 > 1) {
-        fmt::print(stderr, "thrive: usage error: -- {}: expected at most one word (a FILE) after --\n",
-                   fmt::join(std::vector<std::string>(argv + i + 1, argv + argc), " "));
-        return 2;
-      }
-      if (argc - i - 1 == 1) ctx.after_dashes = argv[i + 1];
+    if (a == "--") {  // only a command's FILE may follow (refuse_bad_values)
+      ctx.after_dashes.assign(argv + i + 1, argv + argc);
       break;
     }
     if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {

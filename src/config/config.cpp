@@ -175,17 +175,15 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   read_double("RMS_EPS", c.model.rms_eps, 1e-30, 1.0);
   // Enumerated values are checked here too, so the message names the variable
   // (THRIVE_DEVICE=gpu or RSI_DEVICE=gpu), not the field validate() sees.
-  auto read_choice = [&](const char* name, std::string& field,
-                         std::initializer_list<const char*> allowed) {
+  auto read_choice = [&](const char* name, std::string& field, std::span<const std::string_view> allowed) {
     read_string(name, field);
-    for (const char* a : allowed)
-      if (field == a) return;
     auto [var, value] = get(name);
-    fail(ErrorCategory::kUsage, "{}={}: expected one of {}", var, value, fmt::join(allowed, ", "));
+    require_choice(field, allowed, var + "=" + value);
   };
+  static constexpr std::array<std::string_view, 2> kAgents{"search", "llm"};
   read_string("HOME", c.home);
-  read_choice("DEVICE", c.device, {"cpu", "cuda", "auto"});
-  read_choice("AGENT", c.agent, {"search", "llm"});
+  read_choice("DEVICE", c.device, kDevices);
+  read_choice("AGENT", c.agent, kAgents);
   read_int("ROUNDS", c.rounds, 0, 10000);
   read_int("PASSES", c.passes, 1, 1000);
   read_double("TARGET_SPEEDUP", c.target_speedup, 1e-6, 1e9);
@@ -208,27 +206,25 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
     auto [var, value] = get("SEED");
     if (!var.empty()) c.seed = static_cast<uint64_t>(parse_int(var, value, 0, INT64_MAX));
   }
-  read_choice("LOG_LEVEL", c.log_level,
-              {"trace", "debug", "info", "warn", "error", "critical", "off"});
+  read_choice("LOG_LEVEL", c.log_level, kLogLevels);
   c.validate();
   return c;
 }
 
+void require_choice(std::string_view value, std::span<const std::string_view> choices, const std::string& label) {
+  for (const auto c : choices)
+    if (value == c) return;
+  fail(ErrorCategory::kUsage, "{}: expected one of {}", label, fmt::join(choices, ", "));
+}
+
 void Config::validate() const {
   model.validate();
-  if (device != "cpu" && device != "cuda" && device != "auto")
-    fail(ErrorCategory::kUsage, "device={}: expected one of cpu, cuda, auto", device);
+  require_choice(device, kDevices, "device=" + device);
   if (agent != "search" && agent != "llm")
     fail(ErrorCategory::kUsage, "agent={}: expected search or llm", agent);
   if (rounds < 0) fail(ErrorCategory::kUsage, "rounds={}: expected an integer >= 0", rounds);
   if (passes < 1) fail(ErrorCategory::kUsage, "passes={}: expected an integer >= 1", passes);
-  static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
-  bool ok = false;
-  for (const char* l : levels) ok = ok || log_level == l;
-  if (!ok)
-    fail(ErrorCategory::kUsage,
-         "THRIVE_LOG_LEVEL={}: expected one of trace, debug, info, warn, error, critical, off",
-         log_level);
+  require_choice(log_level, kLogLevels, "THRIVE_LOG_LEVEL=" + log_level);
 }
 
 }  // namespace thrive::config

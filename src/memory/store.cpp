@@ -745,49 +745,47 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
   ImportSummary sum;
   std::vector<StrategyCard> new_cards;
   std::vector<KernelRecord> new_kernels;
-  {
-    for (size_t i = 0; i < cards.size(); ++i) at("cards", i), new_cards.push_back(cards[i].get<StrategyCard>());
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      at("kernels", i);
-      new_kernels.push_back(kernels[i].get<KernelRecord>());
-      const auto& r = new_kernels.back();
-      // µs: no kernel launch takes under a nanosecond or over 1,000 s (eager 0: not measured)
-      const auto sane = [](double t) { return std::isfinite(t) && t >= 1e-3 && t <= 1e9; };
-      if (!sane(r.time_us) || !(r.eager_us == 0 || sane(r.eager_us)))
-        fail(ErrorCategory::kInput, "import: {}: kernel {} at {}: time_us={} eager_us={}: expected "
-             "times from 0.001 to 1e9 µs (eager_us may be 0)", where, r.kernel_id, r.shape_class, r.time_us, r.eager_us);
-      // the derived figures the leaderboard prints: finite, >= 0, and below any real device's
-      const auto figure = [&](const char* name, double v, double hi) {
-        if (!std::isfinite(v) || v < 0 || v > hi)
-          fail(ErrorCategory::kInput, "import: {}: kernel {}: {}={}: expected a finite value in [0, {}]", where,
-               r.kernel_id, name, v, hi);
-      };
-      figure("speedup", r.speedup, 1e6), figure("bandwidth_gbps", r.bandwidth_gbps, 1e6);
-      figure("percent_of_peak", r.percent_of_peak, 1e4);
-      figure("max_rel_err", r.max_rel_err, std::numeric_limits<double>::max());  // stored non-finite as 1e308
-      // ids and op names name archive files: a plain charset and length, no path pieces
-      auto plain = [](const std::string& s, size_t max, const char* extra) {
-        if (s.empty() || s.size() > max) return false;
-        for (char ch : s)
-          if (ch == '\0' || (!std::isalnum(static_cast<unsigned char>(ch)) && !std::strchr(extra, ch))) return false;
-        return s.find("..") == std::string::npos;
-      };
-      if (!plain(r.kernel_id, 512, "._=,~+-") || !plain(r.op, 64, "_"))
-        fail(ErrorCategory::kInput, "import: kernel id {} of op {}: expected letters, digits and ._=,~+- (at most 512) "
-             "and an op name of letters, digits and _", json_excerpt(r.kernel_id), json_excerpt(r.op));
-      if (r.source.find("@thrive op:") == std::string::npos || r.source.size() > (16u << 20))
-        fail(ErrorCategory::kInput, "import: kernel {}: expected a kernel source with a "
-             "'// @thrive op:' line (at most 16 MiB)", r.kernel_id);
-      // THRIVE's ids end in "~<hash>" or "src-<hash>", 16 hex digits of FNV-1a of the source:
-      // an id whose source was edited afterwards names another program.
-      const auto tail = r.kernel_id.size() >= 17 ? r.kernel_id.substr(r.kernel_id.size() - 17) : std::string();
-      const bool hashed = (tail.size() == 17 && tail[0] == '~') ||
-                          (r.kernel_id.size() >= 20 && r.kernel_id.compare(r.kernel_id.size() - 20, 4, "src-") == 0);
-      if (hashed && r.kernel_id.substr(r.kernel_id.size() - 16) != fnv1a_hex(r.source))
-        fail(ErrorCategory::kInput, "import: kernel {}: its source hashes to {}, not to the id's {}; "
-             "expected the source the id was made from", r.kernel_id, fnv1a_hex(r.source),
-             r.kernel_id.substr(r.kernel_id.size() - 16));
-    }
+  for (size_t i = 0; i < cards.size(); ++i) at("cards", i), new_cards.push_back(cards[i].get<StrategyCard>());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    at("kernels", i);
+    new_kernels.push_back(kernels[i].get<KernelRecord>());
+    const auto& r = new_kernels.back();
+    // µs: no kernel launch takes under a nanosecond or over 1,000 s (eager 0: not measured)
+    const auto sane = [](double t) { return std::isfinite(t) && t >= 1e-3 && t <= 1e9; };
+    if (!sane(r.time_us) || !(r.eager_us == 0 || sane(r.eager_us)))
+      fail(ErrorCategory::kInput, "import: {}: kernel {} at {}: time_us={} eager_us={}: expected "
+           "times from 0.001 to 1e9 µs (eager_us may be 0)", where, r.kernel_id, r.shape_class, r.time_us, r.eager_us);
+    // the derived figures the leaderboard prints: finite, >= 0, and below any real device's
+    const auto figure = [&](const char* name, double v, double hi) {
+      if (!std::isfinite(v) || v < 0 || v > hi)
+        fail(ErrorCategory::kInput, "import: {}: kernel {}: {}={}: expected a finite value in [0, {}]", where,
+             r.kernel_id, name, v, hi);
+    };
+    figure("speedup", r.speedup, 1e6), figure("bandwidth_gbps", r.bandwidth_gbps, 1e6);
+    figure("percent_of_peak", r.percent_of_peak, 1e4);
+    figure("max_rel_err", r.max_rel_err, std::numeric_limits<double>::max());  // stored non-finite as 1e308
+    // ids and op names name archive files: a plain charset and length, no path pieces
+    auto plain = [](const std::string& s, size_t max, const char* extra) {
+      if (s.empty() || s.size() > max) return false;
+      for (char ch : s)
+        if (ch == '\0' || (!std::isalnum(static_cast<unsigned char>(ch)) && !std::strchr(extra, ch))) return false;
+      return s.find("..") == std::string::npos;
+    };
+    if (!plain(r.kernel_id, 512, "._=,~+-") || !plain(r.op, 64, "_"))
+      fail(ErrorCategory::kInput, "import: kernel id {} of op {}: expected letters, digits and ._=,~+- (at most 512) "
+           "and an op name of letters, digits and _", json_excerpt(r.kernel_id), json_excerpt(r.op));
+    if (r.source.find("@thrive op:") == std::string::npos || r.source.size() > (16u << 20))
+      fail(ErrorCategory::kInput, "import: kernel {}: expected a kernel source with a "
+           "'// @thrive op:' line (at most 16 MiB)", r.kernel_id);
+    // THRIVE's ids end in "~<hash>" or "src-<hash>", 16 hex digits of FNV-1a of the source:
+    // an id whose source was edited afterwards names another program.
+    const auto tail = r.kernel_id.size() >= 17 ? r.kernel_id.substr(r.kernel_id.size() - 17) : std::string();
+    const bool hashed = (tail.size() == 17 && tail[0] == '~') ||
+                        (r.kernel_id.size() >= 20 && r.kernel_id.compare(r.kernel_id.size() - 20, 4, "src-") == 0);
+    if (hashed && r.kernel_id.substr(r.kernel_id.size() - 16) != fnv1a_hex(r.source))
+      fail(ErrorCategory::kInput, "import: kernel {}: its source hashes to {}, not to the id's {}; "
+           "expected the source the id was made from", r.kernel_id, fnv1a_hex(r.source),
+           r.kernel_id.substr(r.kernel_id.size() - 16));
   }
   std::set<std::string> best_ids;
   for (size_t i = 0; i < best.size(); ++i)

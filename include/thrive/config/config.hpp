@@ -13,11 +13,21 @@
 
 #include <cstdint>
 #include <functional>
+#include <array>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace thrive::config {
+
+/// The values --device / THRIVE_DEVICE take, and --log-level / THRIVE_LOG_LEVEL (spdlog's levels).
+inline constexpr std::array<std::string_view, 3> kDevices{"cpu", "cuda", "auto"};
+inline constexpr std::array<std::string_view, 7> kLogLevels{"trace", "debug", "info", "warn", "error", "critical", "off"};
+/// Throws Error(kUsage) "`label`: expected one of A, B, ..." unless `value` is one of `choices`;
+/// `label` names where the value came from and the value ("--device gpu", "THRIVE_DEVICE=gpu").
+void require_choice(std::string_view value, std::span<const std::string_view> choices, const std::string& label);
 
 /// Model dimensions the ops are instantiated at. Counts are elements, not bytes.
 struct ModelDims {

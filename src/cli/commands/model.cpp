@@ -462,8 +462,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--attention {}: expected flash or gemm", f.attention);
   parse_seed(f.seed, "--seed");
   parse_kernels(f.kernels);
-  if (f.device != "cpu" && f.device != "cuda" && f.device != "auto")
-    fail(ErrorCategory::kUsage, "--device {}: expected one of cpu, cuda, auto", f.device);
+  config::require_choice(f.device, config::kDevices, "--device " + f.device);
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && !engine_flags_given.empty())
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
