@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/thrive-out}
 mkdir -p "$OUT"
 bin=$(mktemp -d)/weight_stream
-nvcc -O3 -arch=sm_90 -std=c++17 -o "$bin" bench/micro/weight_stream.cu || exit 1
+nvcc -O3 -arch=sm_90 -std=c++17 -o "$bin" bench/micro/weight_stream.cu -lcuda || exit 1
 {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   date -u +%Y-%m-%dT%H:%MZ

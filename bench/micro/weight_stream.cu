@@ -15,8 +15,11 @@
 //            "full" mbarrier; rows land 2064 bytes apart (a 16-byte skew a row: the ldmatrix
 //            reads of 8 rows then hit different banks); every warp arrives on the stage's "empty"
 //            mbarrier after reading it, and the producer waits for that before refilling it.
+//   tma    : the same ring filled by tensor copies (stream_tma): OPS copies a tile of a 3-D tensor
+//            map (one 32 KiB copy at OPS = 1), landing in the persistent kernel's swizzled
+//            warp-slice layout; thread 0 issues them as in `bulk`.
 // Every variant folds what it read into a checksum (XOR of 32-bit words) so nothing is skipped;
-// the three checksums must agree.
+// the checksums must agree.
 // Then the question behind the persistent kernel's GEMV stages running at about one tile a µs a
 // block whatever the number of streaming blocks (bench/results/h200-persistent-decode-2026-12-01/
 // session4/, runs 1-2): the two rings on a quarter, half, three quarters and all of the SMs, over
@@ -24,10 +27,11 @@
 // on a 50 MB L2: what one block can ingest when DRAM is not the limit), with GB/s per block.
 // Last, whether an L2 prefetch issued while the ring idles (the persistent kernel's attention
 // stage) makes the later stream faster: stream_prefetched, a fresh 24 MB slice each launch.
-// Build and run (sm_90): nvcc -O3 -arch=sm_90 -std=c++17 -o weight_stream weight_stream.cu &&
+// Build and run (sm_90): nvcc -O3 -arch=sm_90 -std=c++17 -o weight_stream weight_stream.cu -lcuda &&
 // ./weight_stream [K=2048] [REPS=20]; scripts/device-weight-stream.sh does both on the GPU machine.
 // Output: one line a variant, ring depth and grid: µs a launch (median [min, max]), GB/s at the
 // median, and GB/s a block.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -224,6 +228,71 @@ __global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __re
   atomicXor(out, acc);
 }
 
+// tma: the same tiles and ring, each tile one tensor copy (cp.async.bulk.tensor.3d, PTX ISA 8.0,
+// sm_90) of a 3-D view of w [N, K]: dim 0 = 64 columns (128 bytes), dim 1 = the N rows (stride
+// K x 2 bytes), dim 2 = the K / 64 column blocks (stride 128 bytes). A box of 64 x 16 x (16 / OPS)
+// lands as [column block][row][64 columns] = warp w's 16 x 64 slice at w x 2048 bytes, with the
+// 128-byte swizzle (16-byte chunk c of row r at (c ^ r % 8) x 16): the persistent kernel's
+// warp-slice layout. OPS copies a tile (OPS = 1: one 32 KiB copy; the `bulk` variant above
+// needs 16 of 2 KiB). Thread 0 issues them after waiting for the stage's "empty" mbarrier, as in
+// `bulk`; the ring starts at a 1024-byte boundary (the swizzle's period).
+template <int NS, int OPS>
+__global__ void __launch_bounds__(512, 1) stream_tma(const CUtensorMap* map, long long N, long long K, int passes,
+                                                     unsigned* out) {
+  extern __shared__ __align__(128) unsigned char dyn[];
+  __shared__ __align__(8) unsigned long long full[NS], empty[NS];
+  unsigned char* ring = dyn + ((1024u - ((unsigned)__cvta_generic_to_shared(dyn) & 1023u)) & 1023u);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long g0, g1;
+  block_groups(N, g0, g1);
+  const long long tiles_per_group = K / kCols, mine = (g1 - g0) * tiles_per_group, tiles = mine * passes;
+  const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
+  const unsigned full0 = (unsigned)__cvta_generic_to_shared(full), empty0 = (unsigned)__cvta_generic_to_shared(empty);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NS; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full0 + 8 * s) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 16;" ::"r"(empty0 + 8 * s) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  auto issue = [&](long long t) {  // thread 0 only
+    if (t >= tiles) return;
+    const int s = (int)(t % NS);
+    if (t >= NS) mbar_wait(empty0 + 8 * s, (unsigned)((t / NS - 1) & 1));
+    const long long g = g0 + t % mine / tiles_per_group, kc = (t % mine % tiles_per_group) * kCols;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full0 + 8 * s), "r"(kTileBytes)
+                 : "memory");
+#pragma unroll
+    for (int o = 0; o < OPS; ++o)
+      asm volatile(
+          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+          " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(base + (unsigned)(s * kTileBytes + o * (kTileBytes / OPS))),
+          "l"(map), "r"(0), "r"((int)(g * kRows)), "r"((int)(kc / 64 + o * (16 / OPS))), "r"(full0 + 8 * s),
+          "l"(policy)
+          : "memory");
+  };
+  if (threadIdx.x == 0)
+    for (int i = 0; i + 1 < NS; ++i) issue(i);
+  unsigned acc = 0;
+  for (long long t = 0; t < tiles; ++t) {
+    const int s = (int)(t % NS);
+    mbar_wait(full0 + 8 * s, (unsigned)((t / NS) & 1));
+    const uint4* slice = (const uint4*)(ring + s * kTileBytes + warp * 2048);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const uint4 v = slice[lane + 32 * u];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncwarp();
+    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty0 + 8 * s) : "memory");
+    if (threadIdx.x == 0) issue(t + NS - 1);
+  }
+  atomicXor(out, acc);
+}
+
 struct Timing {
   float median, min, max;
 };
@@ -267,6 +336,45 @@ void run_ring(const char* name, bool bulk, const unsigned short* w, long long N,
               bytes / t.median * 1e-3 / sms, sum == want ? "ok" : "MISMATCH");
 }
 
+// The 3-D tensor map of w [N, K] for stream_tma (box 64 x 16 x 16 / OPS); exits if the driver
+// refuses it.
+CUtensorMap tma_map(const unsigned short* w, long long N, long long K, int ops) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {64, cuuint64_t(N), cuuint64_t(K / 64)}, strides[2] = {cuuint64_t(K) * 2, 128};
+  const cuuint32_t box[3] = {64, kRows, cuuint32_t(16 / ops)}, steps[3] = {1, 1, 1};
+  const CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void*)w, dims, strides, box, steps,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    const char* e = nullptr;
+    cuGetErrorString(r, &e);
+    std::fprintf(stderr, "cuTensorMapEncodeTiled(3-D, box 64 x 16 x %d): %s\n", 16 / ops, e ? e : "?");
+    std::exit(1);
+  }
+  return m;
+}
+template <int NS, int OPS>
+void run_tma(const unsigned short* w, long long N, long long K, unsigned* out, int sms, int reps, double bytes,
+             unsigned expect, const char* where = "DRAM", int passes = 1) {
+  const int smem = NS * kTileBytes + 1024;
+  const CUtensorMap host = tma_map(w, N, K, OPS);
+  CUtensorMap* map = nullptr;
+  CHECK(cudaMalloc(&map, sizeof(CUtensorMap)));
+  CHECK(cudaMemcpy(map, &host, sizeof(CUtensorMap), cudaMemcpyHostToDevice));
+  CHECK(cudaFuncSetAttribute(stream_tma<NS, OPS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const Timing t = time_launches([&] { stream_tma<NS, OPS><<<sms, 512, smem>>>(map, N, K, passes, out); }, reps);
+  unsigned sum = 0;
+  CHECK(cudaMemset(out, 0, 4));
+  stream_tma<NS, OPS><<<sms, 512, smem>>>(map, N, K, passes, out);
+  CHECK(cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(map));
+  const unsigned want = passes % 2 == 0 ? 0u : expect;
+  bytes *= passes;
+  std::printf("tma x%d   NS %d, %3d blocks, %s x%-2d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
+              OPS, NS, sms, where, passes, t.median, t.min, t.max, bytes / t.median * 1e-3,
+              bytes / t.median * 1e-3 / sms, sum == want ? "ok" : "MISMATCH");
+}
+
 int main(int argc, char** argv) {
   const long long K = argc > 1 ? std::atoll(argv[1]) : 2048;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 20;
@@ -302,6 +410,9 @@ int main(int argc, char** argv) {
   run_ring<2>("bulk", true, w, N, K, out, sms, reps, total, expect);
   run_ring<4>("bulk", true, w, N, K, out, sms, reps, total, expect);
   run_ring<6>("bulk", true, w, N, K, out, sms, reps, total, expect);
+  run_tma<4, 1>(w, N, K, out, sms, reps, total, expect);
+  run_tma<6, 1>(w, N, K, out, sms, reps, total, expect);
+  run_tma<6, 4>(w, N, K, out, sms, reps, total, expect);
   // Fewer blocks, from DRAM and from an L2-resident 16 MB slice (its checksum from the plain read);
   // all blocks on DRAM are the NS 6 / NS 4 lines above
   const long long l2_rows = kL2SliceBytes / (K * 2) / kRows * kRows;
@@ -319,6 +430,8 @@ int main(int argc, char** argv) {
       const int passes = rows == N ? 1 : kL2Passes;
       run_ring<6>("cpasync", false, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
       run_ring<4>("bulk", true, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
+      run_tma<6, 1>(w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
+      run_tma<6, 4>(w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
     }
   }
   // Prefetched into L2, then streamed: each launch takes a fresh 24 MB slice (the next one in the
