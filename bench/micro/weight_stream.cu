@@ -15,7 +15,7 @@
 //            "full" mbarrier; rows land 2064 bytes apart (a 16-byte skew a row: the ldmatrix
 //            reads of 8 rows then hit different banks); every warp arrives on the stage's "empty"
 //            mbarrier after reading it, and the producer waits for that before refilling it.
-//   tma    : the same ring filled by tensor copies (stream_tma): OPS copies a tile of a 3-D tensor
+//   tma    : the same ring filled by tensor copies (stream_mbar, OPS >= 1): OPS copies a tile of a 3-D tensor
 //            map (one 32 KiB copy at OPS = 1), landing in the persistent kernel's swizzled
 //            warp-slice layout; thread 0 issues them as in `bulk`.
 // Every variant folds what it read into a checksum (XOR of 32-bit words) so nothing is skipped;
@@ -172,12 +172,17 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
         : "memory");
 }
 
-template <int NS>
-__global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __restrict__ w, long long N, long long K,
-                                                      int passes, unsigned* out) {
-  extern __shared__ __align__(128) unsigned char ring[];
-  constexpr int kStage = kRows * kBulkRowStride;  // 33,024 bytes
+// The rings the copy engine fills: OPS = 0 is `bulk` (16 cp.async.bulk of one 2 KiB tile row
+// each, rows kBulkRowStride apart), OPS >= 1 is `tma` (OPS tensor copies of map, a 3-D view of
+// w, landing in the persistent kernel's warp-slice layout at a 1024-byte aligned ring). Thread 0
+// issues a tile once the stage's "empty" mbarrier says every warp read it before.
+template <int NS, int OPS>
+__global__ void __launch_bounds__(512, 1) stream_mbar(const unsigned short* __restrict__ w, const CUtensorMap* map,
+                                                      long long N, long long K, int passes, unsigned* out) {
+  extern __shared__ __align__(128) unsigned char dyn[];
+  constexpr int kStage = OPS == 0 ? kRows * kBulkRowStride : kTileBytes;  // 33,024 or 32,768 bytes
   __shared__ __align__(8) unsigned long long full[NS], empty[NS];
+  unsigned char* ring = OPS == 0 ? dyn : dyn + ((1024u - ((unsigned)__cvta_generic_to_shared(dyn) & 1023u)) & 1023u);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   long long g0, g1;
   block_groups(N, g0, g1);
@@ -201,12 +206,23 @@ __global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __re
     const long long g = g0 + t % mine / tiles_per_group, kc = (t % mine % tiles_per_group) * kCols;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full0 + 8 * s), "r"(kTileBytes)
                  : "memory");
-    for (int r = 0; r < kRows; ++r)
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-              base + (unsigned)(s * kStage + r * kBulkRowStride)),
-          "l"(w + (g * kRows + r) * K + kc), "r"(kCols * 2), "r"(full0 + 8 * s), "l"(policy)
-          : "memory");
+    if constexpr (OPS == 0) {
+      for (int r = 0; r < kRows; ++r)
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+                base + (unsigned)(s * kStage + r * kBulkRowStride)),
+            "l"(w + (g * kRows + r) * K + kc), "r"(kCols * 2), "r"(full0 + 8 * s), "l"(policy)
+            : "memory");
+    } else {
+#pragma unroll
+      for (int o = 0; o < OPS; ++o)
+        asm volatile(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+            " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(base + (unsigned)(s * kStage + o * (kTileBytes / OPS))),
+            "l"(map), "r"(0), "r"((int)(g * kRows)), "r"((int)(kc / 64 + o * (16 / OPS))), "r"(full0 + 8 * s),
+            "l"(policy)
+            : "memory");
+    }
   };
   if (threadIdx.x == 0)
     for (int i = 0; i + 1 < NS; ++i) issue(i);
@@ -214,76 +230,13 @@ __global__ void __launch_bounds__(512, 1) stream_bulk(const unsigned short* __re
   for (long long t = 0; t < tiles; ++t) {
     const int s = (int)(t % NS);
     mbar_wait(full0 + 8 * s, (unsigned)((t / NS) & 1));
-    // warp w reads columns [64 w, 64 w + 64) of the 16 rows: lane i row i / 2, 64 bytes
-    const unsigned char* row = ring + s * kStage + (lane >> 1) * kBulkRowStride + warp * 128 + (lane & 1) * 64;
+    // warp w reads columns [64 w, 64 w + 64) of the 16 rows: bulk, lane i row i / 2, 64 bytes; tma,
+    // the warp's 2 KiB slice (swizzled inside: the XOR does not care)
+    const uint4* piece = OPS == 0 ? (const uint4*)(ring + s * kStage + (lane >> 1) * kBulkRowStride + warp * 128 + (lane & 1) * 64)
+                                  : (const uint4*)(ring + s * kStage + warp * 2048) + lane;
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const uint4 v = ((const uint4*)row)[u];
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    __syncwarp();
-    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty0 + 8 * s) : "memory");
-    if (threadIdx.x == 0) issue(t + NS - 1);
-  }
-  atomicXor(out, acc);
-}
-
-// tma: the same tiles and ring, each tile one tensor copy (cp.async.bulk.tensor.3d, PTX ISA 8.0,
-// sm_90) of a 3-D view of w [N, K]: dim 0 = 64 columns (128 bytes), dim 1 = the N rows (stride
-// K x 2 bytes), dim 2 = the K / 64 column blocks (stride 128 bytes). A box of 64 x 16 x (16 / OPS)
-// lands as [column block][row][64 columns] = warp w's 16 x 64 slice at w x 2048 bytes, with the
-// 128-byte swizzle (16-byte chunk c of row r at (c ^ r % 8) x 16): the persistent kernel's
-// warp-slice layout. OPS copies a tile (OPS = 1: one 32 KiB copy; the `bulk` variant above
-// needs 16 of 2 KiB). Thread 0 issues them after waiting for the stage's "empty" mbarrier, as in
-// `bulk`; the ring starts at a 1024-byte boundary (the swizzle's period).
-template <int NS, int OPS>
-__global__ void __launch_bounds__(512, 1) stream_tma(const CUtensorMap* map, long long N, long long K, int passes,
-                                                     unsigned* out) {
-  extern __shared__ __align__(128) unsigned char dyn[];
-  __shared__ __align__(8) unsigned long long full[NS], empty[NS];
-  unsigned char* ring = dyn + ((1024u - ((unsigned)__cvta_generic_to_shared(dyn) & 1023u)) & 1023u);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  long long g0, g1;
-  block_groups(N, g0, g1);
-  const long long tiles_per_group = K / kCols, mine = (g1 - g0) * tiles_per_group, tiles = mine * passes;
-  const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
-  const unsigned full0 = (unsigned)__cvta_generic_to_shared(full), empty0 = (unsigned)__cvta_generic_to_shared(empty);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < NS; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full0 + 8 * s) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 16;" ::"r"(empty0 + 8 * s) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  auto issue = [&](long long t) {  // thread 0 only
-    if (t >= tiles) return;
-    const int s = (int)(t % NS);
-    if (t >= NS) mbar_wait(empty0 + 8 * s, (unsigned)((t / NS - 1) & 1));
-    const long long g = g0 + t % mine / tiles_per_group, kc = (t % mine % tiles_per_group) * kCols;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full0 + 8 * s), "r"(kTileBytes)
-                 : "memory");
-#pragma unroll
-    for (int o = 0; o < OPS; ++o)
-      asm volatile(
-          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-          " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(base + (unsigned)(s * kTileBytes + o * (kTileBytes / OPS))),
-          "l"(map), "r"(0), "r"((int)(g * kRows)), "r"((int)(kc / 64 + o * (16 / OPS))), "r"(full0 + 8 * s),
-          "l"(policy)
-          : "memory");
-  };
-  if (threadIdx.x == 0)
-    for (int i = 0; i + 1 < NS; ++i) issue(i);
-  unsigned acc = 0;
-  for (long long t = 0; t < tiles; ++t) {
-    const int s = (int)(t % NS);
-    mbar_wait(full0 + 8 * s, (unsigned)((t / NS) & 1));
-    const uint4* slice = (const uint4*)(ring + s * kTileBytes + warp * 2048);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const uint4 v = slice[lane + 32 * u];
+      const uint4 v = piece[OPS == 0 ? u : 32 * u];
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
     __syncwarp();
@@ -317,26 +270,24 @@ Timing time_launches(F launch, int reps) {
   return {ms[ms.size() / 2], ms.front(), ms.back()};
 }
 
-template <int NS>
-void run_ring(const char* name, bool bulk, const unsigned short* w, long long N, long long K, unsigned* out, int sms,
-              int reps, double bytes, unsigned expect, const char* where = "DRAM", int passes = 1) {
-  const int smem = bulk ? NS * kRows * kBulkRowStride : NS * kTileBytes;
-  auto kernel = bulk ? stream_bulk<NS> : stream_cpasync<NS>;
+// Times `kernel` (launched as kernel<<<sms, 512, smem>>>(args...)), checks its checksum against
+// `expect` (0 for an even number of passes: every word XORed twice) and prints one line.
+template <class... P, class... A>
+void measure(const char* name, void (*kernel)(P...), int smem, int sms, int reps, double bytes, unsigned expect,
+             const char* where, int passes, unsigned* out, A... args) {
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const Timing t = time_launches([&] { kernel<<<sms, 512, smem>>>(w, N, K, passes, out); }, reps);
+  const Timing t = time_launches([&] { kernel<<<sms, 512, smem>>>(args..., passes, out); }, reps);
   unsigned sum = 0;
   CHECK(cudaMemset(out, 0, 4));
-  kernel<<<sms, 512, smem>>>(w, N, K, passes, out);
+  kernel<<<sms, 512, smem>>>(args..., passes, out);
   CHECK(cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost));
-  // an even number of passes XORs every word twice: the checksum is then 0
   const unsigned want = passes % 2 == 0 ? 0u : expect;
   bytes *= passes;
-  std::printf("%-8s NS %d, %3d blocks, %s x%-2d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
-              name, NS, sms, where, passes, t.median, t.min, t.max, bytes / t.median * 1e-3,
-              bytes / t.median * 1e-3 / sms, sum == want ? "ok" : "MISMATCH");
+  std::printf("%-8s, %3d blocks, %s x%-2d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
+              name, sms, where, passes, t.median, t.min, t.max, bytes / t.median * 1e-3, bytes / t.median * 1e-3 / sms,
+              sum == want ? "ok" : "MISMATCH");
 }
-
-// The 3-D tensor map of w [N, K] for stream_tma (box 64 x 16 x 16 / OPS); exits if the driver
+// The 3-D tensor map of w [N, K] for the tma ring (box 64 x 16 x 16 / OPS); exits if the driver
 // refuses it.
 CUtensorMap tma_map(const unsigned short* w, long long N, long long K, int ops) {
   CUtensorMap m;
@@ -353,26 +304,28 @@ CUtensorMap tma_map(const unsigned short* w, long long N, long long K, int ops) 
   }
   return m;
 }
+// One ring over w [N, K] (rows of it): the cp.async ring (OPS < 0), bulk (OPS = 0) or tma (OPS >= 1).
 template <int NS, int OPS>
-void run_tma(const unsigned short* w, long long N, long long K, unsigned* out, int sms, int reps, double bytes,
-             unsigned expect, const char* where = "DRAM", int passes = 1) {
-  const int smem = NS * kTileBytes + 1024;
-  const CUtensorMap host = tma_map(w, N, K, OPS);
+void run_ring(const unsigned short* w, long long N, long long K, unsigned* out, int sms, int reps, double bytes,
+              unsigned expect, const char* where = "DRAM", int passes = 1) {
+  char name[32];
+  if (OPS < 0) {
+    std::snprintf(name, sizeof name, "cpasync  NS %d", NS);
+    measure(name, stream_cpasync<NS>, NS * kTileBytes, sms, reps, bytes, expect, where, passes, out, w, N, K);
+    return;
+  }
   CUtensorMap* map = nullptr;
-  CHECK(cudaMalloc(&map, sizeof(CUtensorMap)));
-  CHECK(cudaMemcpy(map, &host, sizeof(CUtensorMap), cudaMemcpyHostToDevice));
-  CHECK(cudaFuncSetAttribute(stream_tma<NS, OPS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const Timing t = time_launches([&] { stream_tma<NS, OPS><<<sms, 512, smem>>>(map, N, K, passes, out); }, reps);
-  unsigned sum = 0;
-  CHECK(cudaMemset(out, 0, 4));
-  stream_tma<NS, OPS><<<sms, 512, smem>>>(map, N, K, passes, out);
-  CHECK(cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost));
-  CHECK(cudaFree(map));
-  const unsigned want = passes % 2 == 0 ? 0u : expect;
-  bytes *= passes;
-  std::printf("tma x%d   NS %d, %3d blocks, %s x%-2d: %8.1f us [%8.1f, %8.1f]  %7.1f GB/s  %6.1f GB/s a block  checksum %s\n",
-              OPS, NS, sms, where, passes, t.median, t.min, t.max, bytes / t.median * 1e-3,
-              bytes / t.median * 1e-3 / sms, sum == want ? "ok" : "MISMATCH");
+  if (OPS > 0) {
+    const CUtensorMap host = tma_map(w, N, K, OPS);
+    CHECK(cudaMalloc(&map, sizeof(CUtensorMap)));
+    CHECK(cudaMemcpy(map, &host, sizeof(CUtensorMap), cudaMemcpyHostToDevice));
+  }
+  if (OPS == 0) std::snprintf(name, sizeof name, "bulk     NS %d", NS);
+  else std::snprintf(name, sizeof name, "tma x%d   NS %d", OPS, NS);
+  const int smem = OPS == 0 ? NS * kRows * kBulkRowStride : NS * kTileBytes + 1024;
+  measure(name, stream_mbar<NS, OPS>, smem, sms, reps, bytes, expect, where, passes, out, w,
+          (const CUtensorMap*)map, N, K);
+  if (map) CHECK(cudaFree(map));
 }
 
 int main(int argc, char** argv) {
@@ -404,15 +357,15 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(&expect, out, 4, cudaMemcpyDeviceToHost));
   const Timing t = time_launches([&] { stream_ld<<<sms * 8, 256>>>((const uint4*)w, N * K * 2 / 16, out); }, reps);
   std::printf("%-8s      : %8.1f us [%8.1f, %8.1f]  %7.1f GB/s\n", "ld", t.median, t.min, t.max, total / t.median * 1e-3);
-  run_ring<2>("cpasync", false, w, N, K, out, sms, reps, total, expect);
-  run_ring<4>("cpasync", false, w, N, K, out, sms, reps, total, expect);
-  run_ring<6>("cpasync", false, w, N, K, out, sms, reps, total, expect);
-  run_ring<2>("bulk", true, w, N, K, out, sms, reps, total, expect);
-  run_ring<4>("bulk", true, w, N, K, out, sms, reps, total, expect);
-  run_ring<6>("bulk", true, w, N, K, out, sms, reps, total, expect);
-  run_tma<4, 1>(w, N, K, out, sms, reps, total, expect);
-  run_tma<6, 1>(w, N, K, out, sms, reps, total, expect);
-  run_tma<6, 4>(w, N, K, out, sms, reps, total, expect);
+  run_ring<2, -1>(w, N, K, out, sms, reps, total, expect);
+  run_ring<4, -1>(w, N, K, out, sms, reps, total, expect);
+  run_ring<6, -1>(w, N, K, out, sms, reps, total, expect);
+  run_ring<2, 0>(w, N, K, out, sms, reps, total, expect);
+  run_ring<4, 0>(w, N, K, out, sms, reps, total, expect);
+  run_ring<6, 0>(w, N, K, out, sms, reps, total, expect);
+  run_ring<4, 1>(w, N, K, out, sms, reps, total, expect);
+  run_ring<6, 1>(w, N, K, out, sms, reps, total, expect);
+  run_ring<6, 4>(w, N, K, out, sms, reps, total, expect);
   // Fewer blocks, from DRAM and from an L2-resident 16 MB slice (its checksum from the plain read);
   // all blocks on DRAM are the NS 6 / NS 4 lines above
   const long long l2_rows = kL2SliceBytes / (K * 2) / kRows * kRows;
@@ -428,10 +381,11 @@ int main(int argc, char** argv) {
       if (rows == N && blocks == sms) continue;  // measured above
       // the L2 slice is read kL2Passes times a launch: one pass (about 10 µs) is launch-dominated
       const int passes = rows == N ? 1 : kL2Passes;
-      run_ring<6>("cpasync", false, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
-      run_ring<4>("bulk", true, w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
-      run_tma<6, 1>(w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
-      run_tma<6, 4>(w, rows, K, out, blocks, reps, double(rows * K * 2), slice_expect, where, passes);
+      const double bytes = double(rows * K * 2);
+      run_ring<6, -1>(w, rows, K, out, blocks, reps, bytes, slice_expect, where, passes);
+      run_ring<4, 0>(w, rows, K, out, blocks, reps, bytes, slice_expect, where, passes);
+      run_ring<6, 1>(w, rows, K, out, blocks, reps, bytes, slice_expect, where, passes);
+      run_ring<6, 4>(w, rows, K, out, blocks, reps, bytes, slice_expect, where, passes);
     }
   }
   // Prefetched into L2, then streamed: each launch takes a fresh 24 MB slice (the next one in the
