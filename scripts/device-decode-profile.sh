@@ -14,7 +14,7 @@ set -uo pipefail
 source "$(dirname "$0")/device-prologue.sh"
 bin=./build-device/thrive
 model=/tmp/qwen3-1.7b-random
-timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || exit 1
+timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 --force > /dev/null || exit 1
 common="--device cuda --model $model --batch 1 --prompt 512 --kernels best --graphs on --json"
 variants=${VARIANTS-"best|
 r2|--gemv-rows 2

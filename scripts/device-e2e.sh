@@ -22,7 +22,7 @@ fi
 bin=./build-device/thrive
 model=/tmp/qwen3-1.7b-random
 t0=$(date +%s)
-timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 || exit 1
+timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 --force || exit 1
 echo "checkpoint written in $(( $(date +%s) - t0 )) s"
 gen=${GEN:-32}
 plain="--attention gemm --fusions off --gemv off"  # the engine without its own fast paths

@@ -172,6 +172,43 @@ INSTANTIATE_TEST_SUITE_P(
                       "/nonexistent/k.cpp"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// model init onto a directory that already holds a checkpoint: refused (usage error naming the
+// files and --force) with the checkpoint untouched; --force replaces config.json and
+// model.safetensors; a directory with files init would not replace (a shard, an index) stays
+// refused even with --force. A bad seed is refused before the directory is looked at.
+TEST_F(Cli, ModelInitReplacesACheckpointOnlyWithForce) {
+  const std::string dir = files.path() + "/ck";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  const auto weights = read_file(dir + "/model.safetensors"), config = read_file(dir + "/config.json");
+  auto r = test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir, "--seed", "9"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line_error(r, "already holds a checkpoint (config.json, model.safetensors)");
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), weights);
+  EXPECT_EQ(read_file(dir + "/config.json"), config);
+  r = test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir, "--seed", "x", "--force"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line_error(r, "--seed x");
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), weights);
+  r = test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir, "--seed", "9", "--force"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(read_file(dir + "/model.safetensors"), weights);
+  EXPECT_EQ(read_file(dir + "/config.json"), config);  // the same preset
+  // a shard of another checkpoint beside it: never mixed, --force or not
+  test::write_text(dir + "/model-00002-of-00002.safetensors", "x");
+  const auto replaced = read_file(dir + "/model.safetensors");
+  r = test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir, "--force"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_line_error(r, "does not replace (model-00002-of-00002.safetensors)");
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), replaced);
+  // a directory without a checkpoint is fine
+  const std::string other = files.path() + "/other";
+  std::filesystem::create_directories(other);
+  test::write_text(other + "/notes.txt", "mine");
+  EXPECT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", other}, env()).exit_code, 0);
+  EXPECT_EQ(read_file(other + "/notes.txt"), "mine");
+}
+
 // The e2e harness on the CPU engine with given prompts: --dump writes the prefill logits as raw
 // float32 [B, vocab] and the greedy tokens; a prompts file that does not fit is an input error.
 TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {

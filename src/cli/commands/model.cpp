@@ -1,5 +1,6 @@
-// thrive model init --preset qwen3-1.7b|tiny --out DIR [--seed S] [--dtype bf16|f32]: a random-
-// weight Hugging Face checkpoint (config.json + model.safetensors).
+// thrive model init --preset qwen3-1.7b|tiny --out DIR [--seed S] [--dtype bf16|f32] [--force]: a
+// random-weight Hugging Face checkpoint (config.json + model.safetensors); a DIR that already holds
+// a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
 // [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--json]: the Qwen3 engine's throughput harness: prefill and decode
@@ -33,6 +34,7 @@ namespace {
 struct InitFlags {
   std::string preset, out, dtype = "bf16";
   std::string seed = "0";
+  bool force = false;
 };
 
 struct E2eFlags {
@@ -54,6 +56,45 @@ uint64_t parse_seed(const std::string& text, const char* flag) {
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
     fail(ErrorCategory::kUsage, "{} {}: expected an integer 0 to 18446744073709551615", flag, text.substr(0, 40));
   return v;
+}
+
+// The checkpoint files in `dir` (config.json, *.safetensors, *.safetensors.index.json), sorted;
+// none where `dir` does not exist. Error(kStorage) when it exists and cannot be listed.
+std::vector<std::string> checkpoint_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto ends = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (name == "config.json" || ends(".safetensors") || ends(".safetensors.index.json")) names.push_back(name);
+  }
+  if (ec) fail(ErrorCategory::kStorage, "--out {}: cannot list the directory ({})", dir, ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Refuses an --out that already holds a checkpoint unless `force`, and even then one with files
+// model init would not replace (shards, an index): the directory would mix two checkpoints.
+void check_init_target(const std::string& dir, bool force) {
+  const auto have = checkpoint_files(dir);
+  if (have.empty()) return;
+  const auto listed = [](const std::vector<std::string>& v) {
+    return fmt::format("{}{}", fmt::join(v.begin(), v.begin() + std::min<ptrdiff_t>(ptrdiff_t(v.size()), 4), ", "),
+                       v.size() > 4 ? fmt::format(" and {} more", v.size() - 4) : "");
+  };
+  if (!force)
+    fail(ErrorCategory::kUsage, "--out {}: already holds a checkpoint ({}); expected a new or empty directory, or "
+         "--force to replace its config.json and model.safetensors", dir, listed(have));
+  std::vector<std::string> others;
+  for (const auto& n : have)
+    if (n != "config.json" && n != "model.safetensors") others.push_back(n);
+  if (!others.empty())
+    fail(ErrorCategory::kUsage, "--out {}: holds checkpoint files that model init does not replace ({}); the "
+         "directory would mix two checkpoints: expected another --out, or those files removed", dir, listed(others));
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -484,9 +525,12 @@ void register_model(CLI::App& app, Context&) {
   init->add_option("--out", f.out, "Checkpoint directory to write")->required();
   init->add_option("--seed", f.seed, "Random seed (default 0)");
   init->add_option("--dtype", f.dtype, "bf16 (default) | f32");
+  init->add_flag("--force", f.force, "Replace the config.json and model.safetensors of a checkpoint already in --out");
   init->callback([] {
     if (f.dtype != "bf16" && f.dtype != "f32") fail(ErrorCategory::kUsage, "--dtype {}: expected bf16 or f32", f.dtype);
     const auto cfg = model::Qwen3Config::preset(f.preset);
+    parse_seed(f.seed, "--seed");
+    check_init_target(f.out, f.force);
     const auto t = std::chrono::steady_clock::now();
     model::init_checkpoint(cfg, f.out, parse_seed(f.seed, "--seed"), f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32);
     fmt::print("wrote {}/config.json and {}/model.safetensors: {} preset, {:.1f} M parameters, {}, seed {} ({:.1f} s)\n",
