@@ -1,5 +1,8 @@
 #include "thrive/core/files.hpp"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +59,70 @@ void write_file_atomic(const std::string& target, const std::string& content) {
   }
   fs::rename(tmp, path, ec);
   if (ec) fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path, ec.message());
+}
+
+StagedFile::StagedFile(const std::string& path) : path_(path) {
+  const fs::path p(path);
+  const auto dir = p.parent_path();
+  std::string templ = (dir.empty() ? std::string() : dir.string() + "/") + "." + p.filename().string() + ".XXXXXX";
+  const int fd = mkstemp(templ.data());
+  if (fd < 0) fail(ErrorCategory::kStorage, "{}: cannot create a temporary file beside it ({})", path, std::strerror(errno));
+  tmp_ = templ;
+  const mode_t mask = umask(0);
+  umask(mask);
+  f_ = fdopen(fd, "wb");
+  if (f_ == nullptr || fchmod(fd, 0666 & ~mask) != 0) {
+    const int err = errno;
+    if (f_ == nullptr) ::close(fd);
+    f_ = nullptr;
+    unlink(tmp_.c_str());
+    fail(ErrorCategory::kStorage, "{}: cannot write ({})", tmp_, std::strerror(err));
+  }
+}
+
+StagedFile::~StagedFile() {
+  if (f_ != nullptr) std::fclose(f_);
+  if (!committed_) unlink(tmp_.c_str());
+}
+
+void StagedFile::write(const void* bytes, size_t n) {
+  if (f_ == nullptr || std::fwrite(bytes, 1, n, f_) != n)
+    fail(ErrorCategory::kStorage, "{}: write failed ({})", tmp_, std::strerror(errno));
+}
+
+void StagedFile::close() {
+  if (f_ == nullptr) return;
+  const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f_) == 0;
+  f_ = nullptr;
+  if (!ok || !closed) fail(ErrorCategory::kStorage, "{}: cannot finish writing ({})", path_, std::strerror(err));
+}
+
+void StagedFile::commit(bool replace) {
+  close();
+  if (replace) {
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+      fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_, std::strerror(errno));
+  } else if (renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS)
+      fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_,
+           errno == EEXIST ? "it exists; expected to create it" : std::strerror(errno));
+    std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
+    if (fs::exists(fs::symlink_status(path_, ec)))
+      fail(ErrorCategory::kStorage, "{}: cannot rename into place (it exists; expected to create it)", path_);
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+      fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_, std::strerror(errno));
+  }
+  committed_ = true;
+}
+
+void check_replaceable(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) return;
+  if (st.type() != fs::file_type::regular && st.type() != fs::file_type::symlink)
+    fail(ErrorCategory::kStorage, "{}: exists and is not a regular file or a link; expected a file path", path);
 }
 
 void ensure_writable_dir(const std::string& dir, const std::string& what) {

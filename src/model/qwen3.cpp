@@ -230,7 +230,7 @@ int64_t Qwen3Config::parameters() const {
 
 // ---- checkpoints -----------------------------------------------------------------------------
 
-void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t seed, StDtype dtype) {
+void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t seed, StDtype dtype, bool replace) {
   cfg.validate("model init");
   if (dtype == StDtype::kF16) fail(ErrorCategory::kUsage, "model init: F16 checkpoints are read, not written; use bf16 or f32");
   ensure_writable_dir(dir, "--out");
@@ -259,8 +259,18 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
     });
     w.append(bytes.data(), bytes.size());
   }
-  w.finish();
-  write_file_atomic(dir + "/config.json", cfg.to_json().dump(2) + "\n");
+  w.close();
+  StagedFile config(dir + "/config.json");
+  auto doc = cfg.to_json();
+  doc["torch_dtype"] = dtype == StDtype::kF32 ? "float32" : "bfloat16";  // what the weights are stored in
+  const std::string text = doc.dump(2) + "\n";
+  config.write(text.data(), text.size());
+  config.close();
+  // nothing is replaced before both files are complete and both names can take them
+  check_replaceable(dir + "/model.safetensors");
+  check_replaceable(dir + "/config.json");
+  w.commit(replace);
+  config.commit(replace);
 }
 
 std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want) {

@@ -169,9 +169,17 @@ std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
   return out;
 }
 
+// The parent directory first (StagedFile creates its temporary file there).
+static const std::string& with_parent(const std::string& path) {
+  std::error_code ec;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  return path;
+}
+
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<StTensorInfo>& layout,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(path), tmp_(path + ".tmp") {
+    : path_(path), file_(with_parent(path)) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   int64_t off = 0;
@@ -183,41 +191,23 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   expected_ = off;
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');
-  std::error_code ec;
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (f_ == nullptr) fail(ErrorCategory::kStorage, "{}: cannot write ({})", tmp_, std::strerror(errno));
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-  if (std::fwrite(len, 1, 8, f_) != 8 || std::fwrite(header.data(), 1, header.size(), f_) != header.size())
-    fail(ErrorCategory::kStorage, "{}: write failed ({})", tmp_, std::strerror(errno));
-}
-
-SafetensorsWriter::~SafetensorsWriter() {
-  if (f_ != nullptr) {  // never finished: leave nothing behind
-    std::fclose(f_);
-    std::remove(tmp_.c_str());
-  }
+  file_.write(len, 8);
+  file_.write(header.data(), header.size());
 }
 
 void SafetensorsWriter::append(const void* bytes, size_t n) {
   if (written_ + int64_t(n) > expected_)
     fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", path_, written_ + n, expected_);
-  if (std::fwrite(bytes, 1, n, f_) != n) fail(ErrorCategory::kStorage, "{}: write failed ({})", tmp_, std::strerror(errno));
+  file_.write(bytes, n);
   written_ += int64_t(n);
 }
 
-void SafetensorsWriter::finish() {
+void SafetensorsWriter::close() {
   if (written_ != expected_)
     fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", path_, written_, expected_);
-  const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
-  std::fclose(f_);
-  f_ = nullptr;
-  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp_.c_str());
-    fail(ErrorCategory::kStorage, "{}: cannot finish writing ({})", path_, std::strerror(errno));
-  }
+  file_.close();
 }
 
 void write_safetensors(const std::string& path, const std::vector<StTensorOut>& tensors,

@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <future>
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -201,12 +202,58 @@ TEST_F(Cli, ModelInitReplacesACheckpointOnlyWithForce) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   expect_one_line_error(r, "does not replace (model-00002-of-00002.safetensors)");
   EXPECT_EQ(read_file(dir + "/model.safetensors"), replaced);
-  // a directory without a checkpoint is fine
+  // a directory without a checkpoint is fine; its other files (also one named like the old
+  // fixed temporary name, a link to another checkpoint's weights) are left alone
   const std::string other = files.path() + "/other";
   std::filesystem::create_directories(other);
   test::write_text(other + "/notes.txt", "mine");
+  std::filesystem::create_symlink(dir + "/model.safetensors", other + "/model.safetensors.tmp");
   EXPECT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", other}, env()).exit_code, 0);
   EXPECT_EQ(read_file(other + "/notes.txt"), "mine");
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), replaced);
+  EXPECT_TRUE(std::filesystem::is_symlink(other + "/model.safetensors.tmp"));
+  EXPECT_FALSE(std::filesystem::is_symlink(other + "/model.safetensors"));
+  // --force replaces a symlinked config.json or model.safetensors as a link, never its target
+  const std::string linked = files.path() + "/linked";
+  std::filesystem::create_directories(linked);
+  std::filesystem::create_symlink(other + "/config.json", linked + "/config.json");
+  std::filesystem::create_symlink(other + "/model.safetensors", linked + "/model.safetensors");
+  const auto other_config = read_file(other + "/config.json"), other_weights = read_file(other + "/model.safetensors");
+  r = test::run_thrive({"model", "init", "--preset", "tiny", "--out", linked, "--seed", "3", "--force"}, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(other + "/config.json"), other_config);
+  EXPECT_EQ(read_file(other + "/model.safetensors"), other_weights);
+  EXPECT_FALSE(std::filesystem::is_symlink(linked + "/config.json"));
+  EXPECT_NE(read_file(linked + "/model.safetensors"), other_weights);
+  // a config.json that is a directory: refused before the weights are replaced
+  std::filesystem::remove(linked + "/config.json");
+  std::filesystem::create_directories(linked + "/config.json");
+  const auto linked_weights = read_file(linked + "/model.safetensors");
+  r = test::run_thrive({"model", "init", "--preset", "tiny", "--out", linked, "--seed", "4", "--force"}, env());
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  expect_one_line_error(r, "config.json: exists and is not a regular file");
+  EXPECT_EQ(read_file(linked + "/model.safetensors"), linked_weights);
+  for (const auto& e : std::filesystem::directory_iterator(linked))
+    EXPECT_EQ(e.path().filename().string().rfind(".", 0), std::string::npos) << "temporary file left: " << e.path();
+}
+
+// Two model init runs at once into the same new directory: one writes the checkpoint, the other
+// refuses (the directory lock), and the checkpoint is the one the successful run reports, whole.
+TEST_F(Cli, ConcurrentModelInitsNeverMix) {
+  for (int trial = 0; trial < 3; ++trial) {
+    const std::string dir = files.path() + "/race" + std::to_string(trial);
+    auto a = std::async(std::launch::async, [&] {
+      return test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir, "--seed", "1"}, env());
+    });
+    auto b = test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir, "--seed", "2"}, env());
+    const auto ra = a.get();
+    ASSERT_EQ((ra.exit_code == 0) + (b.exit_code == 0), 1) << ra.err << b.err;
+    EXPECT_EQ(ra.exit_code == 0 ? b.exit_code : ra.exit_code, 2);
+    const std::string ref = files.path() + "/ref" + std::to_string(trial);
+    ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", ref, "--seed", ra.exit_code == 0 ? "1" : "2"},
+                               env()).exit_code, 0);
+    EXPECT_EQ(read_file(dir + "/model.safetensors"), read_file(ref + "/model.safetensors"));
+  }
 }
 
 // The e2e harness on the CPU engine with given prompts: --dump writes the prefill logits as raw

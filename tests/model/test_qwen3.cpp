@@ -184,6 +184,17 @@ TEST_F(Qwen3Tiny, BadTokensBatchesAndContextsAreUsageErrors) {
   EXPECT_THROW(CpuQwen3Engine(c, w, 1 << 20, 4096, int64_t(1) << 30), Error);  // the cache does not fit
 }
 
+// config.json's torch_dtype names the dtype the weights were written in.
+TEST(Qwen3Checkpoint, ConfigNamesTheDtypeOfTheWeights) {
+  const auto cfg = Qwen3Config::preset("tiny");
+  for (const auto& [dtype, name] : {std::pair{StDtype::kF32, "float32"}, std::pair{StDtype::kBF16, "bfloat16"}}) {
+    test::TempDir dir;
+    init_checkpoint(cfg, dir.path(), 1, dtype);
+    EXPECT_EQ(nlohmann::json::parse(read_file(dir.path() + "/config.json"))["torch_dtype"], name);
+    EXPECT_EQ(Checkpoint(dir.path()).info("model.norm.weight").dtype, dtype);
+  }
+}
+
 // A checkpoint that disagrees with its config.json, and config.json files that are wrong.
 TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   test::TempDir dir;

@@ -1,6 +1,7 @@
 // Small filesystem helpers shared by the modules that persist artefacts.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 namespace thrive {
@@ -13,6 +14,41 @@ std::string read_file(const std::string& path);
 /// Creates parent directories; writes through a symlink to its target. Throws Error(kStorage)
 /// naming the path, also when it exists and is not a regular file (a device, FIFO, directory).
 void write_file_atomic(const std::string& path, const std::string& content);
+
+/// A file written under a unique temporary name beside `path` ("." + its name + ".XXXXXX",
+/// created exclusively by mkstemp: never through an existing name, link or FIFO, so concurrent
+/// writers never share one) and renamed onto `path` by commit(); removed when never committed.
+/// Its mode is 0666 less the umask, as an ordinary new file's. Errors: Error(kStorage) naming
+/// the path when the file cannot be created, written or renamed.
+class StagedFile {
+ public:
+  explicit StagedFile(const std::string& path);
+  ~StagedFile();
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+  /// The open temporary file (until close()).
+  std::FILE* file() const { return f_; }
+  /// Writes all of `n` bytes; Error(kStorage) when the file system refuses.
+  void write(const void* bytes, size_t n);
+  /// Flushes to disk (fsync) and closes the temporary file.
+  void close();
+  /// Renames the closed temporary file onto `path`. With `replace`, what is at `path` is
+  /// swapped out as a directory entry: a symlink there is replaced itself, its target left
+  /// alone. Without it, Error(kStorage) "exists" when `path` exists (renameat2
+  /// RENAME_NOREPLACE; a check first where the file system lacks it).
+  void commit(bool replace);
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* f_ = nullptr;
+  bool committed_ = false;
+};
+
+/// Throws Error(kStorage) naming `path` when it exists and is neither a regular file nor a
+/// symlink (a directory, FIFO, device or socket): what StagedFile::commit must not replace.
+void check_replaceable(const std::string& path);
 
 /// Creates `dir` (and parents) and checks it is writable; throws Error(kStorage)
 /// "THRIVE_HOME=<dir>: not writable (<reason>)" style messages using `what`.

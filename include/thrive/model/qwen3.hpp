@@ -56,10 +56,14 @@ struct Qwen3Config {
 
 /// Writes DIR/config.json and DIR/model.safetensors with random weights: projections and the
 /// embedding N(0, 0.02^2) (HF's initializer_range), norm weights 1 + N(0, 0.1^2) so a wrong norm
-/// is visible, all rounded to `dtype`. Deterministic in `seed`. Streams tensor by tensor.
-/// Error(kStorage) when the directory cannot be written.
+/// is visible, all rounded to `dtype`. Deterministic in `seed`. Streams tensor by tensor into
+/// temporary files beside the two (StagedFile), then renames both into place, after checking
+/// neither name holds a directory, FIFO or device. With `replace` an existing config.json or
+/// model.safetensors (or a symlink in their place: the link, never its target) is replaced;
+/// without it, either existing is Error(kStorage). Error(kStorage) when the directory cannot be
+/// written.
 void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t seed,
-                     StDtype dtype = StDtype::kBF16);
+                     StDtype dtype = StDtype::kBF16, bool replace = true);
 
 /// float32 weights of one layer, HF layout ([out, in] row-major for projections).
 struct Qwen3LayerWeights {

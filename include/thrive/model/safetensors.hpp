@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "thrive/core/files.hpp"
+
 namespace thrive::model {
 
 /// Element types THRIVE reads: "BF16", "F16", "F32" (safetensors' spelling).
@@ -74,21 +76,29 @@ struct StTensorOut {
 
 /// Streams a safetensors file: the layout (names, dtypes, shapes, in data order) is fixed up
 /// front, the data follows tensor by tensor (a multi-GB checkpoint never sits in memory). Written
-/// to `path`.tmp and renamed by finish(). Throws Error(kStorage) naming the path when writing
-/// fails, Error(kInternal) when more or fewer bytes arrive than the layout declares.
+/// under a unique temporary name beside `path` (StagedFile) and renamed into place by finish(),
+/// or by close() then commit() (to check other files before anything is replaced). Throws
+/// Error(kStorage) naming the path when writing fails, Error(kInternal) when more or fewer bytes
+/// arrive than the layout declares.
 class SafetensorsWriter {
  public:
   SafetensorsWriter(const std::string& path, const std::vector<StTensorInfo>& layout,
                     const std::map<std::string, std::string>& metadata = {});
-  ~SafetensorsWriter();
   /// Appends the next `n` data bytes (any split across calls).
   void append(const void* bytes, size_t n);
-  /// Checks every declared byte arrived, flushes and renames into place.
-  void finish();
+  /// Checks every declared byte arrived and flushes the temporary file to disk.
+  void close();
+  /// Renames it into place (StagedFile::commit: `replace` false refuses an existing path).
+  void commit(bool replace = true) { file_.commit(replace); }
+  /// close(), then commit().
+  void finish() {
+    close();
+    commit();
+  }
 
  private:
-  std::string path_, tmp_;
-  std::FILE* f_ = nullptr;
+  std::string path_;
+  StagedFile file_;
   int64_t expected_ = 0, written_ = 0;
 };
 

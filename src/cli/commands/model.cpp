@@ -7,11 +7,16 @@
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -82,12 +87,14 @@ std::vector<std::string> checkpoint_files(const std::string& dir) {
 void check_init_target(const std::string& dir, bool force) {
   const auto have = checkpoint_files(dir);
   if (have.empty()) return;
-  const auto listed = [](const std::vector<std::string>& v) {
+  const auto listed = [](std::vector<std::string> v) {
+    for (auto& n : v)  // a control character in a file name must not break the one-line message
+      std::replace_if(n.begin(), n.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; }, '?');
     return fmt::format("{}{}", fmt::join(v.begin(), v.begin() + std::min<ptrdiff_t>(ptrdiff_t(v.size()), 4), ", "),
                        v.size() > 4 ? fmt::format(" and {} more", v.size() - 4) : "");
   };
   if (!force)
-    fail(ErrorCategory::kUsage, "--out {}: already holds a checkpoint ({}); expected a new or empty directory, or "
+    fail(ErrorCategory::kUsage, "--out {}: already holds a checkpoint ({}); expected a directory without one, or "
          "--force to replace its config.json and model.safetensors", dir, listed(have));
   std::vector<std::string> others;
   for (const auto& n : have)
@@ -529,10 +536,20 @@ void register_model(CLI::App& app, Context&) {
   init->callback([] {
     if (f.dtype != "bf16" && f.dtype != "f32") fail(ErrorCategory::kUsage, "--dtype {}: expected bf16 or f32", f.dtype);
     const auto cfg = model::Qwen3Config::preset(f.preset);
-    parse_seed(f.seed, "--seed");
+    const uint64_t seed = parse_seed(f.seed, "--seed");
+    // One model init at a time in a directory (an exclusive flock on it, held to the end): the
+    // check and the write cannot interleave with another's.
+    ensure_writable_dir(f.out, "--out");
+    const int dir_fd = open(f.out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0 || flock(dir_fd, LOCK_EX) != 0)
+      fail(ErrorCategory::kStorage, "--out {}: cannot lock the directory ({})", f.out, std::strerror(errno));
+    struct Unlock {
+      int fd;
+      ~Unlock() { ::close(fd); }
+    } unlock{dir_fd};
     check_init_target(f.out, f.force);
     const auto t = std::chrono::steady_clock::now();
-    model::init_checkpoint(cfg, f.out, parse_seed(f.seed, "--seed"), f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32);
+    model::init_checkpoint(cfg, f.out, seed, f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32, f.force);
     fmt::print("wrote {}/config.json and {}/model.safetensors: {} preset, {:.1f} M parameters, {}, seed {} ({:.1f} s)\n",
                f.out, f.out, f.preset, double(cfg.parameters()) / 1e6, f.dtype, f.seed, ms_since(t) / 1e3);
   });
