@@ -15,6 +15,7 @@
 #include "thrive/ops/dtype.hpp"
 
 namespace thrive::model {
+namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -266,11 +267,33 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
   const std::string text = doc.dump(2) + "\n";
   config.write(text.data(), text.size());
   config.close();
-  // nothing is replaced before both files are complete and both names can take them
-  check_replaceable(dir + "/model.safetensors");
+  // Nothing is replaced before both files are complete and both names can take them. The old
+  // weights wait under a temporary name until config.json is in place too, so a failed second
+  // rename puts them back instead of leaving new weights beside the old config.
+  const std::string weights = dir + "/model.safetensors";
+  check_replaceable(weights);
   check_replaceable(dir + "/config.json");
-  w.commit(replace);
-  config.commit(replace);
+  std::error_code ec;
+  std::string aside;
+  if (replace && fs::exists(fs::symlink_status(weights, ec))) {
+    StagedFile placeholder(weights);  // a unique name beside it, then the old entry moved onto it
+    placeholder.close();
+    if (std::rename(weights.c_str(), placeholder.temp_path().c_str()) != 0)
+      fail(ErrorCategory::kStorage, "{}: cannot move aside ({})", weights, std::strerror(errno));
+    aside = placeholder.temp_path();  // the placeholder's destructor would remove it: keep the name only
+    placeholder.release();
+  }
+  bool weights_in = false;
+  try {
+    w.commit(replace);
+    weights_in = true;
+    config.commit(replace);
+  } catch (...) {
+    if (!aside.empty()) std::rename(aside.c_str(), weights.c_str());  // the old weights back
+    else if (weights_in) fs::remove(weights, ec);  // no old weights: none of this run's either
+    throw;
+  }
+  if (!aside.empty()) fs::remove(aside, ec);
 }
 
 std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want) {

@@ -235,6 +235,18 @@ TEST_F(Cli, ModelInitReplacesACheckpointOnlyWithForce) {
   EXPECT_EQ(read_file(linked + "/model.safetensors"), linked_weights);
   for (const auto& e : std::filesystem::directory_iterator(linked))
     EXPECT_EQ(e.path().filename().string().rfind(".", 0), std::string::npos) << "temporary file left: " << e.path();
+  // what a killed run left (a temporary file of mkstemp's pattern) goes with the next run; a link
+  // or another name of that shape stays
+  const std::string killed = files.path() + "/killed";
+  std::filesystem::create_directories(killed);
+  test::write_text(killed + "/.model.safetensors.Ab12Cd", "partial");
+  test::write_text(killed + "/.config.json.Ab12Cde", "mine");
+  std::filesystem::create_symlink(other + "/notes.txt", killed + "/.config.json.Zz99Yy");
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", killed}, env()).exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(killed + "/.model.safetensors.Ab12Cd"));
+  EXPECT_EQ(read_file(killed + "/.config.json.Ab12Cde"), "mine");
+  EXPECT_TRUE(std::filesystem::is_symlink(killed + "/.config.json.Zz99Yy"));
+  EXPECT_EQ(read_file(other + "/notes.txt"), "mine");
 }
 
 // Two model init runs at once into the same new directory: one writes the checkpoint, the other

@@ -37,6 +37,11 @@ class StagedFile {
   /// alone. Without it, Error(kStorage) "exists" when `path` exists (renameat2
   /// RENAME_NOREPLACE; a check first where the file system lacks it).
   void commit(bool replace);
+  /// Closes it and leaves the temporary file where it is (the caller owns that name now).
+  void release() {
+    close();
+    committed_ = true;
+  }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return tmp_; }
 

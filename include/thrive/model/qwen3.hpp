@@ -59,7 +59,8 @@ struct Qwen3Config {
 /// is visible, all rounded to `dtype`. Deterministic in `seed`. Streams tensor by tensor into
 /// temporary files beside the two (StagedFile), then renames both into place, after checking
 /// neither name holds a directory, FIFO or device. With `replace` an existing config.json or
-/// model.safetensors (or a symlink in their place: the link, never its target) is replaced;
+/// model.safetensors (or a symlink in their place: the link, never its target) is replaced,
+/// the old weights kept aside until config.json is in place (a failed rename puts them back);
 /// without it, either existing is Error(kStorage). Error(kStorage) when the directory cannot be
 /// written.
 void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t seed,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -84,24 +85,48 @@ std::vector<std::string> checkpoint_files(const std::string& dir) {
 
 // Refuses an --out that already holds a checkpoint unless `force`, and even then one with files
 // model init would not replace (shards, an index): the directory would mix two checkpoints.
+// `text` with control characters as '?': a file name must not break a one-line message.
+std::string printable(std::string text) {
+  std::replace_if(text.begin(), text.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; }, '?');
+  return text;
+}
+
 void check_init_target(const std::string& dir, bool force) {
   const auto have = checkpoint_files(dir);
   if (have.empty()) return;
-  const auto listed = [](std::vector<std::string> v) {
-    for (auto& n : v)  // a control character in a file name must not break the one-line message
-      std::replace_if(n.begin(), n.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; }, '?');
-    return fmt::format("{}{}", fmt::join(v.begin(), v.begin() + std::min<ptrdiff_t>(ptrdiff_t(v.size()), 4), ", "),
-                       v.size() > 4 ? fmt::format(" and {} more", v.size() - 4) : "");
+  const auto listed = [](const std::vector<std::string>& v) {
+    std::vector<std::string> shown;
+    for (size_t i = 0; i < v.size() && i < 4; ++i) shown.push_back(printable(v[i]));
+    return fmt::format("{}{}", fmt::join(shown, ", "), v.size() > 4 ? fmt::format(" and {} more", v.size() - 4) : "");
   };
   if (!force)
     fail(ErrorCategory::kUsage, "--out {}: already holds a checkpoint ({}); expected a directory without one, or "
-         "--force to replace its config.json and model.safetensors", dir, listed(have));
+         "--force to replace its config.json and model.safetensors", printable(dir), listed(have));
   std::vector<std::string> others;
   for (const auto& n : have)
     if (n != "config.json" && n != "model.safetensors") others.push_back(n);
   if (!others.empty())
     fail(ErrorCategory::kUsage, "--out {}: holds checkpoint files that model init does not replace ({}); the "
-         "directory would mix two checkpoints: expected another --out, or those files removed", dir, listed(others));
+         "directory would mix two checkpoints: expected another --out, or those files removed", printable(dir),
+         listed(others));
+}
+
+// Removes the temporary files an earlier model init in `dir` left when it was killed (regular
+// files named .config.json.XXXXXX or .model.safetensors.XXXXXX, mkstemp's six letters and
+// digits: StagedFile's names). Called with the directory's lock held, so no run is writing them.
+void remove_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    for (const std::string stem : {".config.json.", ".model.safetensors."}) {
+      if (name.size() != stem.size() + 6 || name.compare(0, stem.size(), stem) != 0) continue;
+      if (!std::all_of(name.begin() + long(stem.size()), name.end(), [](char c) { return std::isalnum((unsigned char)c); }))
+        continue;
+      std::error_code e2;
+      if (it->symlink_status(e2).type() == fs::file_type::regular) fs::remove(it->path(), e2);
+    }
+  }
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -548,6 +573,7 @@ void register_model(CLI::App& app, Context&) {
       ~Unlock() { ::close(fd); }
     } unlock{dir_fd};
     check_init_target(f.out, f.force);
+    remove_stale_temporaries(f.out);
     const auto t = std::chrono::steady_clock::now();
     model::init_checkpoint(cfg, f.out, seed, f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32, f.force);
     fmt::print("wrote {}/config.json and {}/model.safetensors: {} preset, {:.1f} M parameters, {}, seed {} ({:.1f} s)\n",
