@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -104,17 +105,36 @@ void StagedFile::commit(bool replace) {
   if (replace) {
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
       fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_, std::strerror(errno));
-  } else if (renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno != EINVAL && errno != ENOSYS)
-      fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_,
-           errno == EEXIST ? "it exists; expected to create it" : std::strerror(errno));
-    std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
-    if (fs::exists(fs::symlink_status(path_, ec)))
-      fail(ErrorCategory::kStorage, "{}: cannot rename into place (it exists; expected to create it)", path_);
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_, std::strerror(errno));
+  } else if (const int err = rename_no_replace(tmp_, path_); err != 0) {
+    fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_,
+         err == EEXIST ? "it exists; expected to create it" : std::strerror(err));
   }
   committed_ = true;
+}
+
+void remove_stale_staged_files(const std::string& path) {
+  const fs::path p(path);
+  std::string stem = ".";  // built in steps: GCC 12 warns (-Wrestrict, falsely) on "." + name + "."
+  stem += p.filename().string();
+  stem += '.';
+  std::error_code ec;
+  for (fs::directory_iterator it(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec), end;
+       !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != stem.size() + 6 || !name.starts_with(stem) ||
+        !std::all_of(name.begin() + long(stem.size()), name.end(), [](char c) { return std::isalnum((unsigned char)c); }))
+      continue;
+    std::error_code e2;
+    if (it->symlink_status(e2).type() == fs::file_type::regular) fs::remove(it->path(), e2);
+  }
+}
+
+int rename_no_replace(const std::string& from, const std::string& to) {
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+  std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
+  if (fs::exists(fs::symlink_status(to, ec))) return EEXIST;
+  return std::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
 }
 
 void check_replaceable(const std::string& path) {

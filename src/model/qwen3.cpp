@@ -277,7 +277,6 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
   std::string aside;
   if (replace && fs::exists(fs::symlink_status(weights, ec))) {
     StagedFile placeholder(weights);  // a unique name beside it, then the old entry moved onto it
-    placeholder.close();
     if (std::rename(weights.c_str(), placeholder.temp_path().c_str()) != 0)
       fail(ErrorCategory::kStorage, "{}: cannot move aside ({})", weights, std::strerror(errno));
     aside = placeholder.temp_path();  // the placeholder's destructor would remove it: keep the name only

@@ -26,8 +26,6 @@ class StagedFile {
   ~StagedFile();
   StagedFile(const StagedFile&) = delete;
   StagedFile& operator=(const StagedFile&) = delete;
-  /// The open temporary file (until close()).
-  std::FILE* file() const { return f_; }
   /// Writes all of `n` bytes; Error(kStorage) when the file system refuses.
   void write(const void* bytes, size_t n);
   /// Flushes to disk (fsync) and closes the temporary file.
@@ -50,6 +48,17 @@ class StagedFile {
   std::FILE* f_ = nullptr;
   bool committed_ = false;
 };
+
+/// Removes the temporary files StagedFile(`path`) instances left when their process was killed
+/// (regular files named like them: "." + the name + "." + mkstemp's six letters and digits; a
+/// link or another name is left alone). Only where no StagedFile for `path` is being written
+/// (the caller holds a lock on the directory).
+void remove_stale_staged_files(const std::string& path);
+
+/// Renames `from` to `to` unless `to` exists (renameat2 RENAME_NOREPLACE: no window in which
+/// another process's `to` could be replaced; where the file system lacks it, a check first).
+/// Returns 0, or the errno of the failure: EEXIST when `to` exists, ENOENT when `from` does not.
+int rename_no_replace(const std::string& from, const std::string& to);
 
 /// Throws Error(kStorage) naming `path` when it exists and is neither a regular file nor a
 /// symlink (a directory, FIFO, device or socket): what StagedFile::commit must not replace.

@@ -1,9 +1,6 @@
 // thrive memory show | cards | kernels [--op OP] | export FILE | import FILE | reset
 #include <fmt/format.h>
 
-#include <fcntl.h>
-#include <stdio.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -16,19 +13,14 @@
 
 namespace thrive::cli {
 namespace {
-// Renames `from` to `to` unless `to` exists (renameat2 RENAME_NOREPLACE: no window in which a
-// concurrent reset's backup could be replaced; where the file system lacks it, a check first).
-// Returns false when `to` exists or `from` does not; Error(kStorage) for any other failure.
+// Renames `from` to `to` unless `to` exists (rename_no_replace: a concurrent reset's backup is
+// never replaced). Returns false when `to` exists or `from` does not; Error(kStorage) for any
+// other failure.
 bool move_aside(const std::string& from, const std::string& to) {
-  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
-  if (errno == EEXIST || errno == ENOENT) return false;
-  if (errno == EINVAL || errno == ENOSYS) {  // a file system without RENAME_NOREPLACE: check, then rename
-    std::error_code ec;
-    if (std::filesystem::exists(std::filesystem::symlink_status(to, ec))) return false;
-    if (std::rename(from.c_str(), to.c_str()) == 0) return true;
-    if (errno == ENOENT) return false;
-  }
-  fail(ErrorCategory::kStorage, "{}: cannot move aside to {} ({})", from, to, std::strerror(errno));
+  const int err = rename_no_replace(from, to);
+  if (err == 0) return true;
+  if (err == EEXIST || err == ENOENT) return false;
+  fail(ErrorCategory::kStorage, "{}: cannot move aside to {} ({})", from, to, std::strerror(err));
 }
 }  // namespace
 

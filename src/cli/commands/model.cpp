@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -73,24 +72,22 @@ std::vector<std::string> checkpoint_files(const std::string& dir) {
   std::vector<std::string> names;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    const auto ends = [&](const std::string& suffix) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    if (name == "config.json" || ends(".safetensors") || ends(".safetensors.index.json")) names.push_back(name);
+    if (name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json"))
+      names.push_back(name);
   }
   if (ec) fail(ErrorCategory::kStorage, "--out {}: cannot list the directory ({})", dir, ec.message());
   std::sort(names.begin(), names.end());
   return names;
 }
 
-// Refuses an --out that already holds a checkpoint unless `force`, and even then one with files
-// model init would not replace (shards, an index): the directory would mix two checkpoints.
 // `text` with control characters as '?': a file name must not break a one-line message.
 std::string printable(std::string text) {
   std::replace_if(text.begin(), text.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; }, '?');
   return text;
 }
 
+// Refuses an --out that already holds a checkpoint unless `force`, and even then one with files
+// model init would not replace (shards, an index): the directory would mix two checkpoints.
 void check_init_target(const std::string& dir, bool force) {
   const auto have = checkpoint_files(dir);
   if (have.empty()) return;
@@ -109,24 +106,6 @@ void check_init_target(const std::string& dir, bool force) {
     fail(ErrorCategory::kUsage, "--out {}: holds checkpoint files that model init does not replace ({}); the "
          "directory would mix two checkpoints: expected another --out, or those files removed", printable(dir),
          listed(others));
-}
-
-// Removes the temporary files an earlier model init in `dir` left when it was killed (regular
-// files named .config.json.XXXXXX or .model.safetensors.XXXXXX, mkstemp's six letters and
-// digits: StagedFile's names). Called with the directory's lock held, so no run is writing them.
-void remove_stale_temporaries(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    for (const std::string stem : {".config.json.", ".model.safetensors."}) {
-      if (name.size() != stem.size() + 6 || name.compare(0, stem.size(), stem) != 0) continue;
-      if (!std::all_of(name.begin() + long(stem.size()), name.end(), [](char c) { return std::isalnum((unsigned char)c); }))
-        continue;
-      std::error_code e2;
-      if (it->symlink_status(e2).type() == fs::file_type::regular) fs::remove(it->path(), e2);
-    }
-  }
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -573,7 +552,8 @@ void register_model(CLI::App& app, Context&) {
       ~Unlock() { ::close(fd); }
     } unlock{dir_fd};
     check_init_target(f.out, f.force);
-    remove_stale_temporaries(f.out);
+    // what an init killed here before left (the lock keeps any other from writing them now)
+    for (const char* name : {"/config.json", "/model.safetensors"}) remove_stale_staged_files(f.out + name);
     const auto t = std::chrono::steady_clock::now();
     model::init_checkpoint(cfg, f.out, seed, f.dtype == "bf16" ? model::StDtype::kBF16 : model::StDtype::kF32, f.force);
     fmt::print("wrote {}/config.json and {}/model.safetensors: {} preset, {:.1f} M parameters, {}, seed {} ({:.1f} s)\n",
