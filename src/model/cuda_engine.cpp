@@ -233,6 +233,8 @@ struct CudaQwen3Engine::Impl {
   void *h, *n1, *n2, *qkv, *q, *k, *v, *attn, *o, *gu, *act, *d;
   void *ids, *pos, *seq, *ctx_lens, *last_idx, *last_h, *logits, *next, *scores, *probs, *cos_sin;
   void *argmax_part, *argmax_count;  // engine_argmax's per-block (max, index) and per-row counters
+  // decode's token history: u32 counts [B], then i32 tokens [max_context, B] (engine_argmax's advance)
+  void* history = nullptr;
   // engine_decode_attention's workspace: per-(b, g) counters (padded to 256 bytes), part (max, sum)
   // pairs, part accumulators; attn_ws_bytes in all
   void *attn_ws = nullptr, *attn_ml = nullptr, *attn_acc = nullptr;
@@ -247,6 +249,8 @@ struct CudaQwen3Engine::Impl {
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
   std::unique_ptr<backend::Backend::Graph> graph;
+  // decode_greedy's graph of kGreedyChunk decode steps (the host launches one graph per chunk)
+  std::unique_ptr<backend::Backend::Graph> chunk_graph;
   std::unique_ptr<backend::Backend::Timeline> timeline;
   std::vector<std::string> marked;
   bool timing = false;
@@ -439,8 +443,14 @@ struct CudaQwen3Engine::Impl {
     lt->run({.m = nb, .n = c.vocab, .k = H, .ldx = H, .ldw = H, .ldy = c.vocab, .y_f32 = true}, last,
             lm_head ? lm_head : embed, logits);
     done("lm_head");
-    engine("engine_argmax", {{"R", nb}, {"G", argmax_blocks(c.vocab)}}, {logits, next, argmax_part, argmax_count},
-           {nb, c.vocab});
+    // decode: the argmax also advances ids, pos and ctx_lens and appends to the history
+    // (decode_greedy's device loop); prefill leaves them to the host
+    if (prefill)
+      engine("engine_argmax", {{"R", nb}, {"G", argmax_blocks(c.vocab)}}, {logits, next, argmax_part, argmax_count},
+             {nb, c.vocab});
+    else
+      engine("engine_argmax", {{"R", nb}, {"G", argmax_blocks(c.vocab)}},
+             {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context});
     done("sampling");
   }
 
@@ -668,6 +678,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.argmax_part = m.alloc(B * argmax_blocks(cfg.vocab) * 8);
   m.argmax_count = m.alloc(B * 4);
   m.be->memset(m.argmax_count, 0, B * 4);
+  m.history = m.alloc((B + B * L) * 4);
+  m.be->memset(m.history, 0, B * 4);
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);
     m.attn_ws_bytes = decode_attention_ws_bytes(cfg, B, decode_attention_splits(L));
@@ -724,6 +736,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
 CudaQwen3Engine::~CudaQwen3Engine() {
   if (!impl_ || !impl_->be) return;
   impl_->graph.reset();
+  impl_->chunk_graph.reset();
   impl_->lt.reset();
   for (void* p : impl_->allocations) impl_->be->release(p);
 }
@@ -805,21 +818,25 @@ std::vector<int32_t> CudaQwen3Engine::prefill(const std::vector<std::vector<int3
   return out;
 }
 
-std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens, std::vector<std::vector<float>>* logits) {
+// decode's and decode_greedy's checks (before any GPU work), then (with `upload`) each sequence's
+// token, position and context length on the device for the first of the next `steps` steps.
+void CudaQwen3Engine::start_decode(const std::vector<int32_t>& tokens, int64_t steps, const char* what, bool upload) {
   auto& m = *impl_;
   const int64_t B = m.opts.batch;
-  if (int64_t(tokens.size()) != B) fail(ErrorCategory::kUsage, "decode: {} tokens for a batch of {}", tokens.size(), B);
+  if (int64_t(tokens.size()) != B) fail(ErrorCategory::kUsage, "{}: {} tokens for a batch of {}", what, tokens.size(), B);
+  if (steps < 0) fail(ErrorCategory::kUsage, "{}: {} steps, expected 0 or more", what, steps);
   std::vector<int64_t> pos(static_cast<size_t>(B));
   std::vector<int32_t> lens(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= m.cfg.vocab)
       fail(ErrorCategory::kUsage, "token id {}: expected 0 to {}", tokens[size_t(b)], m.cfg.vocab - 1);
-    if (m.cur[size_t(b)] >= m.opts.max_context)
-      fail(ErrorCategory::kUsage, "decode: sequence {} is at position {}, the end of the engine's context of {}", b,
-           m.cur[size_t(b)], m.opts.max_context);
+    if (m.cur[size_t(b)] + steps > m.opts.max_context)
+      fail(ErrorCategory::kUsage, "{}: sequence {} is at position {}, and {} step(s) from there pass the end of the engine's context of {}",
+           what, b, m.cur[size_t(b)], steps, m.opts.max_context);
     pos[size_t(b)] = m.cur[size_t(b)];
     lens[size_t(b)] = int32_t(m.cur[size_t(b)] + 1);
   }
+  if (steps == 0 || !upload) return;
   m.timing = stage_timing_;
   if (m.timing) m.timeline->mark();
   m.be->upload(m.ids, tokens.data(), B * 4);
@@ -830,6 +847,12 @@ std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens,
     m.marked = {"copies_in"};
     m.collect(stages_);
   }
+}
+
+std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens, std::vector<std::vector<float>>* logits) {
+  auto& m = *impl_;
+  const int64_t B = m.opts.batch;
+  start_decode(tokens, 1, "decode", true);
   if (m.opts.graphs && !m.timing) {
     if (!m.graph) {
       m.graph = m.be->capture_graph([&] { m.forward(B, 1, false); });
@@ -842,6 +865,51 @@ std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens,
   }
   for (auto& c : m.cur) ++c;
   return m.finish(B, logits, stages_);
+}
+
+void CudaQwen3Engine::prepare_decode_greedy(int64_t steps) {
+  auto& m = *impl_;
+  const int64_t B = m.opts.batch;
+  if (!m.opts.graphs || stage_timing_) return;
+  if (steps >= kGreedyChunk && !m.chunk_graph) {
+    m.chunk_graph = m.be->capture_graph([&] {
+      for (int i = 0; i < kGreedyChunk; ++i) m.forward(B, 1, false);
+    });
+    if (!m.chunk_graph) fail(ErrorCategory::kBackend, "decode_greedy: CUDA graph capture of {} decode steps failed", kGreedyChunk);
+  }
+  if (steps % kGreedyChunk != 0 && !m.graph) {
+    m.graph = m.be->capture_graph([&] { m.forward(B, 1, false); });
+    if (!m.graph) fail(ErrorCategory::kBackend, "decode_greedy: CUDA graph capture of a decode step failed");
+  }
+}
+
+std::vector<std::vector<int32_t>> CudaQwen3Engine::decode_greedy(const std::vector<int32_t>& tokens, int64_t steps) {
+  auto& m = *impl_;
+  const int64_t B = m.opts.batch;
+  std::vector<std::vector<int32_t>> out;
+  if (stage_timing_) {  // a step at a time, each with its stage breakdown
+    start_decode(tokens, steps, "decode_greedy", false);  // the checks, before the first step
+    auto t = tokens;
+    for (int64_t s = 0; s < steps; ++s) out.push_back(t = decode(t));
+    return out;
+  }
+  start_decode(tokens, steps, "decode_greedy", false);
+  if (steps == 0) return out;
+  prepare_decode_greedy(steps);
+  start_decode(tokens, steps, "decode_greedy", true);
+  m.be->memset(m.history, 0, B * 4);  // the history's counts
+  if (m.opts.graphs) {
+    int64_t s = 0;
+    for (; s + kGreedyChunk <= steps; s += kGreedyChunk) m.chunk_graph->replay();
+    for (; s < steps; ++s) m.graph->replay();
+  } else {
+    for (int64_t s = 0; s < steps; ++s) m.forward(B, 1, false);
+  }
+  std::vector<int32_t> rows(static_cast<size_t>(steps * B));
+  m.be->download(rows.data(), at(m.history, B, 4), steps * B * 4);
+  for (auto& c : m.cur) c += steps;
+  for (int64_t s = 0; s < steps; ++s) out.emplace_back(rows.begin() + s * B, rows.begin() + (s + 1) * B);
+  return out;
 }
 
 }  // namespace thrive::model

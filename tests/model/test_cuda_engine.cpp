@@ -334,6 +334,66 @@ TEST_P(CudaEngineLongPrompts, FlashPrefillMatchesTheCpuAndTheGemmPath) {
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaEngineLongPrompts, ::testing::Values(16, 64, 128));
 
+// decode_greedy (the device loop: engine_argmax advances the ids, positions and context lengths
+// and appends to the history) against decode() step by step on a second engine: the same tokens
+// for 19 steps (two 8-step chunk graphs and three single-step replays with graphs on), then both
+// continue with decode() from the same positions. Refused before any GPU work: steps past the
+// context (the engine is usable afterwards), negative steps, a wrong token count or id.
+// Parameters: graphs, persistent decode kernel, batch.
+class CudaEngineGreedyLoop : public ::testing::TestWithParam<std::tuple<bool, bool, int>> {};
+
+TEST_P(CudaEngineGreedyLoop, MatchesStepByStepDecode) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [graphs, persistent, batch] = GetParam();
+  test::TempDir home;
+  const auto cfg = Qwen3Config::preset("tiny");
+  const auto dir = tiny_checkpoint(home, cfg, 23);
+  auto o = options(batch, 6, 32, graphs);
+  o.persistent_decode = persistent;
+  CudaQwen3Engine loop(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  CudaQwen3Engine step(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_EQ(loop.options().persistent_decode, persistent);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {  // 3 to 6 tokens: ragged
+    prompts.push_back({int32_t(3 + b), 17, int32_t(40 + 7 * b), 2, 9, 11});
+    prompts.back().resize(size_t(3 + b % 4));
+  }
+  const auto first = loop.prefill(prompts);
+  ASSERT_EQ(step.prefill(prompts), first);
+  EXPECT_TRUE(loop.decode_greedy(first, 0).empty());
+  const auto rows = loop.decode_greedy(first, 19);
+  ASSERT_EQ(rows.size(), 19u);
+  auto next = first;
+  for (int s = 0; s < 19; ++s) {
+    next = step.decode(next);
+    ASSERT_EQ(rows[size_t(s)], next) << "step " << s;
+  }
+  // both engines at the same positions: decode() goes on from there
+  for (int s = 0; s < 2; ++s) {
+    const auto a = loop.decode(next), b = step.decode(next);
+    ASSERT_EQ(a, b) << "decode after the loop, step " << s;
+    next = a;
+  }
+  // a second loop goes on where decode() left off
+  const auto more = loop.decode_greedy(next, 3);
+  for (int s = 0; s < 3; ++s) ASSERT_EQ(more[size_t(s)], next = step.decode(next)) << "second loop, step " << s;
+  // positions 3-6 + 24 of 32: 6 more steps would pass the context of the longest sequence
+  const int64_t longest = 3 + std::min(batch - 1, 3);
+  EXPECT_THROW(loop.decode_greedy(next, 32 - (longest + 24) + 1), Error);
+  EXPECT_THROW(loop.decode_greedy(next, -1), Error);
+  EXPECT_THROW(loop.decode_greedy(std::vector<int32_t>(size_t(batch + 1), 1), 2), Error);
+  auto bad = next;
+  bad[0] = int32_t(cfg.vocab);
+  EXPECT_THROW(loop.decode_greedy(bad, 2), Error);
+  ASSERT_EQ(loop.decode_greedy(next, 1)[0], step.decode(next));  // nothing moved on the refusals
+}
+
+INSTANTIATE_TEST_SUITE_P(GraphsPersistentBatch, CudaEngineGreedyLoop,
+                         ::testing::Values(std::tuple{true, false, 1}, std::tuple{false, false, 1},
+                                           std::tuple{true, false, 3}, std::tuple{true, true, 1},
+                                           std::tuple{false, true, 4}, std::tuple{true, true, 4}));
+
 TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;

@@ -163,6 +163,22 @@ class CudaQwen3Engine {
   /// tokens (and logits [B][vocab] when asked). Error(kUsage) when a sequence would pass
   /// max_context. With graphs on and no stage timing, the step is one CUDA graph replay.
   std::vector<int32_t> decode(const std::vector<int32_t>& tokens, std::vector<std::vector<float>>* logits = nullptr);
+  /// Greedy decode of `steps` steps with the host out of the loop: `tokens[b]` goes in at each
+  /// sequence's next position, as in decode(), and from then on each step's greedy token is the
+  /// next step's input on the device (engine_argmax advances the token ids, positions and
+  /// context lengths and appends to a device history), so the host only enqueues the steps (with
+  /// graphs on: one graph launch per kGreedyChunk steps, then single-step graphs) and reads the
+  /// tokens back once at the end. Returns [steps][B]: the tokens that `steps` decode() calls, each
+  /// fed the last one's result, return (the same kernels and roundings). With stage timing on it
+  /// runs decode() step by step. Error(kUsage), before any GPU work: tokens.size() != batch, an
+  /// id outside [0, vocab), steps < 0, or a sequence whose position + steps passes max_context.
+  std::vector<std::vector<int32_t>> decode_greedy(const std::vector<int32_t>& tokens, int64_t steps);
+  /// Decode steps per CUDA graph in decode_greedy.
+  static constexpr int kGreedyChunk = 8;
+  /// Captures the CUDA graphs decode_greedy(…, steps) will replay (nothing runs on the GPU), so
+  /// that a timed call does not include their capture. No-op with graphs off or stage timing on.
+  /// Error(kBackend) when a capture fails.
+  void prepare_decode_greedy(int64_t steps);
 
   /// Stage timing: when on, events are recorded on the stream between stages (and decode does
   /// not use the graph), and each step's GPU intervals accumulate into stages(), µs.
@@ -188,6 +204,7 @@ class CudaQwen3Engine {
   KernelRegistry registry_;
   StageTimes stages_;
   bool stage_timing_ = false;
+  void start_decode(const std::vector<int32_t>& tokens, int64_t steps, const char* what, bool upload);
   int64_t allocated_ = 0;
 };
 

@@ -1564,6 +1564,11 @@ extern "C" __global__ void engine_gather_rows(ThriveCudaArgs a) {
 // reduces the parts. tensors: logits f32 [R, V], out i32 [R], part f32+i32 pairs [R, gridDim.x]
 // (8 bytes each), counter u32 [R] (0 before the first launch); dims: R, V. Block 1024 at most,
 // grid (G, R) with G <= 1024.
+// Decode's advance (tensors 4-7 given, dims[2] = cap): the token becomes the next step's input on
+// the device, so decode steps can follow each other with no host round trip: ids i32 [R] = out,
+// pos i64 [R] += 1, ctx_lens i32 [R] += 1, and history (u32 counts [R], then i32 tokens [cap, R])
+// gets it at row counts[r] of column r while that is < cap (the count grows regardless: the host
+// resets it and reads back min(count, cap) rows).
 __device__ __forceinline__ void engine_argmax_take(float v, long long j, float& best, long long& at) {
   if (v == v && (at < 0 || v > best || (v == best && j < at))) best = v, at = j;
 }
@@ -1625,5 +1630,14 @@ extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
   if (threadIdx.x == 0) {
     ((int*)a.tensors[1])[r] = (int)at;
     *counter = 0u;
+    if (a.tensors[4] != nullptr) {
+      ((int*)a.tensors[4])[r] = (int)at;
+      ((long long*)a.tensors[5])[r] += 1;
+      ((int*)a.tensors[6])[r] += 1;
+      unsigned* count = (unsigned*)a.tensors[7] + r;
+      const unsigned s = *count;
+      if ((long long)s < a.dims[2]) ((int*)a.tensors[7])[a.dims[0] + (long long)s * a.dims[0] + r] = (int)at;
+      *count = s + 1u;
+    }
   }
 }
