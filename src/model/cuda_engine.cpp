@@ -147,11 +147,20 @@ int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max
 // Its stage counters (5 per layer and an exit count, padded to 256 bytes) and the attention
 // workspace (engine_decode_attention's layout: per-(b, g) counters padded to 256 bytes, (max, sum)
 // pairs and accumulators of every part).
-int64_t decode_layers_counter_bytes(int64_t layers) { return ((5 * layers + 1) * 4 + 255) / 256 * 256; }
+// engine_decode_layers' workspace (kernels/cuda/engine/qwen3_engine.cu): stage counters u32 [5
+// layers + 1] and the launch epoch u32, padded to 256 bytes; then the tagged words (u64, 32 bits
+// of data each): the attention parts' (max, sum) pairs and accumulators, the qkv rows and the
+// attention output (two bf16 a word).
+int64_t decode_layers_counter_bytes(int64_t layers) { return ((5 * layers + 2) * 4 + 255) / 256 * 256; }
 int64_t decode_attention_counter_bytes(int64_t b, int64_t nkv) { return (b * nkv * 4 + 255) / 256 * 256; }
 int64_t decode_attention_ws_bytes(const Qwen3Config& c, int64_t b, int64_t splits) {
   const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads);
   return decode_attention_counter_bytes(b, c.kv_heads) + parts * 2 * 4 + parts * c.head_dim * 4;
+}
+int64_t decode_layers_ws_bytes(const Qwen3Config& c, int64_t b, int64_t splits) {
+  const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads), qkv = (c.heads + 2 * c.kv_heads) * c.head_dim;
+  return decode_layers_counter_bytes(c.layers) + parts * (2 + c.head_dim) * 8 + b * qkv / 2 * 8 +
+         b * c.heads * c.head_dim / 2 * 8;
 }
 bool gemv_supported(const Qwen3Config& c) {
   return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
@@ -698,10 +707,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     }
     m.dl_table = m.alloc(int64_t(table.size()) * 8);
     m.be->upload(m.dl_table, table.data(), int64_t(table.size()) * 8);
-    const int64_t counters = decode_layers_counter_bytes(cfg.layers);
-    m.dl_ws_bytes = counters + decode_attention_ws_bytes(cfg, B, m.dl_splits);
+    m.dl_ws_bytes = decode_layers_ws_bytes(cfg, B, m.dl_splits);
     m.dl_ws = m.alloc(m.dl_ws_bytes);
-    m.be->memset(m.dl_ws, 0, counters + decode_attention_counter_bytes(B, NKV));  // stage and (b, g) counters
+    m.be->memset(m.dl_ws, 0, m.dl_ws_bytes);  // counters, epoch, and tagged words that match no tag
     m.dl_stamps = m.alloc((5 * cfg.layers + 1) * 8);
     m.be->synchronize();  // `table` is uploaded before it goes out of scope
   }

@@ -660,7 +660,14 @@ struct EngineAttention {
   unsigned* counters;
   long long B, NQ, NKV, D, L;
   float scale, eps;
-  unsigned round;  // parallel merge (PM): the persistent kernel's layer + 1 (its (b, g) counts only grow)
+  // Parallel merge (PM: the persistent kernel): everything another part or block reads is a tagged
+  // word (engine_ll_store) carrying `tag`, this layer's: the qkv rows qkv_ll [B, (NQ + 2 NKV) D / 2]
+  // (two bf16 a word, read instead of qkv), the parts' (max, sum) pairs and accumulators
+  // parts_ml_ll [B NKV S G 2] and parts_acc_ll [B NKV S G D] (one f32 a word), and the output
+  // out_ll [B, NQ D / 2] (two bf16 a word, written instead of out)
+  const unsigned long long* qkv_ll;
+  unsigned long long *parts_ml_ll, *parts_acc_ll, *out_ll;
+  unsigned tag;
 };
 // Thread 0 of the caller's group spins until *counter >= target (relaxed polls: an acquire load
 // also invalidates the SM's L1 each time, CCTL.IVALL in the SASS), then reads it once more with
@@ -680,6 +687,55 @@ __device__ __forceinline__ void engine_spin_until(const unsigned* counter, unsig
     if ((spin & 1023) == 1023 && engine_globaltimer_ns() - t0 > 10000000000ull) __trap();
   }
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+}
+// ---- Tagged words (the "LL" protocol of NCCL's low-latency transfers): a u64 holds 32 bits of
+// data in its low half and, in its high half, the 32-bit tag of the write that produced it. It is
+// written and read by single 64-bit relaxed gpu-scope accesses, which are single-copy atomic (PTX
+// ISA, Memory Consistency Model: scalar accesses up to 64 bits; a vector access is one access per
+// element), so a reader that sees the tag it expects sees that write's data: no fence before the
+// write, no counter, and the reader's poll is its load (one L2 round trip where a fence, a count,
+// a poll of the count and a load were four). A location's successive writes carry different tags
+// and every reader of one write is done before the next (the kernel's stage order), so a reader
+// waits for its tag exactly; zeroed memory matches no tag (tags start at 1).
+__device__ __forceinline__ unsigned long long engine_ll_word(unsigned data, unsigned tag) {
+  return ((unsigned long long)tag << 32) | data;
+}
+__device__ __forceinline__ void engine_ll_store(unsigned long long* p, unsigned data, unsigned tag) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(engine_ll_word(data, tag)) : "memory");
+}
+__device__ __forceinline__ unsigned long long engine_ll_load(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+// Traps after 10 s of polls that began at t0 (checked every 1024th poll): a tag that never comes
+// is a bug, and a trap reports it where a hang would not.
+__device__ __forceinline__ void engine_ll_timeout(int spin, unsigned long long& t0) {
+  if (spin == 0) t0 = engine_globaltimer_ns();
+  else if ((spin & 1023) == 1023 && engine_globaltimer_ns() - t0 > 10000000000ull) __trap();
+}
+// The data of the word at p once it carries `tag`.
+__device__ __forceinline__ unsigned engine_ll_wait(const unsigned long long* p, unsigned tag) {
+  unsigned long long w = engine_ll_load(p), t0 = 0;
+  for (int spin = 0; (unsigned)(w >> 32) != tag; ++spin) {
+    engine_ll_timeout(spin, t0);
+    w = engine_ll_load(p);
+  }
+  return (unsigned)w;
+}
+// Eight bf16 from the four tagged words at p (16-byte aligned), once all four carry `tag`: the four
+// loads in flight together.
+__device__ __forceinline__ uint4 engine_ll_wait8(const unsigned long long* p, unsigned tag) {
+  unsigned long long w[4], t0 = 0;
+  for (int spin = 0;; ++spin) {
+    asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(w[0]), "=l"(w[1]) : "l"(p) : "memory");
+    asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(w[2]), "=l"(w[3]) : "l"(p + 2) : "memory");
+    if ((unsigned)(w[0] >> 32) == tag && (unsigned)(w[1] >> 32) == tag && (unsigned)(w[2] >> 32) == tag &&
+        (unsigned)(w[3] >> 32) == tag)
+      break;
+    engine_ll_timeout(spin, t0);
+  }
+  return make_uint4((unsigned)w[0], (unsigned)w[1], (unsigned)w[2], (unsigned)w[3]);
 }
 // Shared memory of one 128-thread attention group: the 4 warps' (max, sum) pairs (ml[warp]; in
 // the merges, the S parts' weights and sums: engine_attention_part_weights), the 4 warps'
@@ -731,61 +787,69 @@ __device__ __forceinline__ void engine_attention_part_weights(const float* pairs
     if (lane == 0) w[S * G + h] = Ls;
   }
 }
-// The parallel merge of part s of (b, g) (bg = b NKV + g): count this part's result (written by
-// the caller's threads before `sync`), then, for a non-empty slice, wait for all S and merge the
-// slice: the S parts' (max, sum) pairs and the slice's S accumulator pieces come in rounds of
-// loads into shared memory (sm.acc: pairs [S][G][2], then pieces [S][n], n = the slice's length;
-// 512 loads in flight before any is stored, so one round trip when 2 S G + S n <= 512), the G heads' weights
-// 2^(m_i - M) and sums go to sm.ml, and each output is a weighted sum over the parts.
+// The parallel merge of part s of (b, g) (bg = b NKV + g): every part has written its result as
+// tagged words (the caller); a part whose slice [e0, e0 + n) of the G D outputs (per = cdiv(G D,
+// S) rounded up to even, e0 = s per) is not empty loads the S parts' (max, sum) pairs and the
+// slice's S accumulator pieces into shared memory (sm.acc: pairs [S][G][2], then pieces [S][n]),
+// each load waiting for this layer's tag (512 in flight before any is stored: one round trip when
+// 2 S G + S n <= 512), the G heads' weights 2^(m_i - M) and sums go to sm.ml, and each pair of
+// outputs, a weighted sum over the parts, is one tagged word of out_ll.
 template <int G, class Sync>
 __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttention& a, int s, long long bg, int S, int tid,
                                                           EngineAttentionSmem<G>& sm, Sync sync) {
   constexpr int kThreads = 128, kBatch = 4;  // loads a thread issues before storing any
   const long long D = a.D, GD = G * D;
-  unsigned* counter = a.counters + bg;
-  sync();
-  if (tid == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
-  }
   const long long per = ((GD + S - 1) / S + 1) / 2 * 2, e0 = s * per, n = e0 + per < GD ? per : GD - e0;
+  sync();  // every thread has read the key-slot merge's sm.acc, which buf overwrites
   if (n <= 0) return true;
-  if (tid == 0) engine_spin_until(counter, (unsigned)S * a.round);
-  sync();
-  const float* all_ml = a.parts_ml + bg * S * G * 2;
-  const float* all_acc = a.parts_acc + bg * S * GD;
+  const unsigned long long* all_ml = a.parts_ml_ll + bg * S * G * 2;
+  const unsigned long long* all_acc = a.parts_acc_ll + bg * S * GD;
   float* buf = sm.acc;  // [S G 2] pairs, then [S][n] pieces
   const long long pairs = (long long)S * G * 2, total = pairs + S * n;
   for (long long r0 = 0; r0 < total; r0 += kThreads * kBatch) {
-    float v[kBatch];
+    const unsigned long long* src[kBatch];
+    unsigned long long v[kBatch];
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
       const long long i = r0 + k * kThreads + tid;
-      v[k] = i >= total ? 0.f : i < pairs ? __ldcg(all_ml + i) : __ldcg(all_acc + (i - pairs) / n * GD + e0 + (i - pairs) % n);
+      src[k] = i >= total ? nullptr : i < pairs ? all_ml + i : all_acc + (i - pairs) / n * GD + e0 + (i - pairs) % n;
+      v[k] = src[k] != nullptr ? engine_ll_load(src[k]) : 0ull;
     }
 #pragma unroll
     for (int k = 0; k < kBatch; ++k)
-      if (r0 + k * kThreads + tid < total) buf[r0 + k * kThreads + tid] = v[k];
+      if (src[k] != nullptr)
+        buf[r0 + k * kThreads + tid] =
+            __uint_as_float((unsigned)(v[k] >> 32) == a.tag ? (unsigned)v[k] : engine_ll_wait(src[k], a.tag));
   }
   sync();
   float* w_sh = &sm.ml[0][0][0];
   engine_attention_part_weights<G>(buf, S, tid, w_sh);
   sync();
-  bf16_t* out = a.out + (bg / a.NKV * a.NQ + bg % a.NKV * G) * D;
-  // R adjacent lanes per output (R | 32, n R <= 128), each summing every R-th part, then a
-  // shuffle sum: the slice is short (about G D / S outputs) and S deep
+  unsigned long long* out = a.out_ll + ((bg / a.NKV * a.NQ + bg % a.NKV * G) * D + e0) / 2;
+  // R adjacent lanes per pair of outputs (R | 32, (n / 2) R <= 128), each summing every R-th part,
+  // then a shuffle sum: the slice is short (about G D / S outputs) and S deep. A pair is one head's
+  // (e0, D even).
+  const long long np = n / 2;
   int R = 1;
-  while (R < 32 && n * R * 2 <= kThreads) R *= 2;
+  while (R < 32 && np * R * 2 <= kThreads) R *= 2;
   const int r = tid % R;
-  for (long long j0 = 0; j0 < n; j0 += kThreads / R) {  // the same trip count on every thread
+  for (long long j0 = 0; j0 < np; j0 += kThreads / R) {  // the same trip count on every thread
     const long long j = j0 + tid / R;
-    const int h = (int)((e0 + (j < n ? j : 0)) / D);
-    float A = 0.f;
-    if (j < n)
-      for (int i = r; i < S; i += R) A += buf[pairs + i * n + j] * w_sh[i * G + h];
-    for (int o = R >> 1; o > 0; o >>= 1) A += __shfl_xor_sync(0xffffffffu, A, o);
+    const int h = (int)((e0 + 2 * (j < np ? j : 0)) / D);
+    float A0 = 0.f, A1 = 0.f;
+    if (j < np)
+      for (int i = r; i < S; i += R) {
+        const float w = w_sh[i * G + h];
+        A0 += buf[pairs + i * n + 2 * j] * w, A1 += buf[pairs + i * n + 2 * j + 1] * w;
+      }
+    for (int o = R >> 1; o > 0; o >>= 1)
+      A0 += __shfl_xor_sync(0xffffffffu, A0, o), A1 += __shfl_xor_sync(0xffffffffu, A1, o);
     const float Ls = w_sh[S * G + h];
-    if (j < n && r == 0) out[e0 + j] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
+    if (j < np && r == 0)
+      engine_ll_store(out + j,
+                      (unsigned)thrive_f32_to_bf16(Ls > 0.f ? A0 / Ls : 0.f) |
+                          ((unsigned)thrive_f32_to_bf16(Ls > 0.f ? A1 / Ls : 0.f) << 16),
+                      a.tag);
   }
   return true;
 }
@@ -795,13 +859,12 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
 // to finish and merged the S parts): the same value on every thread.
 // Everything written by another block of the same launch (qkv rows, parts) is read through L2.
 // U: key slots a lane loads per round (all issued before any is used).
-// PM (parallel merge; the persistent kernel, whose S parts of a (b, g) all run at once): with S > 1
-// every part counts its partial result on the (b, g) counter, and each part whose slice
-// [s c, s c + c) of the G D outputs (c = cdiv(G D, S) rounded up to even) is not empty waits for
-// the count to reach S x round and merges that slice: the merge's loads all in flight at once
-// (up to 512), and no count with a returned value on the way. Returns true on every part then. Without PM, the
-// last part to count merges all G D outputs (the standalone kernel: its blocks need not be
-// resident at once).
+// PM (parallel merge; the persistent kernel, whose S parts of a (b, g) all run at once): the qkv
+// rows come from qkv_ll (each load waits for this layer's tag), every part writes its partial
+// result as tagged words (also at S = 1), and each part whose slice of the G D outputs is not
+// empty merges that slice into out_ll (engine_attention_merge_slice): no count, fence or poll of
+// a counter on the way. Returns true on every part then. Without PM, the last part to count
+// merges all G D outputs (the standalone kernel: its blocks need not be resident at once).
 template <int G, bool QK, int U, bool PM, class Sync>
 __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttention& a, int s, int g, int b, int S,
                                                              int tid, EngineAttentionSmem<G>& sm, Sync sync) {
@@ -833,14 +896,23 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   };
   load_keys(lo + slot);
   if (QK) {
-    const bf16_t* row = a.qkv + (long long)b * (NQ + 2 * NKV) * D + part * 8;
+    const long long row0 = (long long)b * (NQ + 2 * NKV) * D + part * 8;
+    const bf16_t* row = a.qkv + row0;
     const float* cs = a.rope_rows != nullptr ? a.rope_rows + b * D : a.cos_sin + (p < 0 ? 0 : p) * D;
     // the G query rows, the key and the value first: one round trip for all of them
-    uint4 q_raw[G];
+    uint4 q_raw[G], k_raw;
+    if (PM) {  // tagged words, two bf16 each: 8 elements are 4 words
+      const unsigned long long* rw = a.qkv_ll + row0 / 2;
 #pragma unroll
-    for (int h = 0; h < G; ++h) q_raw[h] = __ldcg((const uint4*)(row + (g * G + h) * D));
-    const uint4 k_raw = __ldcg((const uint4*)(row + (NQ + g) * D));
-    v_new = __ldcg((const uint4*)(row + (NQ + NKV + g) * D));
+      for (int h = 0; h < G; ++h) q_raw[h] = engine_ll_wait8(rw + (g * G + h) * D / 2, a.tag);
+      k_raw = engine_ll_wait8(rw + (NQ + g) * D / 2, a.tag);
+      v_new = engine_ll_wait8(rw + (NQ + NKV + g) * D / 2, a.tag);
+    } else {
+#pragma unroll
+      for (int h = 0; h < G; ++h) q_raw[h] = __ldcg((const uint4*)(row + (g * G + h) * D));
+      k_raw = __ldcg((const uint4*)(row + (NQ + g) * D));
+      v_new = __ldcg((const uint4*)(row + (NQ + NKV + g) * D));
+    }
 #pragma unroll
     for (int h = 0; h < G; ++h) {
       engine_unpack8(q_raw[h], q[h]);
@@ -940,15 +1012,21 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
         Ls += sh_ml[i][h][1] * w;
         A += sh_acc[(i * G + h) * D + d] * w;
       }
-    if (S == 1) {
+    if (PM) {
+      engine_ll_store(a.parts_acc_ll + (bg * S + s) * G * D + e, __float_as_uint(A), a.tag);
+      if (d == 0) {
+        engine_ll_store(a.parts_ml_ll + (bg * S + s) * G * 2 + 2 * h, __float_as_uint(M), a.tag);
+        engine_ll_store(a.parts_ml_ll + (bg * S + s) * G * 2 + 2 * h + 1, __float_as_uint(Ls), a.tag);
+      }
+    } else if (S == 1) {
       out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
     } else {
       part_acc[e] = A;
       if (d == 0) part_ml[2 * h] = M, part_ml[2 * h + 1] = Ls;
     }
   }
-  if (S == 1) return true;
   if (PM) return engine_attention_merge_slice<G>(a, s, bg, S, tid, sm, sync);
+  if (S == 1) return true;
   // The parts are visible before the count says so; the last part's reads come after it (thread
   // 0 fences on both sides of its count, the part's barriers order the other threads: the pattern
   // of cooperative groups' grid sync).
@@ -1012,8 +1090,8 @@ __device__ __forceinline__ void engine_decode_attention(const ThriveCudaArgs& a)
   EngineAttention p;
   p.B = a.dims[0], p.NQ = a.dims[1], p.NKV = a.dims[2], p.D = a.dims[3], p.L = a.dims[4];
   p.scale = (float)a.scalars[0];
-  p.round = 0u;
   p.rope_rows = nullptr;
+  p.qkv_ll = nullptr, p.parts_ml_ll = p.parts_acc_ll = p.out_ll = nullptr, p.tag = 0u;
   p.qkv = (const bf16_t*)a.tensors[0];
   const int S = gridDim.x;
   if (QK) {
@@ -1053,11 +1131,13 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // on no activation) and copies its 16-byte pieces of the next tile into a ring of NS 32 KiB
 // shared-memory stages with cp.async (L2 evict-first: the 2.8 GB stream must not push the
 // activations, KV cache and counters out of L2; that hint alone took the step from 3.0 to 2.3 ms
-// on the H200), NS - 1 tiles in flight. Stages that need the whole output of the previous stage
-// wait for it on a counter in global memory (one per stage and layer: the blocks that finished
-// it), the only grid-wide synchronization; while a block waits, its in-flight tiles land. This is
-// the "megakernel" idea of Spector et al., "Look Ma, No Bubbles!" (Hazy Research, 2025), with one
-// counter per stage instead of their instruction scheduler.
+// on the H200), NS - 1 tiles in flight. The gate/up, down and next layer's qkv stages, which need
+// the whole output of the previous stage, wait for it on a counter in global memory (one per stage
+// and layer: the blocks that finished it); around attention the handoffs are tagged words
+// (engine_ll_store: the qkv rows, the parts' partial results, the attention output), which the
+// readers' loads wait for, with no fence, count or poll of a counter. While a block waits, its
+// in-flight tiles land. This is the "megakernel" idea of Spector et al., "Look Ma, No Bubbles!"
+// (Hazy Research, 2025), with counters and tagged words instead of their instruction scheduler.
 // Measured on the H200 (2026-12-01, bench/results/h200-persistent-decode-2026-12-01/session4/):
 // 1.58 ms per batch-1 step against 1.67 for the layered path with CUDA graphs and PDL, 1.99 at
 // batch 4 (layered: 3.27, session2/). What limits it now: the attention stage (12.6 µs of the
@@ -1072,17 +1152,20 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // stream prefetched into L2 beforehand is only 10% faster (session7/ run 1): L2 is no buffer that
 // would let the weight stream run ahead while attention keeps the DRAM idle. At 1.54 ms a step
 // (session7/) a layer is 48 µs against 22.4 of DRAM time; the rest is attention (about nine
-// dependent round trips through L2) and four stage transitions of three or four each.
+// dependent round trips through L2) and four stage transitions of three or four each. The tagged
+// handoffs around attention took the step from 1.509 to 1.485 ms (session9/ run 4).
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
 // differ in order: tensor-core tiles here, and attention's split count):
 //   qkv    : x = RMSNorm(h) w_in (each block, in shared memory); qkv = x . Wqkv^T
-//   attn   : waits for every block's qkv rows; S parts per (sequence, KV head) of split-KV decode
-//            attention (S from the host: at most 2 x gridDim parts in all, about 32 keys a part)
-//            (threads 0-255, 128 a part) with the q/k RMSNorm, RoPE and KV-cache write inside
-//            (engine_decode_attention_part); every part of a (sequence, KV head) merges a slice
-//            of its heads once all S have counted (the parallel merge, PM)
-//   o      : waits for all B x NKV x S parts; h += attn . Wo^T (residual add in the epilogue)
+//   attn   : S parts per (sequence, KV head) of split-KV decode attention (S from the host: at
+//            most 2 x gridDim parts in all, about 32 keys a part; threads 0-255, 128 a part), each
+//            waiting only for its own qkv rows (tagged words: engine_ll_store), with the q/k
+//            RMSNorm, RoPE and KV-cache write inside (engine_decode_attention_part); every part of
+//            a (sequence, KV head) merges a slice of its heads from the S parts' tagged results
+//            (the parallel merge, PM) into the tagged output
+//   o      : the input's loads wait for the attention output's tags; h += attn . Wo^T (residual
+//            add in the epilogue)
 //   gate_up: waits for every block's h rows; x = RMSNorm(h) w_post; gu = x . Wgu^T
 //   down   : waits for every block's gu rows; x = SwiGLU(gu); h += x . Wdown^T
 // A GEMV's N rows are cut into groups of 16 and the groups split evenly over the blocks; a
@@ -1098,10 +1181,11 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers; scalars: attention scale, eps, NS (2 to
 // 8) + 16 x (1: prefetch each layer's KV cache into L2 as its qkv stage starts), S (attention
 // splits, <= 64; with S > 1, B NKV S <= 2 gridDim: the parallel merge needs every part of a (b, g)
-// running at once). workspace: stage counters u32 [5 layers + 1] (zero before the
-// first launch; the last block to finish zeroes them, so a CUDA graph can replay the kernel),
-// padded to 256 bytes, then engine_decode_attention's workspace (per-(b, g) counters, counting
-// S a layer and zeroed with the stage counters | parts). Dynamic
+// running at once). workspace (all zero before the first launch): stage counters u32 [5 layers +
+// 1] (the last block to finish zeroes them, so a CUDA graph can replay the kernel) and the launch
+// epoch u32 (that block advances it), padded to 256 bytes, then the attention workspace
+// (engine_dl_attention_ws: the tagged words parts_ml_ll u64 [T NKV S G 2], parts_acc_ll u64 [T
+// NKV S G D], qkv_ll u64 [T, (NQ + 2 NKV) D / 2], attn_ll u64 [T, NQ D / 2]). Dynamic
 // shared memory: a 128-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
 // (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), the attention
 // constants (engine_dl_rope_bytes + engine_dl_qknorm_bytes), then max(T kp 2,
@@ -1278,9 +1362,13 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
 // group). With RESIDUAL, y is the residual stream: y = bf16(y + bf16(acc)), the old y read
 // before the group's tiles. The tensor cores take the unpack-and-FMA work that made the CUDA-core
 // version latency-bound (1.1 µs a tile on the H200, 2026-12-01).
-template <bool RESIDUAL>
+// With LL, y is not written: the output goes to yll [T, N / 2] as tagged words (engine_ll_store;
+// rows 2 i and 2 i + 1 of a token in word i, carrying `tag`; N even), for readers that wait on
+// the data itself instead of a stage counter.
+template <bool RESIDUAL, bool LL = false>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
-                                               unsigned ring, float* red, int& stage, EngineDlStream& st) {
+                                               unsigned ring, float* red, int& stage, EngineDlStream& st,
+                                               unsigned long long* yll = nullptr, unsigned tag = 0u) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
   // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
   const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lh = lane >> 4;
@@ -1331,7 +1419,18 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
     if (2 * fc < T) rb[fg * 4 + 2 * fc] = c[0], rb[(fg + 8) * 4 + 2 * fc] = c[2];
     if (2 * fc + 1 < T) rb[fg * 4 + 2 * fc + 1] = c[1], rb[(fg + 8) * 4 + 2 * fc + 1] = c[3];
     __syncthreads();
-    if (owner) {
+    if (LL) {  // thread i < 32: rows 2 (i / 4) and 2 (i / 4) + 1 of the group, token i % 4
+      const int prow = (threadIdx.x >> 2) * 2;
+      const long long pn = g * kDlTileRows + prow;
+      if (threadIdx.x < 32 && otok < T && pn < N) {
+        const float* rs = red + buf * 1024 + prow * 4 + otok;
+        float v0 = 0.f, v1 = 0.f;
+#pragma unroll
+        for (int w = 0; w < 16; ++w) v0 += rs[w * 64], v1 += rs[w * 64 + 4];
+        engine_ll_store(yll + (otok * N + pn) / 2,
+                        (unsigned)thrive_f32_to_bf16(v0) | ((unsigned)thrive_f32_to_bf16(v1) << 16), tag);
+      }
+    } else if (owner) {
       const float* rs = red + buf * 1024 + orow * 4 + otok;
       float v = 0.f;
 #pragma unroll
@@ -1341,10 +1440,15 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
     }
   }
 }
-// The attention workspace of engine_decode_layers: after its stage counters (u32 [5 layers + 1],
-// padded to 256 bytes); it starts with the per-(b, g) counters.
+// The attention workspace of engine_decode_layers, after its stage counters and launch epoch (u32
+// [5 layers + 2], padded to 256 bytes): the tagged words parts_ml_ll, parts_acc_ll
+// (EngineAttention), qkv_ll [T, QKV / 2], attn_ll [T, NQ D / 2].
 __device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a) {
-  return (char*)a.workspace + ((kDlStages * a.dims[7] + 1) * 4 + 255) / 256 * 256;
+  return (char*)a.workspace + ((kDlStages * a.dims[7] + 2) * 4 + 255) / 256 * 256;
+}
+// This launch's tag for layer l: 1 + (epoch layers + l) mod (2^32 - 1), never 0 (zeroed words).
+__device__ __forceinline__ unsigned engine_dl_tag(unsigned epoch, long long layers, long long l) {
+  return (unsigned)(((unsigned long long)epoch * (unsigned long long)layers + (unsigned long long)l) % 0xffffffffull) + 1u;
 }
 // Layer l's attention operands, from the launch arguments and the layer table (built where they
 // are used rather than kept for the whole kernel: fewer registers live across the layers); lens:
@@ -1353,18 +1457,21 @@ __device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a)
 template <int G>
 __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaArgs& a, const unsigned long long* tab,
                                                                const int* lens, const float* rope, const bf16_t* qk_w,
-                                                               long long l, int S) {
+                                                               long long l, int S, unsigned tag) {
   EngineAttention at;
   at.B = a.dims[0], at.NQ = a.dims[2], at.NKV = a.dims[3], at.D = a.dims[4], at.L = a.dims[5];
   at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
   at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
   at.cos_sin = (const float*)a.tensors[5], at.rope_rows = rope, at.lens = lens;
-  char* ws = engine_dl_attention_ws(a);
-  at.counters = (unsigned*)ws;
-  at.parts_ml = (float*)(ws + (at.B * at.NKV * 4 + 255) / 256 * 256);
-  at.parts_acc = at.parts_ml + at.B * at.NKV * S * G * 2;
+  const long long parts = at.B * at.NKV * S * G;
+  at.counters = nullptr;  // the PM path counts nothing
+  at.parts_ml_ll = (unsigned long long*)engine_dl_attention_ws(a);
+  at.parts_acc_ll = at.parts_ml_ll + parts * 2;
+  at.qkv_ll = at.parts_acc_ll + parts * at.D;
+  at.out_ll = (unsigned long long*)at.qkv_ll + at.B * (at.NQ + 2 * at.NKV) * at.D / 2;
+  at.parts_ml = at.parts_acc = nullptr;  // the PM path's are the tagged ones
   const unsigned long long* row = tab + l * kDlTableCols;
-  at.round = (unsigned)(l + 1);
+  at.tag = tag;
   at.qk_w = qk_w, at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
   return at;
 }
@@ -1373,26 +1480,21 @@ __device__ __forceinline__ void engine_dl_part(long long i, int S, long long NKV
   s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
 }
 // The attention stage of one layer: parts i = (b, g, s), two 128-thread groups a block (threads
-// 0-255; the other warps go on to the next barrier); every part counts itself on `done` once
-// engine_decode_attention_part returns true for it (the o stage waits for B NKV S counts). Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
+// 0-255; the other warps go on to the next barrier), each part waiting for its qkv rows' tagged
+// words and leaving its slice of the output in attn_ll (the parallel merge, PM), which the o
+// stage's loads wait for. Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
 // fewer registers in a kernel capped at 128 a thread, 1.87 against 1.92 ms a batch-1 step on the
 // H200 (2026-12-01; as a __noinline__ call instead, 1.92).
 template <int G>
-__device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention& at, int S, EngineAttentionSmem<G>* sm,
-                                                       unsigned* done) {
+__device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention& at, int S, EngineAttentionSmem<G>* sm) {
   const int half = threadIdx.x >> 7, tid = threadIdx.x & 127;
   if (half >= 2) return;
   const auto sync = [half] { asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory"); };
   for (long long i = blockIdx.x * 2 + half; i < at.B * at.NKV * S; i += 2 * (long long)gridDim.x) {
     int s, g, b;
     engine_dl_part(i, S, at.NKV, s, g, b);
-    if (engine_decode_attention_part<G, true, 2, true>(at, s, g, b, S, tid, sm[half], sync)) {
-      sync();
-      if (tid == 0) {
-        __threadfence();
-        atomicAdd(done, 1u);
-      }
-    }
+    engine_decode_attention_part<G, true, 2, true>(at, s, g, b, S, tid, sm[half], sync);
+    sync();  // the part's shared memory is free for the next one
   }
 }
 extern __shared__ __align__(128) unsigned char engine_dl_smem[];
@@ -1412,7 +1514,8 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (S > 1 && T * NKV * S > 2 * (int)gridDim.x) __trap();  // the host's split count keeps to this
   bf16_t* h = (bf16_t*)a.tensors[0];
   const unsigned long long* table = (const unsigned long long*)a.tensors[1];
-  bf16_t *qkv = (bf16_t*)a.tensors[2], *attn = (bf16_t*)a.tensors[3], *gu = (bf16_t*)a.tensors[4];
+  // tensors[3] (attn) is not used: the attention output goes through attn_ll's tagged words
+  bf16_t *qkv = (bf16_t*)a.tensors[2], *gu = (bf16_t*)a.tensors[4];
   unsigned long long* stamps = (unsigned long long*)a.tensors[7];
   const bool stamp = stamps != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
   unsigned* counters = (unsigned*)a.workspace;
@@ -1451,6 +1554,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   // invalidate L1), before the RoPE row's address was known.
   int* lens = (int*)engine_dl_smem;
   if (threadIdx.x < T) lens[threadIdx.x] = ((const int*)a.tensors[6])[threadIdx.x];
+  // this launch's epoch (the last launch's last block advanced it; the tagged words' tags derive
+  // from it: engine_dl_tag)
+  const unsigned epoch = ((volatile unsigned*)counters)[kDlStages * d.layers + 1];
   __syncthreads();
   // The cos_sin row of each sequence's new position (p = clamp(len, 0, L) - 1, row 0 when
   // negative, as engine_decode_attention_part takes it), read once a step instead of once a layer
@@ -1470,18 +1576,27 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     for (int i = threadIdx.x; i < D / 2; i += blockDim.x) ((uint2*)qk_w)[i] = ((const uint2*)W[kDlQkNorm])[i];
     engine_gemv_norm_input<true>(h, W[kDlInNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, QKV, H, xs, qkv, ring, red, stage, st);
-    engine_dl_signal(c + kDlQkv);
+    // the qkv rows as tagged words: each attention part waits for its own rows, not for a stage
+    // count (no fence, count or poll between the GEMV and attention)
+    const unsigned tag = engine_dl_tag(epoch, d.layers, l);
+    const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
+    engine_dl_gemv<false, true>(T, QKV, H, xs, qkv, ring, red, stage, st, (unsigned long long*)at.qkv_ll, tag);
+    __syncthreads();  // xs, which the attention groups' shared memory overlaps, is read
     // attention
-    engine_dl_wait(c + kDlQkv, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    engine_dl_attention_stage<G>(engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S), S, attn_sm, c + kDlAttn);
-    // h += attn . Wo^T
-    engine_dl_wait(c + kDlAttn, (unsigned)(T * NKV * S));
-    if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
-      engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), __ldcg((const uint4*)(attn + i)));
+    engine_dl_attention_stage<G>(at, S, attn_sm);
+    // h += attn . Wo^T: the input's loads wait for the attention output's tagged words (a block
+    // with no o rows reads none: it must not wait on words that the next layer may overwrite)
+    __syncthreads();  // the attention groups' shared memory (over xs) is free
+    {
+      long long o0, o1;
+      engine_dl_groups(H, o0, o1);
+      if (o0 < o1)
+        for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
+          engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
+    }
     __syncthreads();
+    if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
     engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
@@ -1506,8 +1621,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (threadIdx.x == 0 && atomicAdd(exit_counter, 1u) == gridDim.x - 1) {
     if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_globaltimer_ns();
     for (long long i = 0; i < n_counters; ++i) counters[i] = 0u;
-    unsigned* attn_counters = (unsigned*)engine_dl_attention_ws(a);
-    for (long long i = 0; i < T * NKV; ++i) attn_counters[i] = 0u;
+    counters[n_counters] = epoch + 1u;  // every block read this launch's epoch at its start
     __threadfence();
   }
 #else
