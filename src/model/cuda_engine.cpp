@@ -144,9 +144,6 @@ int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
 int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
   return std::clamp<int64_t>(std::min(2 * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
 }
-// Its stage counters (5 per layer and an exit count, padded to 256 bytes) and the attention
-// workspace (engine_decode_attention's layout: per-(b, g) counters padded to 256 bytes, (max, sum)
-// pairs and accumulators of every part).
 // engine_decode_layers' workspace (kernels/cuda/engine/qwen3_engine.cu): stage counters u32 [5
 // layers + 1] and the launch epoch u32, padded to 256 bytes; then the tagged words (u64, 32 bits
 // of data each): the attention parts' (max, sum) pairs and accumulators, the qkv rows and the
@@ -838,7 +835,7 @@ void CudaQwen3Engine::start_decode(const std::vector<int32_t>& tokens, int64_t s
   for (int64_t b = 0; b < B; ++b) {
     if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= m.cfg.vocab)
       fail(ErrorCategory::kUsage, "token id {}: expected 0 to {}", tokens[size_t(b)], m.cfg.vocab - 1);
-    if (m.cur[size_t(b)] + steps > m.opts.max_context)
+    if (steps > m.opts.max_context - m.cur[size_t(b)])  // (no overflow for any steps)
       fail(ErrorCategory::kUsage, "{}: sequence {} is at position {}, and {} step(s) from there pass the end of the engine's context of {}",
            what, b, m.cur[size_t(b)], steps, m.opts.max_context);
     pos[size_t(b)] = m.cur[size_t(b)];
@@ -879,6 +876,7 @@ void CudaQwen3Engine::prepare_decode_greedy(int64_t steps) {
   auto& m = *impl_;
   const int64_t B = m.opts.batch;
   if (!m.opts.graphs || stage_timing_) return;
+  m.timing = false;  // a stage-timed decode before may have left it on: no events in the graphs
   if (steps >= kGreedyChunk && !m.chunk_graph) {
     m.chunk_graph = m.be->capture_graph([&] {
       for (int i = 0; i < kGreedyChunk; ++i) m.forward(B, 1, false);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tests/support/test_support.hpp"
 #include "thrive/backend/cuda_backend.hpp"
@@ -382,6 +383,7 @@ TEST_P(CudaEngineGreedyLoop, MatchesStepByStepDecode) {
   const int64_t longest = 3 + std::min(batch - 1, 3);
   EXPECT_THROW(loop.decode_greedy(next, 32 - (longest + 24) + 1), Error);
   EXPECT_THROW(loop.decode_greedy(next, -1), Error);
+  EXPECT_THROW(loop.decode_greedy(next, std::numeric_limits<int64_t>::max()), Error);
   EXPECT_THROW(loop.decode_greedy(std::vector<int32_t>(size_t(batch + 1), 1), 2), Error);
   auto bad = next;
   bad[0] = int32_t(cfg.vocab);
