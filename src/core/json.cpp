@@ -6,6 +6,9 @@ struct TooDeep {};
 }  // namespace
 
 nlohmann::json parse_json_bounded(std::string_view text, int max_depth) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so `{...}` NUL garbage would parse
+  // as `{...}`; JSON (RFC 8259) has no raw NUL outside strings, and inside them it must be escaped
+  if (text.find('\0') != std::string_view::npos) return nlohmann::json(nlohmann::json::value_t::discarded);
   try {
     return nlohmann::json::parse(
         text.begin(), text.end(),

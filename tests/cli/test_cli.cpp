@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include <sqlite3.h>
@@ -336,12 +337,26 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   r = test::run_thrive({"memory", "import", kernel_file("deep.json", deep)}, env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
   expect_one_line_error(r, "deep.json");
+  // a valid document, a NUL byte, then garbage: refused (the parser would stop at the NUL), and
+  // the same in a checkpoint's config.json
+  const std::string nul_doc = std::string(R"({"format": "thrive-memory", "version": 1})") + '\0' + "garbage";
+  r = test::run_thrive({"memory", "import", kernel_file("nul.json", nul_doc)}, env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  expect_one_line_error(r, "nul.json");
   const std::string dir = files.path() + "/tiny";
   ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
   r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "4", "--prompts-file",
                         kernel_file("deep_prompts.json", deep)},
                        env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
+  {
+    const std::string nul_ck = files.path() + "/nul_ck";
+    ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", nul_ck}, env()).exit_code, 0);
+    std::ofstream(nul_ck + "/config.json", std::ios::app) << '\0' << "garbage";
+    r = test::run_thrive({"e2e", "--device", "cpu", "--model", nul_ck, "--batch", "1", "--prompt", "2", "--gen", "1"}, env());
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+  }
   // an import whose kernel id is a path
   auto doc = nlohmann::json::parse(test::run_thrive({"memory", "export", files.path() + "/e.json"}, env()).exit_code == 0
                                        ? read_file(files.path() + "/e.json")
