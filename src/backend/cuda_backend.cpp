@@ -88,6 +88,7 @@ struct Api {
   THRIVE_CU_FN(cuStreamEndCapture)
   THRIVE_CU_FN(cuGraphInstantiate)
   THRIVE_CU_FN(cuGraphLaunch)
+  THRIVE_CU_FN(cuGraphUpload)
   THRIVE_CU_FN(cuGraphExecDestroy)
   THRIVE_CU_FN(cuGraphDestroy)
   THRIVE_CU_FN(cuMemGetInfo)
@@ -142,7 +143,7 @@ const Api& api() {
     THRIVE_CU_LOAD(cuEventCreate) THRIVE_CU_LOAD(cuEventRecord) THRIVE_CU_LOAD(cuEventSynchronize)
     THRIVE_CU_LOAD(cuEventElapsedTime) THRIVE_CU_LOAD(cuGetErrorName) THRIVE_CU_LOAD(cuGetErrorString)
     THRIVE_CU_LOAD(cuOccupancyMaxActiveBlocksPerMultiprocessor) THRIVE_CU_LOAD(cuStreamBeginCapture)
-    THRIVE_CU_LOAD(cuStreamEndCapture) THRIVE_CU_LOAD(cuGraphLaunch)
+    THRIVE_CU_LOAD(cuStreamEndCapture) THRIVE_CU_LOAD(cuGraphLaunch) THRIVE_CU_LOAD(cuGraphUpload)
     // By its CUDA 12+ name: the proc-address table may map the bare name to the
     // five-argument CUDA 11 signature.
     load("cuGraphInstantiateWithFlags", reinterpret_cast<void**>(&x.cuGraphInstantiate));
@@ -543,6 +544,7 @@ class CudaBackend final : public Backend {
       api().cuGraphDestroy(graph_);
     }
     void replay() override { THRIVE_CU_CHECK_DEVICE(api().cuGraphLaunch(exec_, stream_)); }
+    void upload() override { THRIVE_CU_CHECK_DEVICE(api().cuGraphUpload(exec_, stream_)); }
 
    private:
     CUgraph graph_;

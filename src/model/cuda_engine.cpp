@@ -472,7 +472,8 @@ struct CudaQwen3Engine::Impl {
     marked.clear();
   }
   // engine_decode_layers' interval split into the layer stages in proportion to the time between
-  // block 0's stage starts (its %globaltimer stamps: when each stage's inputs were complete), a
+  // block 0's stage starts (its %globaltimer stamps: when each stage's inputs were complete; for
+  // attention, when block 0's own qkv rows were written), a
   // call per layer; the whole interval as "decoder_layers" when the stamps are not increasing.
   void split_decoder_layers(StageTimes& st, double us) {
     static const char* const names[5] = {"qkv_gemm", "attention", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm"};
@@ -882,11 +883,14 @@ void CudaQwen3Engine::prepare_decode_greedy(int64_t steps) {
       for (int i = 0; i < kGreedyChunk; ++i) m.forward(B, 1, false);
     });
     if (!m.chunk_graph) fail(ErrorCategory::kBackend, "decode_greedy: CUDA graph capture of {} decode steps failed", kGreedyChunk);
+    m.chunk_graph->upload();
   }
   if (steps % kGreedyChunk != 0 && !m.graph) {
     m.graph = m.be->capture_graph([&] { m.forward(B, 1, false); });
     if (!m.graph) fail(ErrorCategory::kBackend, "decode_greedy: CUDA graph capture of a decode step failed");
+    m.graph->upload();
   }
+  m.be->synchronize();
 }
 
 std::vector<std::vector<int32_t>> CudaQwen3Engine::decode_greedy(const std::vector<int32_t>& tokens, int64_t steps) {
@@ -914,6 +918,16 @@ std::vector<std::vector<int32_t>> CudaQwen3Engine::decode_greedy(const std::vect
   std::vector<int32_t> rows(static_cast<size_t>(steps * B));
   m.be->download(rows.data(), at(m.history, B, 4), steps * B * 4);
   for (auto& c : m.cur) c += steps;
+  // engine_argmax gives -1 for a row with no finite logit; decode() returns it and refuses it as
+  // the next input, but on the device it went on (its embedding is zeros): what followed is no
+  // greedy continuation
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t b = 0; b < B; ++b)
+      if (rows[size_t(s * B + b)] < 0)
+        fail(ErrorCategory::kBackend,
+             "decode_greedy: sequence {} had no finite logit at step {} of {} (every logit NaN); the positions "
+             "advanced, and the tokens from there on are not a greedy continuation",
+             b, s, steps);
   for (int64_t s = 0; s < steps; ++s) out.emplace_back(rows.begin() + s * B, rows.begin() + (s + 1) * B);
   return out;
 }

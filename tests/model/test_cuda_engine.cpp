@@ -379,7 +379,7 @@ TEST_P(CudaEngineGreedyLoop, MatchesStepByStepDecode) {
   // a second loop goes on where decode() left off
   const auto more = loop.decode_greedy(next, 3);
   for (int s = 0; s < 3; ++s) ASSERT_EQ(more[size_t(s)], next = step.decode(next)) << "second loop, step " << s;
-  // positions 3-6 + 24 of 32: 6 more steps would pass the context of the longest sequence
+  // the longest sequence is at position 3-6 + 24 of 32: one step more than it has left is refused
   const int64_t longest = 3 + std::min(batch - 1, 3);
   EXPECT_THROW(loop.decode_greedy(next, 32 - (longest + 24) + 1), Error);
   EXPECT_THROW(loop.decode_greedy(next, -1), Error);

@@ -140,6 +140,10 @@ class Backend {
     virtual ~Graph() = default;
     /// Queues one replay on the backend's stream. Throws Error(kDevice) on a fault.
     virtual void replay() = 0;
+    /// Queues the upload of the graph's work to the device (CUDA: cuGraphUpload), which the first
+    /// replay does otherwise, so that a timed replay costs what later ones do. Throws
+    /// Error(kDevice) on a fault; a no-op where the backend has nothing to upload.
+    virtual void upload() {}
   };
   /// Captures everything `body` queues on the stream (launches, copies, cuBLASLt calls) into a
   /// graph, without running it. nullptr when the backend has no graphs (cpu) or capture failed.

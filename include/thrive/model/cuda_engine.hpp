@@ -172,12 +172,14 @@ class CudaQwen3Engine {
   /// fed the last one's result, return (the same kernels and roundings). With stage timing on it
   /// runs decode() step by step. Error(kUsage), before any GPU work: tokens.size() != batch, an
   /// id outside [0, vocab), steps < 0, or a sequence whose position + steps passes max_context.
+  /// Error(kBackend) after the steps when a step had a sequence with no finite logit (the greedy
+  /// token -1, which decode() returns and then refuses as input; the positions have advanced).
   std::vector<std::vector<int32_t>> decode_greedy(const std::vector<int32_t>& tokens, int64_t steps);
   /// Decode steps per CUDA graph in decode_greedy.
   static constexpr int kGreedyChunk = 8;
-  /// Captures the CUDA graphs decode_greedy(…, steps) will replay (nothing runs on the GPU), so
-  /// that a timed call does not include their capture. No-op with graphs off or stage timing on.
-  /// Error(kBackend) when a capture fails.
+  /// Captures the CUDA graphs decode_greedy(…, steps) will replay and uploads them to the device
+  /// (no decode step runs), so that a timed call includes neither. No-op with graphs off or stage
+  /// timing on. Error(kBackend) when a capture fails, Error(kDevice) on a device fault.
   void prepare_decode_greedy(int64_t steps);
 
   /// Stage timing: when on, events are recorded on the stream between stages (and decode does

@@ -854,9 +854,10 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
   return true;
 }
 // One (split s of S, KV head g, sequence b) part of decode attention by 128 threads (tid 0..127;
-// `sync` is their barrier). Returns true when this part is done with out[b, heads of g] (S == 1:
-// it wrote them; PM: it merged its slice, or has none; otherwise: it was the last part of (b, g)
-// to finish and merged the S parts): the same value on every thread.
+// `sync` is their barrier). Returns true when this part is done with out[b, heads of g] (PM: it
+// merged its slice into out_ll, or has none, also at S == 1; S == 1 otherwise: it wrote them;
+// otherwise: it was the last part of (b, g) to finish and merged the S parts): the same value on
+// every thread.
 // Everything written by another block of the same launch (qkv rows, parts) is read through L2.
 // U: key slots a lane loads per round (all issued before any is used).
 // PM (parallel merge; the persistent kernel, whose S parts of a (b, g) all run at once): the qkv
@@ -899,9 +900,13 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     const long long row0 = (long long)b * (NQ + 2 * NKV) * D + part * 8;
     const bf16_t* row = a.qkv + row0;
     const float* cs = a.rope_rows != nullptr ? a.rope_rows + b * D : a.cos_sin + (p < 0 ? 0 : p) * D;
-    // the G query rows, the key and the value first: one round trip for all of them
+    // the G query rows, the key and the value first (without PM one round trip for all of them)
     uint4 q_raw[G], k_raw;
-    if (PM) {  // tagged words, two bf16 each: 8 elements are 4 words
+    if (PM) {
+      // tagged words, two bf16 each: 8 elements are 4 words. The G + 2 pieces are waited for one
+      // after another (G + 2 round trips, the first the wait for the data): with all of them in
+      // flight at once the kernel spills 244 bytes a thread at G = 2 instead of 128 (ptxas, CUDA
+      // 13.0), not yet measured on the H200 (session9/batched-ll-waits.patch)
       const unsigned long long* rw = a.qkv_ll + row0 / 2;
 #pragma unroll
       for (int h = 0; h < G; ++h) q_raw[h] = engine_ll_wait8(rw + (g * G + h) * D / 2, a.tag);
@@ -1175,11 +1180,14 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // per row group.
 // tensors: h bf16 [T, H] (the residual stream, updated in place), layers u64 [layers][9] (the
 // device pointers of each layer: Wqkv, Wo, Wgu, Wdown, input norm, post-attention norm, q_norm |
-// k_norm, K cache, V cache), qkv bf16 [T, (NQ + 2 NKV) D], attn bf16 [T, NQ D], gu bf16 [T, 2 I],
-// cos_sin f32 [L, D], ctx_lens i32 [T], stamps u64 [5 layers + 1] (or null: with it, block 0
-// records %globaltimer as each stage's wait ends and the last block at the end, the in-kernel
-// stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers; scalars: attention scale, eps, NS (2 to
-// 8) + 16 x (1: prefetch each layer's KV cache into L2 as its qkv stage starts), S (attention
+// k_norm, K cache, V cache), qkv and attn (not used: their place is the workspace's tagged
+// words; the host passes the layered path's buffers), gu bf16 [T, 2 I], cos_sin f32 [L, D],
+// ctx_lens i32 [T], stamps u64 [5 layers + 1] (or null: with it, block 0 records %globaltimer as
+// each stage starts: the qkv stage after its wait, attention when block 0's own qkv rows are
+// written, o once the attention output is complete, gate/up and down after their waits, and the
+// last block at the end; the in-kernel stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers;
+// scalars: attention scale, eps, NS (2 to 8) + 16 x (1: prefetch each layer's KV cache into L2 as
+// its qkv stage starts), S (attention
 // splits, <= 64; with S > 1, B NKV S <= 2 gridDim: the parallel merge needs every part of a (b, g)
 // running at once). workspace (all zero before the first launch): stage counters u32 [5 layers +
 // 1] (the last block to finish zeroes them, so a CUDA graph can replay the kernel) and the launch
@@ -1514,8 +1522,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (S > 1 && T * NKV * S > 2 * (int)gridDim.x) __trap();  // the host's split count keeps to this
   bf16_t* h = (bf16_t*)a.tensors[0];
   const unsigned long long* table = (const unsigned long long*)a.tensors[1];
-  // tensors[3] (attn) is not used: the attention output goes through attn_ll's tagged words
-  bf16_t *qkv = (bf16_t*)a.tensors[2], *gu = (bf16_t*)a.tensors[4];
+  // tensors[2] (qkv) and [3] (attn) are not used: the qkv rows and the attention output go through
+  // the workspace's tagged words (qkv_ll, attn_ll)
+  bf16_t *gu = (bf16_t*)a.tensors[4];
   unsigned long long* stamps = (unsigned long long*)a.tensors[7];
   const bool stamp = stamps != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
   unsigned* counters = (unsigned*)a.workspace;
@@ -1580,18 +1589,19 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // count (no fence, count or poll between the GEMV and attention)
     const unsigned tag = engine_dl_tag(epoch, d.layers, l);
     const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
-    engine_dl_gemv<false, true>(T, QKV, H, xs, qkv, ring, red, stage, st, (unsigned long long*)at.qkv_ll, tag);
+    engine_dl_gemv<false, true>(T, QKV, H, xs, nullptr, ring, red, stage, st, (unsigned long long*)at.qkv_ll, tag);
     __syncthreads();  // xs, which the attention groups' shared memory overlaps, is read
     // attention
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
     engine_dl_attention_stage<G>(at, S, attn_sm);
     // h += attn . Wo^T: the input's loads wait for the attention output's tagged words (a block
-    // with no o rows reads none: it must not wait on words that the next layer may overwrite)
+    // with no o rows skips them, which only saves time; block 0 waits anyway when it records the
+    // stage stamps, so that its o stamp marks the end of attention)
     __syncthreads();  // the attention groups' shared memory (over xs) is free
     {
       long long o0, o1;
       engine_dl_groups(H, o0, o1);
-      if (o0 < o1)
+      if (o0 < o1 || stamps != nullptr && blockIdx.x == 0)
         for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
           engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
     }
@@ -1621,7 +1631,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (threadIdx.x == 0 && atomicAdd(exit_counter, 1u) == gridDim.x - 1) {
     if (stamps != nullptr) stamps[kDlStages * d.layers] = engine_globaltimer_ns();
     for (long long i = 0; i < n_counters; ++i) counters[i] = 0u;
-    counters[n_counters] = epoch + 1u;  // every block read this launch's epoch at its start
+    // every block read this launch's epoch at its start; epochs run mod 2^32 - 1, as the tags do,
+    // so the last epoch's tags and the next one's never meet at the wrap
+    counters[n_counters] = (epoch + 1u) % 0xffffffffu;
     __threadfence();
   }
 #else
