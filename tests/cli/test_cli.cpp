@@ -293,6 +293,11 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
   const auto bad_id = test::write_text(files.path() + "/id.json", "[[1, 256], [5]]");
   EXPECT_EQ(test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
                               "--prompts-file", bad_id}, env()).exit_code, 3);
+  // --gen 1: the token comes from prefill; the text says no decode step ran (not "0 ms per step")
+  const auto one = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3", "--gen", "1"}, env());
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("no decode step ran (--gen 1"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("ms per step over 0 steps"), std::string::npos) << one.out;
 }
 
 // Break-it findings (2026-11-30): hostile paths and files end in one clear line, never in a crash,

@@ -461,10 +461,15 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
   }
   fmt::print("Qwen3 engine on {} ({}): {} ({:.1f} M parameters), batch {}, prompt {}, gen {}\n", r.device,
              r.precision, f.model, double(cfg.parameters()) / 1e6, f.batch, f.prompt, f.gen);
-  fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.3f} ms per step over {} steps; "
-             "weights loaded in {:.0f} ms\n",
-             doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, doc["decode_tokens_per_s"].get<double>(),
-             doc["decode_ms_per_step"].get<double>(), r.decode_steps, r.load_ms);
+  if (r.decode_steps > 0)
+    fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.3f} ms per step over {} steps; "
+               "weights loaded in {:.0f} ms\n",
+               doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, doc["decode_tokens_per_s"].get<double>(),
+               doc["decode_ms_per_step"].get<double>(), r.decode_steps, r.load_ms);
+  else  // --gen 0 or 1: the one token (if any) comes from prefill
+    fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); no decode step ran (--gen {}: decode runs gen - 1 steps); "
+               "weights loaded in {:.0f} ms\n",
+               doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, f.gen, r.load_ms);
   if (doc.contains("peak_rss_mb")) fmt::print("peak RSS {:.0f} MB\n", doc["peak_rss_mb"].get<double>());
   if (doc.contains("gpu_memory_allocated_bytes"))
     fmt::print("GPU memory: {:.2f} GiB allocated by the engine, {:.2f} GiB in use on the device; graphs {}, kernels "
