@@ -96,7 +96,8 @@ struct CudaEngineOptions {
   /// newer and at least two 32 KiB stages of shared memory; off otherwise. Off by default here
   /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.58 ms/step
   /// against the layered path's 1.67 with CUDA graphs and PDL, batch 4 in 1.99 against 3.27
-  /// (2026-12-01, README).
+  /// (2026-12-01, README; with the device decode loop and tagged handoffs, 1.48 and 1.92 on
+  /// 2026-12-02).
   bool persistent_decode = false;
   /// Ring stages of the persistent kernel (32 KiB of weights each, in flight or landed per SM): 0 =
   /// as many as fit in shared memory (at most 8), else that many (2 to 8) or as many as fit if
