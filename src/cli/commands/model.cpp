@@ -416,6 +416,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
+             // how the measured decode steps ran (CudaQwen3Engine::decode_greedy)
+             {"decode_loop", o.graphs ? fmt::format("device (graphs of {} steps)", model::CudaQwen3Engine::kGreedyChunk)
+                                      : std::string("device (eager launches)")},
              {"gpu_memory_allocated_bytes", engine.allocated_bytes()},
              {"gpu_memory_used_bytes", engine.device_memory_used()}};
   return r;
