@@ -460,6 +460,17 @@ struct CudaQwen3Engine::Impl {
     done("sampling");
   }
 
+  // A CUDA graph of `n` decode steps at batch nb, uploaded to the device (cuGraphUpload: its first
+  // replay costs what later ones do); Error(kBackend) naming `what` when the capture fails.
+  std::unique_ptr<backend::Backend::Graph> capture_decode(int64_t nb, int n, const char* what) {
+    auto g = be->capture_graph([&] {
+      for (int i = 0; i < n; ++i) forward(nb, 1, false);
+    });
+    if (!g) fail(ErrorCategory::kBackend, "{}: CUDA graph capture of {} decode step(s) failed", what, n);
+    g->upload();
+    return g;
+  }
+
   void collect(StageTimes& st) {
     if (!timing) return;
     const auto iv = timeline->intervals_us();
@@ -860,10 +871,7 @@ std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens,
   const int64_t B = m.opts.batch;
   start_decode(tokens, 1, "decode", true);
   if (m.opts.graphs && !m.timing) {
-    if (!m.graph) {
-      m.graph = m.be->capture_graph([&] { m.forward(B, 1, false); });
-      if (!m.graph) fail(ErrorCategory::kBackend, "decode: CUDA graph capture of a decode step failed");
-    }
+    if (!m.graph) m.graph = m.capture_decode(B, 1, "decode");
     m.graph->replay();
   } else {
     m.forward(B, 1, false);
@@ -878,18 +886,8 @@ void CudaQwen3Engine::prepare_decode_greedy(int64_t steps) {
   const int64_t B = m.opts.batch;
   if (!m.opts.graphs || stage_timing_) return;
   m.timing = false;  // a stage-timed decode before may have left it on: no events in the graphs
-  if (steps >= kGreedyChunk && !m.chunk_graph) {
-    m.chunk_graph = m.be->capture_graph([&] {
-      for (int i = 0; i < kGreedyChunk; ++i) m.forward(B, 1, false);
-    });
-    if (!m.chunk_graph) fail(ErrorCategory::kBackend, "decode_greedy: CUDA graph capture of {} decode steps failed", kGreedyChunk);
-    m.chunk_graph->upload();
-  }
-  if (steps % kGreedyChunk != 0 && !m.graph) {
-    m.graph = m.be->capture_graph([&] { m.forward(B, 1, false); });
-    if (!m.graph) fail(ErrorCategory::kBackend, "decode_greedy: CUDA graph capture of a decode step failed");
-    m.graph->upload();
-  }
+  if (steps >= kGreedyChunk && !m.chunk_graph) m.chunk_graph = m.capture_decode(B, kGreedyChunk, "decode_greedy");
+  if (steps % kGreedyChunk != 0 && !m.graph) m.graph = m.capture_decode(B, 1, "decode_greedy");
   m.be->synchronize();
 }
 
@@ -897,16 +895,15 @@ std::vector<std::vector<int32_t>> CudaQwen3Engine::decode_greedy(const std::vect
   auto& m = *impl_;
   const int64_t B = m.opts.batch;
   std::vector<std::vector<int32_t>> out;
+  // the checks, before any GPU work; the uploads too unless decode() does them step by step
+  start_decode(tokens, steps, "decode_greedy", !stage_timing_);
   if (stage_timing_) {  // a step at a time, each with its stage breakdown
-    start_decode(tokens, steps, "decode_greedy", false);  // the checks, before the first step
     auto t = tokens;
     for (int64_t s = 0; s < steps; ++s) out.push_back(t = decode(t));
     return out;
   }
-  start_decode(tokens, steps, "decode_greedy", false);
   if (steps == 0) return out;
   prepare_decode_greedy(steps);
-  start_decode(tokens, steps, "decode_greedy", true);
   m.be->memset(m.history, 0, B * 4);  // the history's counts
   if (m.opts.graphs) {
     int64_t s = 0;

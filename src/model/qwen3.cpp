@@ -236,7 +236,8 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
   if (dtype == StDtype::kF16) fail(ErrorCategory::kUsage, "model init: F16 checkpoints are read, not written; use bf16 or f32");
   ensure_writable_dir(dir, "--out");
   const auto layout = cfg.tensor_layout(dtype);
-  SafetensorsWriter w(dir + "/model.safetensors", layout, {{"format", "pt"}, {"producer", "thrive model init"}});
+  const std::string weights = dir + "/model.safetensors";
+  SafetensorsWriter w(weights, layout, {{"format", "pt"}, {"producer", "thrive model init"}});
   constexpr int64_t kChunk = int64_t(1) << 20;
   std::vector<uint8_t> bytes;
   for (size_t ti = 0; ti < layout.size(); ++ti) {
@@ -270,9 +271,8 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
   // Nothing is replaced before both files are complete and both names can take them. The old
   // weights wait under a temporary name until config.json is in place too, so a failed second
   // rename puts them back instead of leaving new weights beside the old config.
-  const std::string weights = dir + "/model.safetensors";
   check_replaceable(weights);
-  check_replaceable(dir + "/config.json");
+  check_replaceable(config.path());
   std::error_code ec;
   std::string aside;
   if (replace && fs::exists(fs::symlink_status(weights, ec))) {

@@ -179,7 +179,7 @@ static const std::string& with_parent(const std::string& path) {
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<StTensorInfo>& layout,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(path), file_(with_parent(path)) {
+    : file_(with_parent(path)) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   int64_t off = 0;
@@ -199,14 +199,14 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
 
 void SafetensorsWriter::append(const void* bytes, size_t n) {
   if (written_ + int64_t(n) > expected_)
-    fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", path_, written_ + n, expected_);
+    fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", file_.path(), written_ + n, expected_);
   file_.write(bytes, n);
   written_ += int64_t(n);
 }
 
 void SafetensorsWriter::close() {
   if (written_ != expected_)
-    fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", path_, written_, expected_);
+    fail(ErrorCategory::kInternal, "{}: {} data bytes written, the layout declares {}", file_.path(), written_, expected_);
   file_.close();
 }
 

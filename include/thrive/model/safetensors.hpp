@@ -97,7 +97,6 @@ class SafetensorsWriter {
   }
 
  private:
-  std::string path_;
   StagedFile file_;
   int64_t expected_ = 0, written_ = 0;
 };

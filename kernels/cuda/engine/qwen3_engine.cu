@@ -669,22 +669,28 @@ struct EngineAttention {
   unsigned long long *parts_ml_ll, *parts_acc_ll, *out_ll;
   unsigned tag;
 };
-// Thread 0 of the caller's group spins until *counter >= target (relaxed polls: an acquire load
-// also invalidates the SM's L1 each time, CCTL.IVALL in the SASS), then reads it once more with
-// acquire semantics (the count only grows, so that load sees it too and orders the caller's later
-// reads after the writes it counts). 10 s without it traps rather than hangs.
 __device__ __forceinline__ unsigned long long engine_globaltimer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// Traps after 10 s of polls that began at t0 (set at the first miss, checked every 1024th): a
+// wait that never ends is a bug, and a trap reports it where a hang would not.
+__device__ __forceinline__ void engine_poll_timeout(int spin, unsigned long long& t0) {
+  if (spin == 0) t0 = engine_globaltimer_ns();
+  else if ((spin & 1023) == 1023 && engine_globaltimer_ns() - t0 > 10000000000ull) __trap();
+}
+// Thread 0 of the caller's group spins until *counter >= target (relaxed polls: an acquire load
+// also invalidates the SM's L1 each time, CCTL.IVALL in the SASS), then reads it once more with
+// acquire semantics (the count only grows, so that load sees it too and orders the caller's later
+// reads after the writes it counts). 10 s without it traps rather than hangs.
 __device__ __forceinline__ void engine_spin_until(const unsigned* counter, unsigned target) {
-  const unsigned long long t0 = engine_globaltimer_ns();
+  unsigned long long t0 = 0;
   unsigned v = 0;
   for (int spin = 0;; ++spin) {
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
     if (v >= target) break;
-    if ((spin & 1023) == 1023 && engine_globaltimer_ns() - t0 > 10000000000ull) __trap();
+    engine_poll_timeout(spin, t0);
   }
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
 }
@@ -708,17 +714,11 @@ __device__ __forceinline__ unsigned long long engine_ll_load(const unsigned long
   asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-// Traps after 10 s of polls that began at t0 (checked every 1024th poll): a tag that never comes
-// is a bug, and a trap reports it where a hang would not.
-__device__ __forceinline__ void engine_ll_timeout(int spin, unsigned long long& t0) {
-  if (spin == 0) t0 = engine_globaltimer_ns();
-  else if ((spin & 1023) == 1023 && engine_globaltimer_ns() - t0 > 10000000000ull) __trap();
-}
 // The data of the word at p once it carries `tag`.
 __device__ __forceinline__ unsigned engine_ll_wait(const unsigned long long* p, unsigned tag) {
   unsigned long long w = engine_ll_load(p), t0 = 0;
   for (int spin = 0; (unsigned)(w >> 32) != tag; ++spin) {
-    engine_ll_timeout(spin, t0);
+    engine_poll_timeout(spin, t0);
     w = engine_ll_load(p);
   }
   return (unsigned)w;
@@ -733,7 +733,7 @@ __device__ __forceinline__ uint4 engine_ll_wait8(const unsigned long long* p, un
     if ((unsigned)(w[0] >> 32) == tag && (unsigned)(w[1] >> 32) == tag && (unsigned)(w[2] >> 32) == tag &&
         (unsigned)(w[3] >> 32) == tag)
       break;
-    engine_ll_timeout(spin, t0);
+    engine_poll_timeout(spin, t0);
   }
   return make_uint4((unsigned)w[0], (unsigned)w[1], (unsigned)w[2], (unsigned)w[3]);
 }
