@@ -116,12 +116,16 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // columns bf16 (32 KiB) in a ring of at most 8 stages, after a head (128 bytes: ctx_lens, then the GEMV's
 // cross-warp sums: two buffers of 16 warps x 16 rows x 4 tokens f32, 8 KiB), the per-layer
 // pointer table (decode_layers_table_bytes), the attention constants (decode_layers_const_bytes) and a region
-// that holds either the GEMV input (T x the widest K rounded up to 64, bf16) or two 128-thread attention groups'
-// EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
+// that holds either the GEMV input (T x the widest K rounded up to 64, bf16) or kDlAttnGroups 128-thread attention
+// groups' EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
 // With 0 stages in the options, as many as fit: on the H200 (2026-12-01,
 // bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms
 // against 1.72 with 2; at batch 4 the depth did not matter (2.12 ms with 5 or 2).
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128 + 8192;
+// The kernel's kDlAttnGroups: 128-thread attention groups a block, one part each at a time.
+constexpr int64_t kDlAttnGroups = 2;
+// Keys a part of the persistent kernel's attention at most (its split count: cdiv(context, this)).
+constexpr int64_t kDlKeysPerPart = 32;
 // The per-layer pointer table: 9 device pointers a layer (the kernel's kDlTableCols, in the order
 // the engine uploads them below), rounded up to 128 bytes.
 constexpr int64_t kDlTableCols = 9;
@@ -135,14 +139,16 @@ int64_t decode_layers_const_bytes(const Qwen3Config& c, int64_t t) {
 int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
   const int64_t kmax = std::max({c.hidden, c.heads * c.head_dim, c.intermediate}), g = c.heads / c.kv_heads;
   // the GEMV input's rows are padded to 64 columns (fragment order: engine_xs_store8 in the kernel)
-  return (std::max(t * ((kmax + 63) / 64 * 64) * 2, 2 * (5120 * g + 4)) + 127) / 128 * 128;
+  return (std::max(t * ((kmax + 63) / 64 * 64) * 2, kDlAttnGroups * (5120 * g + 4)) + 127) / 128 * 128;
 }
-// Attention splits of the persistent kernel: at most two parts per block over B x NKV (sequence,
-// KV head) pairs (its parallel merge needs every part of a pair running at once), and no more than
-// the layered path's (about 32 keys a part: fewer partial results to merge; 18 instead of 33 at
-// prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), at most 64.
+// Attention splits of the persistent kernel: at most kDlAttnGroups parts per block over B x NKV
+// (sequence, KV head) pairs (its parallel merge needs every part of a pair running at once), and
+// about kDlKeysPerPart keys a part (fewer partial results to merge; with two groups a block, 18
+// splits instead of 33 at prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), at
+// most 64.
 int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
-  return std::clamp<int64_t>(std::min(2 * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
+  return std::clamp<int64_t>(
+      std::min(kDlAttnGroups * blocks / (b * nkv), (max_context + kDlKeysPerPart - 1) / kDlKeysPerPart), 1, 64);
 }
 // engine_decode_layers' workspace (kernels/cuda/engine/qwen3_engine.cu): stage counters u32 [5
 // layers + 1] and the launch epoch u32, padded to 256 bytes; then the tagged words (u64, 32 bits

@@ -750,17 +750,19 @@ struct EngineAttentionSmem {
 // Where thread tid of a 128-thread part (split s of S, KV head g, sequence b) works: LPK lanes hold
 // one key row (8 elements each, lane `part`), a warp KPW rows, the part `slots` key slots; the
 // part covers keys [lo, hi) of the sequence's n = clamp(lens[b], 0, L), and p = n - 1 is the new
-// position (the step's token).
+// position (the step's token). Positions are 32-bit (L < 2^31: the host's context limit); LPK is a
+// power of two (D / 8, the host checks), so lane splits are shifts and masks.
 struct EngineAttentionLane {
   int LPK, KPW, lane, warp, sub, part, slots, slot;
-  long long n, lo, hi, p;
+  int n, lo, hi, p;
   __device__ EngineAttentionLane(const EngineAttention& a, int s, int b, int S, int tid) {
-    LPK = (int)(a.D / 8), KPW = 32 / LPK;
-    lane = tid & 31, warp = tid >> 5, sub = lane / LPK, part = lane % LPK;
+    LPK = (int)(a.D >> 3), KPW = 32 / LPK;
+    lane = tid & 31, warp = tid >> 5, sub = lane / LPK, part = lane & (LPK - 1);
     slots = 4 * KPW, slot = warp * KPW + sub;  // 4 warps
+    const int L = (int)a.L;
     n = a.lens[b];
-    n = n < 0 ? 0 : (n > a.L ? a.L : n);
-    const long long c = (n + S - 1) / S;
+    n = n < 0 ? 0 : (n > L ? L : n);
+    const int c = (n + S - 1) / S;
     lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
   }
 };
@@ -798,21 +800,24 @@ template <int G, class Sync>
 __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttention& a, int s, long long bg, int S, int tid,
                                                           EngineAttentionSmem<G>& sm, Sync sync) {
   constexpr int kThreads = 128, kBatch = 4;  // loads a thread issues before storing any
-  const long long D = a.D, GD = G * D;
-  const long long per = ((GD + S - 1) / S + 1) / 2 * 2, e0 = s * per, n = e0 + per < GD ? per : GD - e0;
+  // 32-bit indices (G D <= 2048, S <= 64): 64-bit divisions are long instruction sequences on the
+  // stage's critical path
+  const int D = (int)a.D, GD = G * D, dlog = __ffs(D) - 1;  // D a power of two (8 LPK)
+  const int per = ((GD + S - 1) / S + 1) / 2 * 2, e0 = s * per, n = e0 + per < GD ? per : GD - e0;
   sync();  // every thread has read the key-slot merge's sm.acc, which buf overwrites
   if (n <= 0) return true;
   const unsigned long long* all_ml = a.parts_ml_ll + bg * S * G * 2;
-  const unsigned long long* all_acc = a.parts_acc_ll + bg * S * GD;
+  const unsigned long long* all_acc = a.parts_acc_ll + bg * S * GD + e0;
   float* buf = sm.acc;  // [S G 2] pairs, then [S][n] pieces
-  const long long pairs = (long long)S * G * 2, total = pairs + S * n;
-  for (long long r0 = 0; r0 < total; r0 += kThreads * kBatch) {
+  const int pairs = S * G * 2, total = pairs + S * n;
+  for (int r0 = 0; r0 < total; r0 += kThreads * kBatch) {
     const unsigned long long* src[kBatch];
     unsigned long long v[kBatch];
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
-      const long long i = r0 + k * kThreads + tid;
-      src[k] = i >= total ? nullptr : i < pairs ? all_ml + i : all_acc + (i - pairs) / n * GD + e0 + (i - pairs) % n;
+      const int i = r0 + k * kThreads + tid;
+      const unsigned q = (unsigned)(i - pairs);
+      src[k] = i >= total ? nullptr : i < pairs ? all_ml + i : all_acc + (q / (unsigned)n) * GD + q % (unsigned)n;
       v[k] = src[k] != nullptr ? engine_ll_load(src[k]) : 0ull;
     }
 #pragma unroll
@@ -829,13 +834,13 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
   // R adjacent lanes per pair of outputs (R | 32, (n / 2) R <= 128), each summing every R-th part,
   // then a shuffle sum: the slice is short (about G D / S outputs) and S deep. A pair is one head's
   // (e0, D even).
-  const long long np = n / 2;
-  int R = 1;
-  while (R < 32 && np * R * 2 <= kThreads) R *= 2;
-  const int r = tid % R;
-  for (long long j0 = 0; j0 < np; j0 += kThreads / R) {  // the same trip count on every thread
-    const long long j = j0 + tid / R;
-    const int h = (int)((e0 + 2 * (j < np ? j : 0)) / D);
+  const int np = n / 2;
+  int R = 1, rlog = 0;
+  while (R < 32 && np * R * 2 <= kThreads) R *= 2, ++rlog;
+  const int r = tid & (R - 1);
+  for (int j0 = 0; j0 < np; j0 += kThreads >> rlog) {  // the same trip count on every thread
+    const int j = j0 + (tid >> rlog);
+    const int h = (e0 + 2 * (j < np ? j : 0)) >> dlog;
     float A0 = 0.f, A1 = 0.f;
     if (j < np)
       for (int i = r; i < S; i += R) {
@@ -875,7 +880,7 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   const long long NQ = a.NQ, NKV = a.NKV, D = a.D, L = a.L;
   const EngineAttentionLane w(a, s, b, S, tid);
   const int LPK = w.LPK, part = w.part, slots = w.slots, slot = w.slot;
-  const long long lo = w.lo, hi = w.hi, p = w.p;
+  const int lo = w.lo, hi = w.hi, p = w.p;
   const float qs = a.scale * 1.4426950408889634f;
   float q[G][8], m[G], l[G], acc[G][8];
   uint4 k_new = make_uint4(0u, 0u, 0u, 0u), v_new = k_new;
@@ -887,11 +892,12 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   // the qkv rows are used: it does not depend on them, and after the new position's store below
   // the compiler could not move it up (1 of the part's round trips).
   uint4 kv[U], vv[U];
-  const auto load_keys = [&](long long j0) {
+  const auto load_keys = [&](int j0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const long long j = j0 + (long long)u * slots;
-      if (j < hi && !(QK && j == p)) kv[u] = *(const uint4*)(kb + j * stride), vv[u] = *(const uint4*)(vb + j * stride);
+      const int j = j0 + u * slots;
+      if (j < hi && !(QK && j == p))
+        kv[u] = *(const uint4*)(kb + (long long)j * stride), vv[u] = *(const uint4*)(vb + (long long)j * stride);
       else kv[u] = vv[u] = make_uint4(0u, 0u, 0u, 0u);
     }
   };
@@ -948,15 +954,15 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
     m[h] = -__int_as_float(0x7f800000);
     l[h] = 0.f;
   }
-  for (long long j0 = lo + slot; j0 - slot < hi; j0 += (long long)slots * U) {
+  for (int j0 = lo + slot; j0 - slot < hi; j0 += slots * U) {
     if (j0 != lo + slot) load_keys(j0);
     if (QK)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (j0 + (long long)u * slots == p) kv[u] = k_new, vv[u] = v_new;
+        if (j0 + u * slots == p) kv[u] = k_new, vv[u] = v_new;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const long long j = j0 + (long long)u * slots;
+      const int j = j0 + u * slots;
       const unsigned kw[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w};
       float vf[8];
       engine_unpack8(vv[u], vf);
@@ -1003,9 +1009,11 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
   float* part_ml = a.parts_ml + (bg * S + s) * G * 2;
   float* part_acc = a.parts_acc + (bg * S + s) * G * D;
   bf16_t* out = a.out + ((long long)b * NQ + g * G) * D;
-  for (long long e = tid; e < G * D; e += kThreads) {
-    const int h = (int)(e / D);
-    const long long d = e % D;
+  unsigned long long* part_acc_ll = PM ? a.parts_acc_ll + (bg * S + s) * G * D : nullptr;
+  unsigned long long* part_ml_ll = PM ? a.parts_ml_ll + (bg * S + s) * G * 2 : nullptr;
+  const int dlog = __ffs((int)D) - 1;  // D is a power of two (8 LPK)
+  for (int e = tid; e < G * (int)D; e += kThreads) {
+    const int h = e >> dlog, d = e & ((int)D - 1);
     float M = -__int_as_float(0x7f800000);
 #pragma unroll
     for (int i = 0; i < 4; ++i) M = fmaxf(M, sh_ml[i][h][0]);
@@ -1018,10 +1026,10 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
         A += sh_acc[(i * G + h) * D + d] * w;
       }
     if (PM) {
-      engine_ll_store(a.parts_acc_ll + (bg * S + s) * G * D + e, __float_as_uint(A), a.tag);
+      engine_ll_store(part_acc_ll + e, __float_as_uint(A), a.tag);
       if (d == 0) {
-        engine_ll_store(a.parts_ml_ll + (bg * S + s) * G * 2 + 2 * h, __float_as_uint(M), a.tag);
-        engine_ll_store(a.parts_ml_ll + (bg * S + s) * G * 2 + 2 * h + 1, __float_as_uint(Ls), a.tag);
+        engine_ll_store(part_ml_ll + 2 * h, __float_as_uint(M), a.tag);
+        engine_ll_store(part_ml_ll + 2 * h + 1, __float_as_uint(Ls), a.tag);
       }
     } else if (S == 1) {
       out[e] = thrive_f32_to_bf16(Ls > 0.f ? A / Ls : 0.f);
@@ -1164,7 +1172,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // differ in order: tensor-core tiles here, and attention's split count):
 //   qkv    : x = RMSNorm(h) w_in (each block, in shared memory); qkv = x . Wqkv^T
 //   attn   : S parts per (sequence, KV head) of split-KV decode attention (S from the host: at
-//            most 2 x gridDim parts in all, about 32 keys a part; threads 0-255, 128 a part), each
+//            most kDlAttnGroups x gridDim parts in all, about 32 keys a part; 128 threads a part), each
 //            waiting only for its own qkv rows (tagged words: engine_ll_store), with the q/k
 //            RMSNorm, RoPE and KV-cache write inside (engine_decode_attention_part); every part of
 //            a (sequence, KV head) merges a slice of its heads from the S parts' tagged results
@@ -1188,7 +1196,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // last block at the end; the in-kernel stage breakdown); dims: T, H, NQ, NKV, D, L, I, layers;
 // scalars: attention scale, eps, NS (2 to 8) + 16 x (1: prefetch each layer's KV cache into L2 as
 // its qkv stage starts), S (attention
-// splits, <= 64; with S > 1, B NKV S <= 2 gridDim: the parallel merge needs every part of a (b, g)
+// splits, <= 64; with S > 1, B NKV S <= kDlAttnGroups gridDim: the parallel merge needs every part of a (b, g)
 // running at once). workspace (all zero before the first launch): stage counters u32 [5 layers +
 // 1] (the last block to finish zeroes them, so a CUDA graph can replay the kernel) and the launch
 // epoch u32 (that block advances it), padded to 256 bytes, then the attention workspace
@@ -1197,7 +1205,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // shared memory: a 128-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
 // (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), the attention
 // constants (engine_dl_rope_bytes + engine_dl_qknorm_bytes), then max(T kp 2,
-// 2 x sizeof(EngineAttentionSmem<G>)) rounded up to 128 (kp: max(H, NQ D, I) rounded up to 64,
+// kDlAttnGroups x sizeof(EngineAttentionSmem<G>)) rounded up to 128 (kp: max(H, NQ D, I) rounded up to 64,
 // the GEMV input's padded rows), then NS x 32 KiB. Block 512, grid <= one
 // block per SM: every block must be resident at once (the host launches gridDim = the SM count,
 // which fits when the GPU runs nothing else; another process or stream holding SMs for the whole
@@ -1209,6 +1217,9 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
+// 128-thread attention groups a block (one part each at a time; at most 4 in 512 threads): the
+// host's decode_layers_splits and decode_layers_region (src/model/cuda_engine.cpp) use the same count
+constexpr int kDlAttnGroups = 2;
 struct EngineDecodeDims {
   long long T, H, NQ, NKV, D, L, I, layers;
 };
@@ -1454,6 +1465,11 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
 __device__ __forceinline__ char* engine_dl_attention_ws(const ThriveCudaArgs& a) {
   return (char*)a.workspace + ((kDlStages * a.dims[7] + 2) * 4 + 255) / 256 * 256;
 }
+// The qkv rows' tagged words qkv_ll, after the parts' pairs and accumulators ([T NKV S G][2 + D]).
+template <int G>
+__device__ __forceinline__ unsigned long long* engine_dl_qkv_ll(const ThriveCudaArgs& a, int S) {
+  return (unsigned long long*)engine_dl_attention_ws(a) + a.dims[0] * a.dims[3] * S * G * (2 + a.dims[4]);
+}
 // This launch's tag for layer l: 1 + (epoch layers + l) mod (2^32 - 1), never 0 (zeroed words).
 __device__ __forceinline__ unsigned engine_dl_tag(unsigned epoch, long long layers, long long l) {
   return (unsigned)(((unsigned long long)epoch * (unsigned long long)layers + (unsigned long long)l) % 0xffffffffull) + 1u;
@@ -1471,11 +1487,10 @@ __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaA
   at.scale = (float)a.scalars[0], at.eps = (float)a.scalars[1];
   at.qkv = (const bf16_t*)a.tensors[2], at.out = (bf16_t*)a.tensors[3];
   at.cos_sin = (const float*)a.tensors[5], at.rope_rows = rope, at.lens = lens;
-  const long long parts = at.B * at.NKV * S * G;
   at.counters = nullptr;  // the PM path counts nothing
   at.parts_ml_ll = (unsigned long long*)engine_dl_attention_ws(a);
-  at.parts_acc_ll = at.parts_ml_ll + parts * 2;
-  at.qkv_ll = at.parts_acc_ll + parts * at.D;
+  at.parts_acc_ll = at.parts_ml_ll + at.B * at.NKV * S * G * 2;
+  at.qkv_ll = engine_dl_qkv_ll<G>(a, S);
   at.out_ll = (unsigned long long*)at.qkv_ll + at.B * (at.NQ + 2 * at.NKV) * at.D / 2;
   at.parts_ml = at.parts_acc = nullptr;  // the PM path's are the tagged ones
   const unsigned long long* row = tab + l * kDlTableCols;
@@ -1483,12 +1498,14 @@ __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaA
   at.qk_w = qk_w, at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
   return at;
 }
-// Part i of the attention stage: split s, KV head g, sequence b.
-__device__ __forceinline__ void engine_dl_part(long long i, int S, long long NKV, int& s, int& g, int& b) {
-  s = (int)(i % S), g = (int)((i / S) % NKV), b = (int)(i / (S * NKV));
+// Part i of the attention stage: split s, KV head g, sequence b (32-bit: i < kDlAttnGroups gridDim).
+__device__ __forceinline__ void engine_dl_part(int i, int S, int NKV, int& s, int& g, int& b) {
+  const int bg = i / S;
+  s = i - bg * S, b = bg / NKV, g = bg - b * NKV;
 }
-// The attention stage of one layer: parts i = (b, g, s), two 128-thread groups a block (threads
-// 0-255; the other warps go on to the next barrier), each part waiting for its qkv rows' tagged
+// The attention stage of one layer: parts i = (b, g, s), kDlAttnGroups 128-thread groups a block
+// (the host's decode_layers_splits and decode_layers_region use the same count; the other warps go
+// on to the next barrier), each part waiting for its qkv rows' tagged
 // words and leaving its slice of the output in attn_ll (the parallel merge, PM), which the o
 // stage's loads wait for. Two key slots a lane per round of loads (U = 2, the standalone kernel has 4):
 // fewer registers in a kernel capped at 128 a thread, 1.87 against 1.92 ms a batch-1 step on the
@@ -1496,11 +1513,12 @@ __device__ __forceinline__ void engine_dl_part(long long i, int S, long long NKV
 template <int G>
 __device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention& at, int S, EngineAttentionSmem<G>* sm) {
   const int half = threadIdx.x >> 7, tid = threadIdx.x & 127;
-  if (half >= 2) return;
+  if (half >= kDlAttnGroups) return;
   const auto sync = [half] { asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory"); };
-  for (long long i = blockIdx.x * 2 + half; i < at.B * at.NKV * S; i += 2 * (long long)gridDim.x) {
+  const int parts = (int)(at.B * at.NKV) * S, NKV = (int)at.NKV;
+  for (int i = blockIdx.x * kDlAttnGroups + half; i < parts; i += kDlAttnGroups * (int)gridDim.x) {
     int s, g, b;
-    engine_dl_part(i, S, at.NKV, s, g, b);
+    engine_dl_part(i, S, NKV, s, g, b);
     engine_decode_attention_part<G, true, 2, true>(at, s, g, b, S, tid, sm[half], sync);
     sync();  // the part's shared memory is free for the next one
   }
@@ -1519,7 +1537,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const long long packed = (long long)a.scalars[2];
   const int stages = (int)(packed & 15), S = (int)a.scalars[3];
   // the parallel merge waits for all S parts of a (b, g): each needs its own 128-thread group
-  if (S > 1 && T * NKV * S > 2 * (int)gridDim.x) __trap();  // the host's split count keeps to this
+  if (S > 1 && T * NKV * S > kDlAttnGroups * (int)gridDim.x) __trap();  // the host's split count keeps to this
   bf16_t* h = (bf16_t*)a.tensors[0];
   const unsigned long long* table = (const unsigned long long*)a.tensors[1];
   // tensors[2] (qkv) and [3] (attn) are not used: the qkv rows and the attention output go through
@@ -1532,7 +1550,8 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   unsigned* exit_counter = counters + kDlStages * d.layers;
 
   const long long kmax = H > NQ * D ? (H > I ? H : I) : (NQ * D > I ? NQ * D : I);
-  const long long xs_bytes = T * engine_dl_kp(kmax) * 2, attn_bytes = 2 * (long long)sizeof(EngineAttentionSmem<G>);
+  const long long xs_bytes = T * engine_dl_kp(kmax) * 2,
+                  attn_bytes = kDlAttnGroups * (long long)sizeof(EngineAttentionSmem<G>);
   const long long region = ((xs_bytes > attn_bytes ? xs_bytes : attn_bytes) + 127) / 128 * 128;
   float* red = (float*)(engine_dl_smem + 128);
   unsigned long long* tab = (unsigned long long*)(engine_dl_smem + 128 + kDlReduceBytes);
@@ -1587,10 +1606,13 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     __syncthreads();
     // the qkv rows as tagged words: each attention part waits for its own rows, not for a stage
     // count (no fence, count or poll between the GEMV and attention)
+    // (the attention operands are built after the GEMV: live across it, they were spilled and their
+    // reloads were L2 round trips at the stage's start)
     const unsigned tag = engine_dl_tag(epoch, d.layers, l);
-    const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
-    engine_dl_gemv<false, true>(T, QKV, H, xs, nullptr, ring, red, stage, st, (unsigned long long*)at.qkv_ll, tag);
+    engine_dl_gemv<false, true>(T, QKV, H, xs, nullptr, ring, red, stage, st,
+                                (unsigned long long*)engine_dl_qkv_ll<G>(a, S), tag);
     __syncthreads();  // xs, which the attention groups' shared memory overlaps, is read
+    const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
     // attention
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
     engine_dl_attention_stage<G>(at, S, attn_sm);
