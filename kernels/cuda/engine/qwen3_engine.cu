@@ -1218,7 +1218,10 @@ constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows *
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
 // 128-thread attention groups a block (one part each at a time; at most 4 in 512 threads): the
-// host's decode_layers_splits and decode_layers_region (src/model/cuda_engine.cpp) use the same count
+// host's decode_layers_splits and decode_layers_region (src/model/cuda_engine.cpp) use the same count.
+// Four groups with 16 keys a part (one round of key loads) decoded a batch-1 step in 1.493 ms
+// against 1.454 with two and 32 keys on the H200 (2026-12-02, session10/ run 3), and at G = 8 their
+// shared memory leaves no room for two ring stages (the engine then takes the layered path).
 constexpr int kDlAttnGroups = 2;
 struct EngineDecodeDims {
   long long T, H, NQ, NKV, D, L, I, layers;
