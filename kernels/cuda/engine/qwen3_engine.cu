@@ -1166,7 +1166,10 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // would let the weight stream run ahead while attention keeps the DRAM idle. At 1.54 ms a step
 // (session7/) a layer is 48 µs against 22.4 of DRAM time; the rest is attention (about nine
 // dependent round trips through L2) and four stage transitions of three or four each. The tagged
-// handoffs around attention took the step from 1.509 to 1.485 ms (session9/ run 4).
+// handoffs around attention took the step from 1.509 to 1.485 ms (session9/ run 4), 32-bit indices
+// on the attention parts' path from 1.481 to 1.454 (session10/ run 3). Without attention the step
+// takes 1.053 ms, and a second, idempotent pass of the attention stage that waits for nothing
+// still costs 13 µs a layer: the stage is the parts' serial instruction chain (session10/ runs 1-2).
 //
 // Per layer l (the stage order and roundings of the layered path with every fusion on; the sums
 // differ in order: tensor-core tiles here, and attention's split count):
