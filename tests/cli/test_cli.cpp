@@ -405,6 +405,30 @@ TEST_F(Cli, OptimizeSystemRecordsAndTheNextRunStartsFromTheBest) {
   }
 }
 
+// --agent on the outer loop: the CPU loop has no kernels specialist, so an LLM agent is not built
+// (no LLM settings needed) and the run says so instead of ignoring the flag silently; a bad agent
+// name is still refused. (On CUDA the agent runs the kernels specialist's inner loop and is made,
+// with its LLM settings checked, before the first profile.)
+TEST_F(Cli, OptimizeSystemSaysTheCpuLoopRunsNoAgent) {
+  const std::string dir = files.path() + "/tiny";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  const std::vector<std::string> loop = {"optimize", "--system", "--device", "cpu", "--model", dir, "--prompt", "4",
+                                         "--gen", "2", "--budget", "0"};
+  auto args = loop;
+  args.insert(args.end(), {"--agent", "llm"});
+  auto r = test::run_thrive(args, env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--agent llm: the CPU outer loop has no kernels specialist"), std::string::npos) << r.err;
+  r = test::run_thrive(loop, env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("no kernels specialist"), std::string::npos) << r.err;
+  args = loop;
+  args.insert(args.end(), {"--agent", "gpt"});
+  r = test::run_thrive(args, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("gpt"), std::string::npos) << r.err;
+}
+
 // What a break-it pass found on the outer loop and e2e (2026-11-30): a dump written through a
 // link onto memory.db, empty numeric values read as 0, a stored configuration this machine
 // cannot run, a nonsense bandwidth in an import, metrics spelt two ways.

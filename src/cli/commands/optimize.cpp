@@ -78,7 +78,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
     }
     cfg.validate();
     if (system) {
-      sf.json = f.json;
+      sf.json = f.json, sf.autonomous = f.autonomous;
       run_system(ctx, sf, cmd->count("--r-t") > 0, cmd->count("--a-t") > 0);
       return;
     }

@@ -22,7 +22,7 @@
 #include <optional>
 #include <thread>
 
-#include "thrive/agents/search_agent.hpp"
+#include "thrive/agents/llm_agent.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/core/json.hpp"
@@ -200,11 +200,12 @@ double threshold(const char* env, double flag_value, bool flag_given) {
 }
 
 // The loop on the CUDA engine: profiles through `thrive e2e` children, the CUDA specialists
-// (model::dispatch_cuda), the kernels specialist's inner loop run here with the search agent at
-// the engine's call-site shape, and bf16 end-to-end verification (model::verify_bf16).
+// (model::dispatch_cuda), the kernels specialist's inner loop run here by `agent` (--agent: the
+// search agent or an LLM agent) at the engine's call-site shape, and bf16 end-to-end verification
+// (model::verify_bf16).
 model::LoopResult run_cuda_loop(Context& ctx, const SystemFlags& f, const model::Qwen3Config& qcfg,
                                 const model::LoopOptions& o, const model::SystemConfig& start, std::FILE* out,
-                                const std::function<void(const model::LoopIteration&)>& sink) {
+                                const std::function<void(const model::LoopIteration&)>& sink, agents::Agent& agent) {
   auto& cfg = ctx.config();
   auto& tb = ctx.toolbox();
   (void)tb.peak_bandwidth_gbps();  // measured once here and cached, so each child reuses it
@@ -232,7 +233,6 @@ model::LoopResult run_cuda_loop(Context& ctx, const SystemFlags& f, const model:
   d.rank = [](const model::SystemProfile& p, bool decode) {
     return ranks_of(decode ? p.decode_ranking : p.prefill_ranking);
   };
-  agents::SearchAgent agent(tb);
   const int64_t run_id = ctx.store().begin_run(ctx.command_line, tb.device_key(), agent.name());
   d.dispatch = [&](const std::string& phase, const std::string& stage, const model::SystemConfig& cur,
                    const std::set<std::string>& tried, std::string& why) {
@@ -296,6 +296,14 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
     fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", o.prompt, o.gen, qcfg.max_position);
   if (device == "cuda") cfg.model = model::CudaQwen3Engine::op_dims(qcfg);  // the inner loop verifies at the engine's dims
   auto& tb = ctx.toolbox();
+  // The kernels specialist's agent, made (and its LLM settings checked) before any work. Only the
+  // CUDA loop has a kernels specialist: the CPU engine's specialists change its configuration.
+  std::unique_ptr<agents::Agent> agent;
+  if (device != "cpu")
+    agent = agents::make_agent(cfg.agent, tb, f.autonomous);
+  else if (cfg.agent != "search" || f.autonomous)
+    spdlog::warn("--agent {}{}: the CPU outer loop has no kernels specialist, so no agent runs (its changes are the "
+                 "engine's configuration: threads, fusion)", cfg.agent, f.autonomous ? " --autonomous" : "");
   const std::string system_key = fmt::format("qwen3-{}:b{}:p{}:g{}", fnv1a_hex(read_file(f.model + "/config.json")),
                                              o.batch, o.prompt, o.gen);
   auto& store = ctx.store();
@@ -355,7 +363,7 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
     const auto weights = model::load_weights(qcfg, f.model);
     r = model::run_system_loop(qcfg, weights, o, start, tb.peak_bandwidth_gbps(), model::cpu_gemm_gflops() / 1e3, sink);
   } else {
-    r = run_cuda_loop(ctx, f, qcfg, o, start, out, sink);
+    r = run_cuda_loop(ctx, f, qcfg, o, start, out, sink, *agent);
   }
   store.set_best_system(system_key, tb.device_key(), o.metric, r.best.to_json().dump());
   const auto& s0 = r.start_profile;

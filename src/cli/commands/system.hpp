@@ -13,6 +13,9 @@ struct SystemFlags {
   int budget = 4, batch = 1, prompt = 16, gen = 16;
   double r_t = 0.3, a_t = 0.3;
   bool json = false;
+  /// --autonomous (with `--agent llm`): the kernels specialist's inner loop on CUDA is one
+  /// orchestrator model delegating to the role agents
+  bool autonomous = false;
 };
 
 /// Runs the outer loop on the CPU engine and records it in memory. Error(kUsage) for bad flags,
