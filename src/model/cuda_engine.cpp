@@ -90,6 +90,8 @@ int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2
 // the fused SwiGLU stages T x intermediate bf16 in the 48 KiB of static-limit shared memory.
 constexpr int64_t kGemvMaxTokens = 4;
 constexpr int64_t kSmemLimitBytes = 48 * 1024;
+// The longest context the engine takes (CudaQwen3Engine's constructor checks it).
+constexpr int64_t kMaxContext = int64_t{1} << 30;
 
 bool flash_supported(const Qwen3Config& c) {
   return c.head_dim == 16 || c.head_dim == 32 || c.head_dim == 64 || c.head_dim == 128;
@@ -563,6 +565,11 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
          "engine: batch {}, max prompt {}, context {}: expected batch >= 1, prompt >= 1, prompt < context <= "
          "max_position_embeddings {}",
          opts.batch, opts.max_prompt, opts.max_context, cfg.max_position);
+  // The decode kernels keep positions and context lengths in 32 bits (ctx_lens is i32, and the
+  // attention parts' key loops step past the context by up to a few hundred positions)
+  if (opts.max_context > kMaxContext)
+    fail(ErrorCategory::kUsage, "engine: context {}: expected at most {} (2^30: the decode kernels' 32-bit positions)",
+         opts.max_context, kMaxContext);
   auto& m = *impl_;
   m.cfg = cfg;
   m.opts = effective(cfg, opts);

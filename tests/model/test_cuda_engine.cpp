@@ -7,6 +7,7 @@
 // the engine's split-KV decode attention at small batch) or all off (the persistent decode kernel has its own tests). Batch 1 with a 20,000-token vocabulary (the multi-block argmax, the GEMV path in
 // prefill too) with each of the norm fusion and PDL on and off. Long ragged prompts (several flash tiles) at head
 // dims 16, 64 and 128. Skips visibly without a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -395,6 +396,24 @@ INSTANTIATE_TEST_SUITE_P(GraphsPersistentBatch, CudaEngineGreedyLoop,
                          ::testing::Values(std::tuple{true, false, 1}, std::tuple{false, false, 1},
                                            std::tuple{true, false, 3}, std::tuple{true, true, 1},
                                            std::tuple{false, true, 4}, std::tuple{true, true, 4}));
+
+// A context past the decode kernels' 32-bit positions is refused by name before any CUDA work
+// (so this runs without a GPU), even when the model's max_position_embeddings allows it.
+TEST(CudaEngineOptions, ContextPastTwoToTheThirtyIsRefused) {
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.max_position = int64_t{1} << 31;
+  for (const int64_t context : {(int64_t{1} << 30) + 1, int64_t{1} << 31}) {
+    try {
+      CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, options(1, 4, context, false), KernelRegistry{});
+      ADD_FAILURE() << "context " << context << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fmt::format("context {}: expected at most 1073741824", context)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
 
 TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   std::string why;

@@ -750,7 +750,7 @@ struct EngineAttentionSmem {
 // Where thread tid of a 128-thread part (split s of S, KV head g, sequence b) works: LPK lanes hold
 // one key row (8 elements each, lane `part`), a warp KPW rows, the part `slots` key slots; the
 // part covers keys [lo, hi) of the sequence's n = clamp(lens[b], 0, L), and p = n - 1 is the new
-// position (the step's token). Positions are 32-bit (L < 2^31: the host's context limit); LPK is a
+// position (the step's token). Positions are 32-bit (L <= 2^30: the host's context limit); LPK is a
 // power of two (D / 8, the host checks), so lane splits are shifts and masks.
 struct EngineAttentionLane {
   int LPK, KPW, lane, warp, sub, part, slots, slot;
