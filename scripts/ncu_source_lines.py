@@ -13,8 +13,8 @@ Usage: ncu_source_lines.py SASS.csv[.gz] --source FILE.cu --kernel NAME [--top N
   SASS.csv: `ncu --import R.ncu-rep --page source --csv --print-source sass` of one kernel (rows:
   Address, Source, Warp Stall Sampling (All Samples), ..., stall_* columns), e.g. run 2 of
   bench/results/h200-persistent-decode-2026-12-01/session10/.
-  --phases: sum whole line ranges (for example the stages of a kernel); a line outside every range
-  counts as "other".
+  --phases: sum line ranges of the source (for example the stages of a kernel; ranges must not
+  overlap); a line outside every range, or in another file (thrive_cuda.cuh), counts as "other".
 Needs libnvrtc (CUDA_HOME/lib64, default /usr/local/cuda) and nvdisasm on PATH (the CUDA toolkit;
 without it: pip install nvidia-cuda-nvdisasm). Exits non-zero when the SASS differs."""
 import argparse
@@ -30,11 +30,18 @@ import tempfile
 
 
 def nvrtc_cubin(source_path, arch):
-    lib = ctypes.CDLL(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64", "libnvrtc.so"))
+    lib_path = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64", "libnvrtc.so")
+    try:
+        lib = ctypes.CDLL(lib_path)
+    except OSError as e:
+        sys.exit(f"cannot load NVRTC ({e}): set CUDA_HOME to the CUDA toolkit")
     src = open(source_path, "rb").read()
-    header_path = os.path.join(os.path.dirname(os.path.abspath(source_path)), "..", "thrive_cuda.cuh")
-    if not os.path.exists(header_path):
-        header_path = os.path.join(os.path.dirname(os.path.abspath(source_path)), "thrive_cuda.cuh")
+    here = os.path.dirname(os.path.abspath(source_path))
+    # next to the source first, then the repository layout (kernels/cuda/thrive_cuda.cuh)
+    candidates = [os.path.join(here, "thrive_cuda.cuh"), os.path.join(here, "..", "thrive_cuda.cuh")]
+    header_path = next((c for c in candidates if os.path.isfile(c)), None)
+    if header_path is None:
+        sys.exit(f"thrive_cuda.cuh not found: expected it at {' or '.join(candidates)}")
     header = open(header_path, "rb").read()
     prog = ctypes.c_void_p()
     names = (ctypes.c_char_p * 1)(b"thrive_cuda.cuh")
@@ -61,20 +68,27 @@ def opcode(text):
 
 
 def local_sass(cubin, kernel):
-    """{offset: (source line or None, opcode)} of one kernel's SASS."""
+    """{offset: (source line, opcode)} of one kernel's SASS; the line is an int in the compiled
+    source (NVRTC's "candidate.cu"), a "file:line" string in another file (the header), or None."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        out = subprocess.run(["nvdisasm", "-g", f.name], capture_output=True, text=True, check=True).stdout
+        try:
+            out = subprocess.run(["nvdisasm", "-g", f.name], capture_output=True, text=True, check=True).stdout
+        except FileNotFoundError:
+            sys.exit("nvdisasm not found on PATH (the CUDA toolkit's; or pip install nvidia-cuda-nvdisasm)")
+        except subprocess.CalledProcessError as e:
+            sys.exit(f"nvdisasm failed: {e.stderr.strip()[-500:]}")
     fn, line, sass = None, None, {}
     for text in out.split("\n"):
         m = re.search(r"\.text\.(\w+):", text)
         if m:
             fn = m.group(1)
             continue
-        m = re.search(r'## File ".*?", line (\d+)', text)
+        m = re.search(r'## File "(.*?)", line (\d+)', text)
         if m:
-            line = int(m.group(1))
+            name = os.path.basename(m.group(1))
+            line = int(m.group(2)) if name == "candidate.cu" else f"{name}:{m.group(2)}"
             continue
         m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", text)
         if fn == kernel and m:
@@ -100,30 +114,55 @@ def main():
     ap.add_argument("--phases", default="")
     ap.add_argument("--arch", default="sm_90")
     args = ap.parse_args()
+    phases = []
+    for item in filter(None, args.phases.split(",")):
+        m = re.fullmatch(r"([^:]+):(\d+)-(\d+)", item.strip())
+        if not m or int(m.group(2)) > int(m.group(3)):
+            ap.error(f"--phases item {item!r}: expected name:first-last with first <= last")
+        name, first, last = m.group(1), int(m.group(2)), int(m.group(3))
+        for other, a, b in phases:
+            if first <= b and a <= last:
+                ap.error(f"--phases: {name} ({first}-{last}) overlaps {other} ({a}-{b})")
+        phases.append((name, first, last))
+    for path in (args.csv, args.source):
+        if not os.path.isfile(path):
+            ap.error(f"{path}: no such file")
     opener = gzip.open if args.csv.endswith(".gz") else open
-    rows = list(csv.reader(opener(args.csv, "rt", errors="replace")))
+    try:
+        rows = list(csv.reader(opener(args.csv, "rt", errors="replace")))
+    except (OSError, EOFError, csv.Error) as e:
+        sys.exit(f"{args.csv}: cannot read it as {'gzip-compressed ' if opener is gzip.open else ''}CSV ({e})")
     head = next((i for i, r in enumerate(rows) if r[:2] == ["Address", "Source"]), None)
     if head is None:
         sys.exit(f"{args.csv}: no 'Address,Source' header row (expected ncu --page source --csv --print-source sass)")
-    cols, body = rows[head], [r for r in rows[head + 1:] if len(r) == len(rows[head])]
+    named = [r[1] for r in rows[:head] if len(r) > 1 and r[0] == "Kernel Name"]
+    if named and named[-1] != args.kernel:
+        sys.exit(f"{args.csv} profiles kernel {named[-1]}, not --kernel {args.kernel}")
+    cols, body = rows[head], []
+    for r in rows[head + 1:]:
+        if r[:1] == ["Kernel Name"] or r[:2] == ["Address", "Source"]:
+            break  # the next kernel's page: one kernel at a time
+        if len(r) == len(cols):
+            body.append(r)
     ix = {c: i for i, c in enumerate(cols)}
+    if "Warp Stall Sampling (All Samples)" not in ix or not body:
+        sys.exit(f"{args.csv}: no 'Warp Stall Sampling (All Samples)' column or no instruction rows")
     samples_col, inst_col = ix["Warp Stall Sampling (All Samples)"], ix.get("Instructions Executed")
     reasons = [c for c in cols if c.startswith("stall_") and "Not Issued" not in c]
+    try:
+        addresses = [int(r[0], 16) for r in body]
+    except ValueError as e:
+        sys.exit(f"{args.csv}: an Address that is not hexadecimal ({e})")
     sass = local_sass(nvrtc_cubin(args.source, args.arch), args.kernel)
-    base = int(body[0][0], 16)
-    mismatch = [r for r in body if sass.get(int(r[0], 16) - base, (None, None))[1] != opcode(r[1])]
+    base = addresses[0]
+    mismatch = [r for a, r in zip(addresses, body) if sass.get(a - base, (None, None))[1] != opcode(r[1])]
     print(f"{len(body)} profiled instructions, {len(sass)} compiled here, {len(mismatch)} differ")
     if mismatch:
         sys.exit("the profiled SASS is not this source's (another source revision or CUDA version)")
-    phases = []
-    for item in filter(None, args.phases.split(",")):
-        name, span = item.rsplit(":", 1)
-        first, last = (int(x) for x in span.split("-"))
-        phases.append((name, first, last))
     by_line, by_phase = collections.defaultdict(collections.Counter), collections.defaultdict(collections.Counter)
-    for r in body:
-        line = sass[int(r[0], 16) - base][0]
-        phase = next((n for n, a, b in phases if line is not None and a <= line <= b), "other")
+    for a, r in zip(addresses, body):
+        line = sass[a - base][0]
+        phase = next((n for n, lo, hi in phases if isinstance(line, int) and lo <= line <= hi), "other")
         for acc in (by_line[line], by_phase[phase]):
             acc["samples"] += num(r[samples_col])
             acc["inst"] += num(r[inst_col]) if inst_col is not None else 0
@@ -142,8 +181,11 @@ def main():
             print(f"{name:36s} {c['samples']:8.0f} {100 * c['samples'] / total:6.1f}% {c['inst']:18.0f}  {describe(c)}")
     print(f"\nline  samples   share  warp instructions  top stall reasons | source")
     for line, c in sorted(by_line.items(), key=lambda kv: -kv[1]["samples"])[:args.top]:
-        text = src[line - 1].strip()[:80] if line and line <= len(src) else "(no line)"
-        print(f"{line or 0:5d} {c['samples']:7.0f} {100 * c['samples'] / total:6.1f}% {c['inst']:18.0f}  {describe(c)} | {text}")
+        if isinstance(line, int):
+            label, text = str(line), src[line - 1].strip()[:80] if 0 < line <= len(src) else ""
+        else:
+            label, text = "-", line or "(no line information)"
+        print(f"{label:>5s} {c['samples']:7.0f} {100 * c['samples'] / total:6.1f}% {c['inst']:18.0f}  {describe(c)} | {text}")
 
 
 if __name__ == "__main__":
