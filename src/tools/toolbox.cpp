@@ -14,6 +14,11 @@
 namespace thrive::tools {
 
 std::string source_extension(const std::string& backend) { return backend == "cuda" ? ".cu" : ".cpp"; }
+// The op's template for `backend` (kernels/<backend>/<op>/template.<ext>, embedded at build time).
+backend::KernelSource template_source(const std::string& backend, const std::string& op) {
+  const std::string path = backend + "/" + op + "/template" + source_extension(backend);
+  return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
+}
 
 void seed_builtin_cards(memory::Store& store, const std::string& backend) {
   const std::string path = backend + "/cards.json";
@@ -86,7 +91,9 @@ double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   return *peak_;
 }
 
-nlohmann::json Toolbox::get_op_spec(const std::string& name) {
+nlohmann::json Toolbox::get_op_spec(const std::string& name) { return op_spec(cfg_, backend_name_, name); }
+
+nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_name, const std::string& name) {
   const auto& op = ops::find_op(name);
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : op.tensors())
@@ -95,17 +102,17 @@ nlohmann::json Toolbox::get_op_spec(const std::string& name) {
                        {"dtype", ops::dtype_name(t.dtype)},
                        {"role", ops::role_name(t.role)}});
   nlohmann::json shapes = nlohmann::json::array();
-  for (const auto& s : op.bench_shapes(cfg_.model))
+  for (const auto& s : op.bench_shapes(cfg.model))
     shapes.push_back({{"label", s.label},
                       {"shape", s.shape},
                       {"min_bytes", op.min_bytes(s.shape)},
                       {"flops", op.flops(s.shape)},
                       {"workspace_bytes", op.workspace_bytes(s.shape)}});
   nlohmann::json verify_shapes = nlohmann::json::array();
-  for (const auto& s : op.verify_shapes(cfg_.model)) verify_shapes.push_back(s.label);
+  for (const auto& s : op.verify_shapes(cfg.model)) verify_shapes.push_back(s.label);
   nlohmann::json params = nlohmann::json::array();
   try {
-    for (const auto& p : op_template(name).param_specs)
+    for (const auto& p : template_source(backend_name, name).param_specs)
       params.push_back({{"name", p.name}, {"values", p.values}, {"default", p.default_value}, {"doc", p.doc}});
   } catch (const Error&) {
   }
@@ -124,10 +131,10 @@ nlohmann::json Toolbox::get_op_spec(const std::string& name) {
                                   {"nmse", ops::tolerance_for(ops::DType::kF32).nmse},
                                   {"bias", ops::tolerance_for(ops::DType::kF32).bias}}}}},
           {"template_params", params},
-          {"abi", backend::embedded_paths(backend_name_ + "/thrive_" + backend_name_ + ".h").empty()
+          {"abi", backend::embedded_paths(backend_name + "/thrive_" + backend_name + ".h").empty()
                       ? ""
-                      : backend::embedded_file(backend_name_ + "/thrive_" + backend_name_ + ".h")},
-          {"backend", backend_name_}};
+                      : backend::embedded_file(backend_name + "/thrive_" + backend_name + ".h")},
+          {"backend", backend_name}};
 }
 
 std::vector<ops::ShapeCase> Toolbox::shapes_for(const ops::Op& op, const std::string& only) {
@@ -199,10 +206,7 @@ nlohmann::json leaderboard_json(memory::Store& store, const std::string& device_
   return out;
 }
 
-backend::KernelSource Toolbox::op_template(const std::string& op) {
-  const std::string path = backend_name_ + "/" + op + "/template" + source_extension(backend_name_);
-  return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
-}
+backend::KernelSource Toolbox::op_template(const std::string& op) { return template_source(backend_name_, op); }
 
 backend::KernelSource Toolbox::eager_kernel(const std::string& op) {
   const std::string path = backend_name_ + "/" + op + "/eager" + source_extension(backend_name_);

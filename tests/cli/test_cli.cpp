@@ -57,6 +57,23 @@ TEST_F(Cli, OpsListsAllFive) {
   EXPECT_NE(r.out.find("2048"), std::string::npos) << "Qwen3-1.7B hidden size shown";
 }
 
+// ops --spec prints a contract and writes nothing: no THRIVE_HOME, memory database or cache is
+// created for it (it used to open the memory through the toolbox); an unknown op is a usage error.
+TEST_F(Cli, OpsSpecCreatesNoHome) {
+  const std::string fresh = home.path() + "/not-yet";
+  const auto r = test::run_thrive({"ops", "--spec", "softmax"}, {"THRIVE_HOME=" + fresh, "THRIVE_DEVICE=cpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j.value("op", ""), "softmax");
+  EXPECT_EQ(j.value("backend", ""), "cpu");
+  EXPECT_FALSE(j["template_params"].empty());
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  const auto bad = test::run_thrive({"ops", "--spec", "softmaxx"}, {"THRIVE_HOME=" + fresh});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+}
+
 TEST_F(Cli, OpsJsonParses) {
   const auto r = test::run_thrive({"ops", "--json"}, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -59,7 +59,8 @@ class Toolbox {
   const nlohmann::json& device() const { return device_; }
 
   /// Op contract as JSON: formula, tensors (ABI order), dims, scalars, shapes,
-  /// bytes/flops per shape, tolerances, template parameters and the ABI text.
+  /// bytes/flops per shape, tolerances, template parameters and the ABI text (op_spec with this
+  /// toolbox's configuration and backend).
   nlohmann::json get_op_spec(const std::string& op);
 
   /// The op's benchmark shapes this run covers: all of op.bench_shapes whose minimum
@@ -164,6 +165,14 @@ class Toolbox {
 
 /// ".cu" for cuda kernels, ".cpp" for cpu kernels (templates, archive files).
 std::string source_extension(const std::string& backend);
+
+/// The template of `op` for `backend` ("cpu" or "cuda"): kernels/<backend>/<op>/template.<ext>,
+/// embedded at build time. Error(kInternal) if it is not embedded.
+backend::KernelSource template_source(const std::string& backend, const std::string& op);
+
+/// One op's contract as JSON at `cfg.model`'s dimensions for `backend` (see Toolbox::get_op_spec);
+/// needs no device, memory or THRIVE_HOME. Error(kUsage) for an unknown op.
+nlohmann::json op_spec(const config::Config& cfg, const std::string& backend, const std::string& op);
 
 /// The target ops at `model`'s dimensions: one object per op with op, trait, summary,
 /// shapes (label, min_bytes, flops) and the backends that have a template.

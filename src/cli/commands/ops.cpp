@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include "src/cli/context.hpp"
+#include "thrive/backend/backend.hpp"
 #include "thrive/ops/op.hpp"
+#include "thrive/tools/toolbox.hpp"
 
 namespace thrive::cli {
 
@@ -16,9 +18,9 @@ void register_ops(CLI::App& app, Context& ctx) {
     auto& cfg = ctx.config();
     if (!spec.empty()) {
       ops::find_op(spec);
-      // The spec needs no device: build it from the registry and the cpu template.
-      auto& tb = ctx.toolbox();
-      fmt::print("{}\n", tb.get_op_spec(spec).dump(2));
+      // The spec needs no memory: built from the registry and the backend's template, without the
+      // toolbox (which opens, and would create, THRIVE_HOME's memory database)
+      fmt::print("{}\n", tools::op_spec(cfg, backend::resolve_backend_name(cfg.device), spec).dump(2));
       return;
     }
     const nlohmann::json out = tools::ops_catalog(cfg.model);
