@@ -2,12 +2,15 @@
 // for bad flags, environment and files, storage refusals, verify verdicts, env docs.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <future>
 
 #include <sqlite3.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -195,6 +198,30 @@ INSTANTIATE_TEST_SUITE_P(
 // files and --force) with the checkpoint untouched; --force replaces config.json and
 // model.safetensors; a directory with files init would not replace (a shard, an index) stays
 // refused even with --force. A bad seed is refused before the directory is looked at.
+// A model init that finds another one writing the same directory says it is waiting (it used to
+// block silently), then writes once the other is done.
+TEST_F(Cli, ModelInitSaysWhenItWaitsForAnotherInit) {
+  const std::string dir = files.path() + "/locked";
+  std::filesystem::create_directories(dir);
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);  // as a running init holds it
+  auto init = std::async(std::launch::async, [&] {
+    return test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env());
+  });
+  EXPECT_EQ(init.wait_for(std::chrono::milliseconds(1500)), std::future_status::timeout);  // it waits
+  EXPECT_FALSE(std::filesystem::exists(dir + "/config.json"));
+  close(fd);  // the other init is done
+  const auto r = init.get();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("another thrive model init is writing there; waiting"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/config.json"));
+  // without a competitor: no such message
+  const auto again = test::run_thrive({"model", "init", "--preset", "tiny", "--out", files.path() + "/free"}, env());
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find("waiting"), std::string::npos) << again.err;
+}
+
 TEST_F(Cli, ModelInitReplacesACheckpointOnlyWithForce) {
   const std::string dir = files.path() + "/ck";
   ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);

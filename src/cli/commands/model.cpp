@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <charconv>
 #include <chrono>
 #include <cstring>
@@ -557,8 +558,17 @@ void register_model(CLI::App& app, Context&) {
     // check and the write cannot interleave with another's.
     ensure_writable_dir(f.out, "--out");
     const int dir_fd = open(f.out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0 || flock(dir_fd, LOCK_EX) != 0)
-      fail(ErrorCategory::kStorage, "--out {}: cannot lock the directory ({})", f.out, std::strerror(errno));
+    bool locked = dir_fd >= 0 && flock(dir_fd, LOCK_EX | LOCK_NB) == 0;
+    if (!locked && dir_fd >= 0 && errno == EWOULDBLOCK) {  // say why nothing happens, then wait
+      fmt::print(stderr, "--out {}: another thrive model init is writing there; waiting for it to finish\n", f.out);
+      std::fflush(stderr);
+      locked = flock(dir_fd, LOCK_EX) == 0;
+    }
+    if (!locked) {
+      const int err = errno;
+      if (dir_fd >= 0) ::close(dir_fd);
+      fail(ErrorCategory::kStorage, "--out {}: cannot lock the directory ({})", f.out, std::strerror(err));
+    }
     struct Unlock {
       int fd;
       ~Unlock() { ::close(fd); }
