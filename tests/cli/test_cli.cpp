@@ -410,12 +410,13 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   auto doc = nlohmann::json::parse(test::run_thrive({"memory", "export", files.path() + "/e.json"}, env()).exit_code == 0
                                        ? read_file(files.path() + "/e.json")
                                        : std::string("{}"));
-  doc["kernels"] = nlohmann::json::array({{{"kernel_id", "../../x"}, {"op", "softmax"}, {"shape_class", "T=1"},
-                                           {"device_key", "cpu:x"}, {"backend", "cpu"}, {"params", ""},
+  doc["kernels"] = nlohmann::json::array({{{"kernel_id", "../../x"}, {"op", "softmax"}, {"shape", "T=1"},
+                                           {"device", "cpu:x"}, {"backend", "cpu"}, {"params", ""},
                                            {"source", "// @thrive op: softmax\n"}, {"time_us", 1.0},
                                            {"eager_us", 2.0}, {"speedup", 2.0}, {"verified", true}}});
   r = test::run_thrive({"memory", "import", kernel_file("path_id.json", doc.dump())}, env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("kernel id \"../../x\""), std::string::npos) << r.err;  // refused for its id
   const auto kernels = test::run_thrive({"memory", "kernels"}, env());
   EXPECT_EQ(kernels.exit_code, 0) << kernels.err;
   EXPECT_EQ(kernels.out.find("../../x"), std::string::npos);
@@ -814,11 +815,40 @@ TEST_F(Cli, ReadingCommandsCreateNoMemoryOnAFreshHome) {
   const auto summary = nlohmann::json::parse(show.out);
   EXPECT_EQ(summary["path"], db);
   EXPECT_EQ(summary["kernels"], 0) << show.out;
-  for (const char* sub : {"cards", "kernels"})
-    EXPECT_EQ(test::run_thrive({"memory", "--home", fresh, sub}, env()).exit_code, 0) << sub;
+  for (const char* sub : {"cards", "kernels"}) {  // an empty memory says so (it printed nothing)
+    const auto r = test::run_thrive({"memory", "--home", fresh, sub}, env());
+    EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.err;
+    EXPECT_NE(r.out.find(std::string(sub) == "cards" ? "no strategy cards in " : "no kernel measurements in "),
+              std::string::npos)
+        << r.out;
+  }
   EXPECT_EQ(test::run_thrive({"memory", "--home", fresh, "export", files.path() + "/empty.json"}, env()).exit_code, 0);
   EXPECT_TRUE(nlohmann::json::parse(read_file(files.path() + "/empty.json")).is_object());
   EXPECT_FALSE(std::filesystem::exists(fresh)) << "a reading command created " << fresh;
+}
+
+// memory kernels and memory cards print a header line above their rows.
+TEST_F(Cli, MemoryListingsHaveAHeader) {
+  const nlohmann::json doc = {
+      {"format", "thrive-memory"},
+      {"cards", {{{"id", "c1"}, {"title", "wide loads"}, {"backend", "cpu"}, {"traits", nlohmann::json::array()},
+                  {"set", {{"VEC", "16"}}}}}},
+      {"kernels", {{{"kernel_id", "k1"}, {"op", "softmax"}, {"shape", "T=1"}, {"device", "cpu:x"},
+                    {"backend", "cpu"}, {"params", ""}, {"source", "// @thrive op: softmax\n"}, {"time_us", 1.0},
+                    {"eager_us", 2.0}, {"speedup", 2.0}, {"verified", true}}}}};
+  const std::string file = files.path() + "/listing.json";
+  write_file_atomic(file, doc.dump());
+  const auto imp = test::run_thrive({"memory", "import", file}, env());
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  const auto kernels = test::run_thrive({"memory", "kernels"}, env());
+  ASSERT_EQ(kernels.exit_code, 0) << kernels.err;
+  EXPECT_EQ(kernels.out.rfind("op ", 0), 0u) << kernels.out;  // the header first
+  EXPECT_NE(kernels.out.find("speedup"), std::string::npos) << kernels.out;
+  EXPECT_NE(kernels.out.find("k1"), std::string::npos) << kernels.out;
+  const auto cards = test::run_thrive({"memory", "cards"}, env());
+  ASSERT_EQ(cards.exit_code, 0) << cards.err;
+  EXPECT_EQ(cards.out.rfind("card ", 0), 0u) << cards.out;
+  EXPECT_NE(cards.out.find("wide loads"), std::string::npos) << cards.out;
 }
 
 // What a break-it pass found on the reading commands (2026-12-01): an export through a memory.db

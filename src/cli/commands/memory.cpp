@@ -54,6 +54,12 @@ void register_memory(CLI::App& app, Context& ctx) {
       fmt::print("{}\n", out.dump(2));
       return;
     }
+    if (all.empty()) {
+      fmt::print("no strategy cards in {}\n", ctx.store_path());
+      return;
+    }
+    // card id, backend, the evidence's successes and failures, its best gain over eager, title, settings
+    fmt::print("{:<28} {:<4} {:>6} {:>9}  {:<10} {}\n", "card", "back", "ok", "failed", "best", "title, settings");
     for (const auto& c : all) {
       int s = 0, f = 0;
       double best = 0;
@@ -72,6 +78,11 @@ void register_memory(CLI::App& app, Context& ctx) {
     // an op neither THRIVE nor this memory knows is a usage error, not an empty list (memory may
     // hold an op this build no longer has, from an import)
     if (!kernels_op.empty() && rows.empty()) ops::find_op(kernels_op);
+    if (rows.empty()) {
+      fmt::print("no kernel measurements{} in {}\n", kernels_op.empty() ? "" : " of " + kernels_op, ctx.store_path());
+      return;
+    }
+    fmt::print("{:<21} {:<11} {:>11} {:>8} {} {}\n", "op", "shape", "time", "speedup", "status", "kernel");
     for (const auto& k : rows)
       fmt::print("{:<21} {:<11} {:>11} {:>7.2f}x {} {}\n", k.op, k.shape_class, format_us(k.time_us),
                  k.speedup, k.verified ? "verified" : "unverified", k.kernel_id);
