@@ -126,8 +126,6 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128 + 8192;
 // The kernel's kDlAttnGroups: 128-thread attention groups a block, one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
-// Keys a part of the persistent kernel's attention at most (its split count: cdiv(context, this)).
-constexpr int64_t kDlKeysPerPart = 32;
 // The per-layer pointer table: 9 device pointers a layer (the kernel's kDlTableCols, in the order
 // the engine uploads them below), rounded up to 128 bytes.
 constexpr int64_t kDlTableCols = 9;
@@ -145,12 +143,11 @@ int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
 }
 // Attention splits of the persistent kernel: at most kDlAttnGroups parts per block over B x NKV
 // (sequence, KV head) pairs (its parallel merge needs every part of a pair running at once), and
-// about kDlKeysPerPart keys a part (fewer partial results to merge; with two groups a block, 18
-// splits instead of 33 at prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), at
-// most 64.
+// no more than the layered path's (about 32 keys a part: fewer partial results to merge; with two
+// groups a block, 18 splits instead of 33 at prompt 512 measured 0.08 ms a step faster on the H200,
+// 2026-12-01), at most 64.
 int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
-  return std::clamp<int64_t>(
-      std::min(kDlAttnGroups * blocks / (b * nkv), (max_context + kDlKeysPerPart - 1) / kDlKeysPerPart), 1, 64);
+  return std::clamp<int64_t>(std::min(kDlAttnGroups * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
 }
 // engine_decode_layers' workspace (kernels/cuda/engine/qwen3_engine.cu): stage counters u32 [5
 // layers + 1] and the launch epoch u32, padded to 256 bytes; then the tagged words (u64, 32 bits
