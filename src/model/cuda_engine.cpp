@@ -73,6 +73,14 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_layers_g2", "512", "P", "1", "1", "SMEM"},
     {"engine_decode_layers_g4", "512", "P", "1", "1", "SMEM"},
     {"engine_decode_layers_g8", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g1_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g2_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g4_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g8_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g1_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g2_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g4_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_g8_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -119,7 +127,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // cross-warp sums: two buffers of 16 warps x 16 rows x 4 tokens f32, 8 KiB), the per-layer
 // pointer table (decode_layers_table_bytes), the attention constants (decode_layers_const_bytes) and a region
 // that holds either the GEMV input (T x the widest K rounded up to 64, bf16) or kDlAttnGroups 128-thread attention
-// groups' EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last: 5120 G + 4 bytes).
+// groups' EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last, 16-byte aligned: 5120 G + 16 bytes).
 // With 0 stages in the options, as many as fit: on the H200 (2026-12-01,
 // bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms
 // against 1.72 with 2; at batch 4 the depth did not matter (2.12 ms with 5 or 2).
@@ -139,15 +147,28 @@ int64_t decode_layers_const_bytes(const Qwen3Config& c, int64_t t) {
 int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
   const int64_t kmax = std::max({c.hidden, c.heads * c.head_dim, c.intermediate}), g = c.heads / c.kv_heads;
   // the GEMV input's rows are padded to 64 columns (fragment order: engine_xs_store8 in the kernel)
-  return (std::max(t * ((kmax + 63) / 64 * 64) * 2, kDlAttnGroups * (5120 * g + 4)) + 127) / 128 * 128;
+  return (std::max(t * ((kmax + 63) / 64 * 64) * 2, kDlAttnGroups * (5120 * g + 16)) + 127) / 128 * 128;
+}
+// The persistent kernel's attention parts on tensor cores (engine_dl_attention_part_tc): head
+// dims 64 and 128; 8 warps a part, 8 keys a warp's tile.
+bool decode_layers_tc_supported(const Qwen3Config& c) { return c.head_dim == 64 || c.head_dim == 128; }
+constexpr int64_t kDlTcKeysPerPart = 64;
+// The persistent kernel's entry: engine_decode_layers_g<G> (CUDA-core attention parts) or
+// engine_decode_layers_tc_g<G>_d<head_dim>.
+std::string decode_layers_entry(const Qwen3Config& c, const CudaEngineOptions& o) {
+  const std::string g = std::to_string(c.heads / c.kv_heads);
+  return o.persistent_tc_attention ? "engine_decode_layers_tc_g" + g + "_d" + std::to_string(c.head_dim)
+                                   : "engine_decode_layers_g" + g;
 }
 // Attention splits of the persistent kernel: at most kDlAttnGroups parts per block over B x NKV
 // (sequence, KV head) pairs (its parallel merge needs every part of a pair running at once), and
-// no more than the layered path's (about 32 keys a part: fewer partial results to merge; with two
-// groups a block, 18 splits instead of 33 at prompt 512 measured 0.08 ms a step faster on the H200,
-// 2026-12-01), at most 64.
-int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context) {
-  return std::clamp<int64_t>(std::min(kDlAttnGroups * blocks / (b * nkv), decode_attention_splits(max_context)), 1, 64);
+// no more than one part a tile of keys: the CUDA-core parts take the layered path's (about 32 keys
+// a part: fewer partial results to merge; with two groups a block, 18 splits instead of 33 at
+// prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), the tensor-core parts about
+// 64 (one 8-key tile a warp); at most 64.
+int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context, bool tc) {
+  const int64_t by_keys = tc ? (max_context + kDlTcKeysPerPart - 1) / kDlTcKeysPerPart : decode_attention_splits(max_context);
+  return std::clamp<int64_t>(std::min(kDlAttnGroups * blocks / (b * nkv), by_keys), 1, 64);
 }
 // engine_decode_layers' workspace (kernels/cuda/engine/qwen3_engine.cu): stage counters u32 [5
 // layers + 1] and the launch epoch u32, padded to 256 bytes; then the tagged words (u64, 32 bits
@@ -177,7 +198,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 }
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
-  o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false;
+  o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -188,6 +209,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.engine_decode_attention = o.engine_decode_attention && o.batch <= kGemvMaxTokens && decode_attention_supported(c);
   o.persistent_decode = o.persistent_decode && o.engine_decode_attention && decode_attention_fuses_qk(c, o) &&
                         swiglu_fused_at(c, o, o.batch) && norm_fused_at(c, o, o.batch);
+  o.persistent_tc_attention = o.persistent_tc_attention && o.persistent_decode && decode_layers_tc_supported(c);
   if (!o.persistent_decode) persistent_off(o);
   return o;
 }
@@ -207,8 +229,7 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry == "engine_causal_softmax") return !o.flash_prefill;
   if (entry.rfind("engine_decode_attention_", 0) == 0)
     return o.engine_decode_attention && entry == decode_attention_entry(c, o);
-  if (entry.rfind("engine_decode_layers_g", 0) == 0)
-    return o.persistent_decode && entry == "engine_decode_layers_g" + std::to_string(c.heads / c.kv_heads);
+  if (entry.rfind("engine_decode_layers_", 0) == 0) return o.persistent_decode && entry == decode_layers_entry(c, o);
   return true;
 }
 
@@ -346,7 +367,7 @@ struct CudaQwen3Engine::Impl {
     }
     const bool persistent = !prefill && opts.persistent_decode;
     if (persistent) {
-      engine("engine_decode_layers_g" + std::to_string(G), {{"P", dl_blocks}, {"SMEM", dl_smem}},
+      engine(decode_layers_entry(c, opts), {{"P", dl_blocks}, {"SMEM", dl_smem}},
              {h, dl_table, qkv, attn, gu, cos_sin, ctx_lens, timing ? dl_stamps : nullptr},
              {T, H, NQ, NKV, D, L, I, c.layers},
              {1.0 / std::sqrt(double(D)), eps,
@@ -608,7 +629,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     // One block per SM, as much of the SM's shared memory as the ring can use; fewer than two
     // stages (a large T x intermediate, or a device with little shared memory) takes the layered
     // path.
-    const auto& mod = *m.engine_modules.at("engine_decode_layers_g" + std::to_string(NQ / NKV));
+    const auto& mod = *m.engine_modules.at(decode_layers_entry(cfg, m.opts));
     const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg) + decode_layers_const_bytes(cfg, B);
     const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlMaxStages,
@@ -618,7 +639,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       persistent_off(m.opts);
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
-      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L);
+      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention);
       m.opts.persistent_stages = int(m.dl_stages);
       // The KV prefetch only where one layer's cache fits a quarter of L2: a larger one would push
       // its own lines out before attention reads them (twice the KV traffic) and evict the

@@ -181,6 +181,8 @@ TEST_P(CudaEngineGqaGroups, DecodeAttentionMatchesTheCpu) {
   o.persistent_decode = persistent;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   EXPECT_EQ(gpu.options().persistent_decode, persistent);
+  // the tensor-core parts at head dims 64 and 128, the CUDA-core parts otherwise
+  EXPECT_EQ(gpu.options().persistent_tc_attention, persistent && (head_dim == 64 || head_dim == 128));
   ASSERT_TRUE(gpu.options().engine_decode_attention);
   for (const auto& site : CudaQwen3Engine::call_sites(cfg, o)) EXPECT_NE(site.op, "gqa_decode_attention");
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 2, 80);
@@ -206,9 +208,11 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
                          ::testing::Values(std::tuple{2, 2, 64, true, false}, std::tuple{4, 1, 32, true, false},
                                            std::tuple{8, 1, 16, true, false}, std::tuple{4, 2, 128, true, false},
                                            std::tuple{8, 1, 16, false, false}, std::tuple{4, 1, 128, false, false},
-                                           // the persistent kernel's four entries (GQA 1, 4, 8, 2)
+                                           // the persistent kernel's entries: CUDA-core parts at head dims 16
+                                           // and 32 (GQA 8, 4), tensor-core parts at 64 and 128 (GQA 1, 2, 4, 8)
                                            std::tuple{2, 2, 64, true, true}, std::tuple{4, 1, 32, true, true},
-                                           std::tuple{8, 1, 16, true, true}, std::tuple{4, 2, 128, true, true}));
+                                           std::tuple{8, 1, 16, true, true}, std::tuple{4, 2, 128, true, true},
+                                           std::tuple{4, 1, 64, true, true}, std::tuple{8, 1, 128, true, true}));
 
 // The persistent decode kernel (engine_decode_layers) against the layered path on the same
 // checkpoint and the float32 CPU engine, 12 teacher-forced graph replays (its stage counters must
@@ -217,20 +221,22 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
 // GQA 2.
 // Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6), max context,
-// prompt length, KV-cache prefetch into L2, query heads per KV head (the GQA group G; 2 KV heads).
-// Context 90 gives 3 attention splits; 600 gives 19
-// (with ~400-token prompts about 22 keys a part: two rounds of key loads at U = 2; each part
-// merges a slice of 8 of the 128 head outputs, parts 16-18 none; at batch 3, all 19 x 3 x 2
-// parts run at once, one per 128-thread half of a block); 2100 gives the most splits, 64,
-// most of them empty at a 40-token prompt (slices of 2 outputs). (Split counts for the H200's 132
-// SMs: at most 2 x SMs / (batch x 2) on a smaller GPU.) G = 8 at context 600: the merge of a
-// slice loads 2 x 19 x 8 pairs and 19 x 28 accumulator pieces, two rounds of 512 loads.
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int>> {};
+// prompt length, KV-cache prefetch into L2, query heads per KV head (the GQA group G; 2 KV heads),
+// the attention parts on tensor cores (the default at head dim 64) or on the CUDA cores.
+// Tensor-core parts (about 64 keys a part): context 90 gives 2 splits, 600 gives 10 (with
+// ~400-token prompts about 40 keys a part, 5 of its 8 warps with a tile; each part merges a slice
+// of 26 of the 128 head outputs), 2100 gives 33 (most parts empty at a 40-token prompt). CUDA-core
+// parts (about 32 keys a part): context 600 gives 19 (about 22 keys a part: two rounds of key
+// loads at U = 2; parts 16-18 merge no slice; at batch 3, all 19 x 3 x 2 parts run at once, one
+// per 128-thread half of a block). (Split counts for the H200's 132 SMs: at most 2 x SMs / (batch
+// x 2) on a smaller GPU.) G = 8 at context 600: the merge of a slice loads the 2 x S x 8 pairs and
+// S accumulator pieces of its slice.
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups] = GetParam();
+  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 2 * groups, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
@@ -240,6 +246,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   o.persistent_decode = true;
   o.persistent_stages = stages;
   o.persistent_kv_prefetch = kv_prefetch;
+  o.persistent_tc_attention = tc;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
@@ -247,6 +254,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
       << "the persistent kernel did not take this configuration: it needs sm_90+ and shared memory for its "
          "attention groups and two ring stages";
   EXPECT_EQ(gpu.options().persistent_kv_prefetch, kv_prefetch);  // one layer's KV is far below L2 / 4
+  EXPECT_EQ(gpu.options().persistent_tc_attention, tc);
   if (stages > 0) {  // that many, or fewer where they do not fit
     EXPECT_LE(gpu.options().persistent_stages, stages);
     EXPECT_GE(gpu.options().persistent_stages, 2);
@@ -286,11 +294,67 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2}, std::tuple{4, true, 0, 90, 1, true, 2},
-                                           std::tuple{1, false, 0, 90, 1, true, 2}, std::tuple{1, true, 6, 90, 1, true, 2},
-                                           std::tuple{4, true, 6, 90, 1, true, 2}, std::tuple{1, true, 0, 600, 400, true, 2},
-                                           std::tuple{2, true, 0, 2100, 40, true, 2}, std::tuple{1, true, 0, 600, 400, false, 2},
-                                           std::tuple{3, true, 2, 600, 300, true, 2}, std::tuple{1, true, 0, 600, 400, true, 8}));
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true}, std::tuple{4, true, 0, 90, 1, true, 2, true},
+                                           std::tuple{1, false, 0, 90, 1, true, 2, true}, std::tuple{1, true, 6, 90, 1, true, 2, true},
+                                           std::tuple{4, true, 6, 90, 1, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 2, true},
+                                           std::tuple{2, true, 0, 2100, 40, true, 2, true}, std::tuple{1, true, 0, 600, 400, false, 2, true},
+                                           std::tuple{3, true, 2, 600, 300, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 8, true},
+                                           // the CUDA-core parts at the same head dim
+                                           std::tuple{1, true, 0, 600, 400, true, 2, false}, std::tuple{3, true, 2, 600, 300, true, 2, false},
+                                           std::tuple{1, true, 0, 600, 400, true, 8, false}));
+
+// The tensor-core attention parts where a warp takes several tiles of 8 keys (its online softmax
+// rescales the accumulators between them): 64 KV heads at batch 4 leave one split a (sequence, KV
+// head) on the H200's 132 SMs (2 x 132 / 256), so a part holds a whole context of 90 to 150 keys,
+// 12 to 19 tiles over 8 warps. 8 teacher-forced graph replays against the layered path and the
+// float32 CPU engine. Parameters: heads, KV heads, head dim.
+class CudaEnginePersistentTiles : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(CudaEnginePersistentTiles, WarpsWithSeveralTilesMatchTheLayeredPathAndTheCpu) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [heads, kv_heads, head_dim] = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.heads = heads, cfg.kv_heads = kv_heads, cfg.head_dim = head_dim;
+  const auto dir = tiny_checkpoint(home, cfg, 29);
+  auto o = options(4, 150, 170, true);
+  o.persistent_decode = true;
+  auto layered_o = o;
+  layered_o.persistent_decode = false;
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(gpu.options().persistent_decode) << "the persistent kernel did not take this configuration";
+  ASSERT_TRUE(gpu.options().persistent_tc_attention);
+  CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), 4, 170);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < 4; ++b) {  // 90, 110, 130, 150 tokens
+    prompts.emplace_back();
+    for (int i = 0; i < 90 + 20 * b; ++i) prompts.back().push_back(int32_t((11 + 17 * b + 5 * i) % cfg.vocab));
+  }
+  std::vector<std::vector<float>> gl, ll;
+  gpu.prefill(prompts, &gl);
+  layered.prefill(prompts, &ll);
+  auto cl = cpu.prefill(prompts);
+  auto next = cpu.greedy(cl);
+  for (int step = 0; step < 8; ++step) {
+    const auto gt = gpu.decode(next, &gl);
+    layered.decode(next, &ll);
+    cl = cpu.decode(next);
+    for (size_t b = 0; b < 4; ++b) {
+      const std::string where = "decode step " + std::to_string(step) + ", sequence " + std::to_string(b);
+      for (float x : gl[b]) ASSERT_TRUE(std::isfinite(x)) << where;
+      EXPECT_LT(rel_diff(ll[b], gl[b]), 1e-2) << where;
+      const double e = rel_diff(cl[b], gl[b]);
+      EXPECT_LT(e, 3e-2) << where;
+      expect_same_greedy(cl[b], gt[b], 8 * e, where);
+    }
+    next = cpu.greedy(cl);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadsAndHeadDims, CudaEnginePersistentTiles,
+                         ::testing::Values(std::tuple{128, 64, 64}, std::tuple{64, 64, 128}));
 
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));

@@ -112,6 +112,13 @@ struct CudaEngineOptions {
   /// it off (false in options()) where one layer's KV cache, batch x max_context x NKV x head_dim x
   /// 4 bytes, exceeds a quarter of the L2, and whenever persistent_decode is off.
   bool persistent_kv_prefetch = true;
+  /// The persistent kernel's attention parts on tensor cores (head_dim 64 or 128; off otherwise,
+  /// and whenever persistent_decode is off): a part of 8 warps, each taking tiles of 8 keys with
+  /// one mma.sync product a k-step for Q K^T and one a 16 output elements for P V, instead of
+  /// the CUDA-core parts (16 lanes a key, a shuffle sum and an online-softmax update a key and
+  /// head). About 64 keys a part instead of 32; the softmax weights enter the P V product as two
+  /// bf16 terms each (hi + lo). See engine_dl_attention_part_tc in kernels/cuda/engine/qwen3_engine.cu.
+  bool persistent_tc_attention = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

@@ -740,9 +740,9 @@ __device__ __forceinline__ uint4 engine_ll_wait8(const unsigned long long* p, un
 // Shared memory of one 128-thread attention group: the 4 warps' (max, sum) pairs (ml[warp]; in
 // the merges, the S parts' weights and sums: engine_attention_part_weights), the 4 warps'
 // accumulators [4][G][D] (in the merges, the loaded pairs and accumulator pieces), and the
-// last-block flag.
+// last-block flag; 16-byte aligned (the tensor-core parts' vector accesses), 5120 G + 16 bytes.
 template <int G>
-struct EngineAttentionSmem {
+struct alignas(16) EngineAttentionSmem {
   float ml[128][G][2];
   float acc[1024 * G];
   bool last;
@@ -766,17 +766,17 @@ struct EngineAttentionLane {
     lo = s * c, hi = lo + c < n ? lo + c : n, p = n - 1;
   }
 };
-// The merge weights of S partial results of G heads, by the 128 threads of a part (tid 0..127,
-// all of them): warp tid / 32 takes heads h = warp, warp + 4, ..., its lanes the parts i = lane,
+// The merge weights of S partial results of G heads, by the kThreads threads of a part (tid 0 to
+// kThreads - 1, all of them): warp tid / 32 takes heads h = warp, warp + kThreads / 32, ..., its lanes the parts i = lane,
 // lane + 32, ... of the (max, sum) pairs [S][G][2], and writes w[i G + h] = 2^(m_i - M) (M the
 // head's max over the parts, a warp reduction; 0 where every part is empty) and, after the S G
 // weights, w[S G + h] = the total sum (the softmax denominator, a warp sum). The weights one
 // thread at a time cost 1.9 us of the attention stage at S = 17 on the H200 (2026-12-01,
 // session4/phase-trace.patch).
-template <int G>
+template <int G, int kThreads = 128>
 __device__ __forceinline__ void engine_attention_part_weights(const float* pairs, int S, int tid, float* w) {
   const int warp = tid >> 5, lane = tid & 31;
-  for (int h = warp; h < G; h += 4) {
+  for (int h = warp; h < G; h += kThreads / 32) {
     float M = -__int_as_float(0x7f800000), Ls = 0.f;
     for (int i = lane; i < S; i += 32) M = fmaxf(M, pairs[(i * G + h) * 2]);
     for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
@@ -789,17 +789,18 @@ __device__ __forceinline__ void engine_attention_part_weights(const float* pairs
     if (lane == 0) w[S * G + h] = Ls;
   }
 }
-// The parallel merge of part s of (b, g) (bg = b NKV + g): every part has written its result as
+// The parallel merge of part s of (b, g) (bg = b NKV + g) by its kThreads threads (128 or 256):
+// every part has written its result as
 // tagged words (the caller); a part whose slice [e0, e0 + n) of the G D outputs (per = cdiv(G D,
 // S) rounded up to even, e0 = s per) is not empty loads the S parts' (max, sum) pairs and the
 // slice's S accumulator pieces into shared memory (sm.acc: pairs [S][G][2], then pieces [S][n]),
 // each load waiting for this layer's tag (512 in flight before any is stored: one round trip when
 // 2 S G + S n <= 512), the G heads' weights 2^(m_i - M) and sums go to sm.ml, and each pair of
 // outputs, a weighted sum over the parts, is one tagged word of out_ll.
-template <int G, class Sync>
+template <int G, int kThreads, class Sync>
 __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttention& a, int s, long long bg, int S, int tid,
                                                           EngineAttentionSmem<G>& sm, Sync sync) {
-  constexpr int kThreads = 128, kBatch = 4;  // loads a thread issues before storing any
+  constexpr int kBatch = 512 / kThreads;  // loads a thread issues before storing any (512 in flight)
   // 32-bit indices (G D <= 2048, S <= 64): 64-bit divisions are long instruction sequences on the
   // stage's critical path
   const int D = (int)a.D, GD = G * D, dlog = __ffs(D) - 1;  // D a power of two (8 LPK)
@@ -828,10 +829,10 @@ __device__ __forceinline__ bool engine_attention_merge_slice(const EngineAttenti
   }
   sync();
   float* w_sh = &sm.ml[0][0][0];
-  engine_attention_part_weights<G>(buf, S, tid, w_sh);
+  engine_attention_part_weights<G, kThreads>(buf, S, tid, w_sh);
   sync();
   unsigned long long* out = a.out_ll + ((bg / a.NKV * a.NQ + bg % a.NKV * G) * D + e0) / 2;
-  // R adjacent lanes per pair of outputs (R | 32, (n / 2) R <= 128), each summing every R-th part,
+  // R adjacent lanes per pair of outputs (R | 32, (n / 2) R <= kThreads), each summing every R-th part,
   // then a shuffle sum: the slice is short (about G D / S outputs) and S deep. A pair is one head's
   // (e0, D even).
   const int np = n / 2;
@@ -1038,7 +1039,7 @@ __device__ __forceinline__ bool engine_decode_attention_part(const EngineAttenti
       if (d == 0) part_ml[2 * h] = M, part_ml[2 * h + 1] = Ls;
     }
   }
-  if (PM) return engine_attention_merge_slice<G>(a, s, bg, S, tid, sm, sync);
+  if (PM) return engine_attention_merge_slice<G, kThreads>(a, s, bg, S, tid, sm, sync);
   if (S == 1) return true;
   // The parts are visible before the count says so; the last part's reads come after it (thread
   // 0 fences on both sides of its count, the part's barriers order the other threads: the pattern
@@ -1529,8 +1530,298 @@ __device__ __forceinline__ void engine_dl_attention_stage(const EngineAttention&
     sync();  // the part's shared memory is free for the next one
   }
 }
+// ---- The persistent kernel's attention parts on tensor cores (head dims 64 and 128) ----
+// mma.sync m16n8k8 bf16 with f32 accumulation (PTX ISA "Matrix Fragments for mma.m16n8k8"): A
+// (16x8, row) holds rows g and g+8 at columns 2c, 2c+1; B (8x8, col) column g at rows 2c, 2c+1;
+// C as m16n8k16's.
+__device__ __forceinline__ void engine_mma_bf16_k8(float c[4], unsigned a0, unsigned a1, unsigned b0) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(b0));
+}
+// Two floats that are bf16 values (already rounded) as one bf16x2 word, lo in the low half.
+__device__ __forceinline__ unsigned engine_bf16x2_of(float lo, float hi) {
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+// N pieces of eight bf16 (four tagged words each, the i-th at p + i stride, 16-byte aligned) once
+// they all carry `tag`: every piece's loads are in flight before the first check, and only a
+// piece that is not there yet is polled (engine_ll_wait8).
+template <int N>
+__device__ __forceinline__ void engine_ll_wait8n(const unsigned long long* p, int stride, unsigned tag, uint4 out[N]) {
+  unsigned long long w[N][4];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(w[i][0]), "=l"(w[i][1]) : "l"(p + i * stride) : "memory");
+    asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(w[i][2]), "=l"(w[i][3]) : "l"(p + i * stride + 2) : "memory");
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const bool ok = (unsigned)(w[i][0] >> 32) == tag && (unsigned)(w[i][1] >> 32) == tag &&
+                    (unsigned)(w[i][2] >> 32) == tag && (unsigned)(w[i][3] >> 32) == tag;
+    out[i] = ok ? make_uint4((unsigned)w[i][0], (unsigned)w[i][1], (unsigned)w[i][2], (unsigned)w[i][3])
+                : engine_ll_wait8(p + i * stride, tag);
+  }
+}
+// The lane layout of the tensor-core parts. A lane quad (lanes 4 r .. 4 r + 3, c = lane % 4)
+// holds one D-vector (a query head, a key): lane c the D / 4 elements x[8 i + e] = element 32 i
+// + 8 c + e (i < D / 32, e < 8), i.e. 16-byte pieces. In the QK^T product (m16n8k16, A = the G
+// query heads as rows, padded to 16 with zeros; B = K^T, 8 keys as columns) k-step 2 i + h takes
+// words 2 h and 2 h + 1 of piece i as the fragment's columns 2c, 2c+1 and 2c+8, 2c+9: the same
+// permutation of the D elements for the query and the key, so the dot products are unchanged.
+// RoPE's partner of element 32 i + 8 c + e is in piece i + D / 64 of the same lane (D >= 64).
+// x becomes bf16(RoPE(bf16(RMSNorm(x) w))) at the angles of cs (the position's cos_sin row: cos
+// [D / 2] | sin [D / 2]): Qwen3's q/k head norm, then the GPT-NeoX half-split rotation (Su et al.
+// 2021), the same roundings as engine_norm_rope8. The sum of squares is a shuffle over the quad.
+template <int D>
+__device__ __forceinline__ void engine_tc_norm_rope(float x[D / 4], const bf16_t* w, const float* cs, int c, float eps) {
+  constexpr int P = D / 32, HALF = D / 64;  // pieces a lane holds; RoPE partner piece offset
+  float ss[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < D / 4; ++i) ss[i & 3] += x[i] * x[i];
+  float t = (ss[0] + ss[1]) + (ss[2] + ss[3]);
+  t += __shfl_xor_sync(0xffffffffu, t, 1);
+  t += __shfl_xor_sync(0xffffffffu, t, 2);
+  const float inv = rsqrtf(t / (float)D + eps);
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const uint4 wv = *(const uint4*)(w + 32 * i + 8 * c);
+    const unsigned ww[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      x[8 * i + 2 * e] = engine_bf16_round(x[8 * i + 2 * e] * inv * __uint_as_float(ww[e] << 16));
+      x[8 * i + 2 * e + 1] = engine_bf16_round(x[8 * i + 2 * e + 1] * inv * __uint_as_float(ww[e] & 0xffff0000u));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < HALF; ++i) {
+    const float4 c0 = *(const float4*)(cs + 32 * i + 8 * c), c1 = *(const float4*)(cs + 32 * i + 8 * c + 4);
+    const float4 s0 = *(const float4*)(cs + D / 2 + 32 * i + 8 * c), s1 = *(const float4*)(cs + D / 2 + 32 * i + 8 * c + 4);
+    const float co[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+    const float si[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float a = x[8 * i + e], b = x[8 * (i + HALF) + e];
+      x[8 * i + e] = engine_bf16_round(a * co[e] - b * si[e]);
+      x[8 * (i + HALF) + e] = engine_bf16_round(b * co[e] + a * si[e]);
+    }
+  }
+}
+// The D / 4 elements of a lane's pieces from uint4 words (two bf16 each), and back (the values
+// are bf16 already: no rounding).
+template <int D>
+__device__ __forceinline__ void engine_tc_unpack(const uint4 v[D / 32], float x[D / 4]) {
+#pragma unroll
+  for (int i = 0; i < D / 32; ++i) engine_unpack8(v[i], x + 8 * i);
+}
+template <int D>
+__device__ __forceinline__ void engine_tc_pack(const float x[D / 4], uint4 v[D / 32]) {
+#pragma unroll
+  for (int i = 0; i < D / 32; ++i)
+    v[i] = make_uint4(engine_bf16x2_of(x[8 * i], x[8 * i + 1]), engine_bf16x2_of(x[8 * i + 2], x[8 * i + 3]),
+                      engine_bf16x2_of(x[8 * i + 4], x[8 * i + 5]), engine_bf16x2_of(x[8 * i + 6], x[8 * i + 7]));
+}
+// The warps of a tensor-core part (kDlTcWarps x 32 threads, one attention group of the block).
+constexpr int kDlTcWarps = 8;
+// One (split s of S, KV head g, sequence b) part of the persistent kernel's decode attention by
+// kDlTcWarps warps on tensor cores (tid 0 .. 32 kDlTcWarps - 1; `sync` is their barrier), the
+// operands and outputs of engine_decode_attention_part<G, true, U, true> (the qkv rows as tagged
+// words, the new key's q/k norm, RoPE and KV-cache write, the parts' tagged results and the
+// parallel merge into out_ll), the same roundings but for the softmax weights of the P.V product,
+// each a sum of two bf16 (hi + lo: about 16 significant bits, where FlashAttention takes one).
+// The part's keys [lo, hi) (as engine_decode_attention_part's) go in tiles of 8: warp w takes tiles
+// w, w + kDlTcWarps, ... with an online softmax across its tiles. A tile is one m16n8k16 product a
+// k-step (S = Q K^T: rows the G query heads, columns the 8 keys; D / 16 k-steps), the scores'
+// max and sum in the C fragment (a shuffle over the lane quad: lane (r, c) holds head r's scores
+// of keys 2c, 2c+1), then O^T += V^T P^T as D / 16 m16n8k8 products whose B fragment is that C
+// fragment in bf16, twice (hi and lo; keys 2c, 2c+1 of head r) and whose A fragment is V^T: lane (r, c) loads keys
+// 2c, 2c+1 at elements [r D / 8, (r + 1) D / 8) (a permutation of the D output rows: m-tile t's
+// rows r and r + 8 are elements r D / 8 + 2 t and + 1, two bf16 of one word, paired across the
+// two keys by byte permutes). Lane (r, c) ends holding the output of heads 2c and 2c+1 at those
+// elements. The warps' (max, sum, accumulator) go to shared memory and are merged there into the
+// part's result. Against the CUDA-core parts (16 lanes a key, a shuffle reduction and an online
+// softmax update a key and head) the chain of dependent instructions a warp runs is a fraction.
+template <int G, int D, class Sync>
+__device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttention& a, int s, int g, int b, int S,
+                                                            int tid, EngineAttentionSmem<G>& sm, Sync sync) {
+  static_assert(D == 64 || D == 128, "tensor-core parts: head dim 64 or 128");
+  constexpr int kThreads = 32 * kDlTcWarps, P = D / 32, KS = D / 16, VP = D / 64;  // pieces a key (QK, V)
+  const int lane = tid & 31, warp = tid >> 5, r = lane >> 2, c = lane & 3;
+  const int L = (int)a.L, NQ = (int)a.NQ, NKV = (int)a.NKV;
+  int n = a.lens[b];
+  n = n < 0 ? 0 : (n > L ? L : n);
+  const int cl = (n + S - 1) / S, lo = s * cl, hi = lo + cl < n ? lo + cl : n, p = n - 1;
+  const int tiles = hi > lo ? (hi - lo + 7) >> 3 : 0;
+  const float qs = a.scale * 1.4426950408889634f;
+  const long long stride = (long long)NKV * D;  // elements between positions of the cache
+  bf16_t* kb = a.k_cache + ((long long)b * L * NKV + g) * D;
+  bf16_t* vb = a.v_cache + ((long long)b * L * NKV + g) * D;
+  const unsigned long long* rw = a.qkv_ll + (long long)b * (NQ + 2 * NKV) * (D / 2);
+  const float* cs = a.rope_rows + b * D;
+  // The new position's key (q/k RMSNorm with k_norm, RoPE) and value, by the warp whose tiles hold
+  // p, before its tile loads (warp-uniform; every quad computes the key, lane (r, c) loads the
+  // value's elements [r D / 8, (r + 1) D / 8)): quad 0 and the lanes c = 0 store them to the KV
+  // cache and to a staging row in shared memory (sm.ml's floats 128-255, unused until the warps'
+  // results: a key row then a value row), where the tile loads below take row p from.
+  const int tp = lo <= p && p < hi ? (p - lo) >> 3 : -1;
+  bf16_t* stage_k = (bf16_t*)(&sm.ml[0][0][0] + 128);
+  bf16_t* stage_v = stage_k + D;
+  if (tp >= 0 && tp % kDlTcWarps == warp) {
+    uint4 kn[P], vn[VP];
+    engine_ll_wait8n<P>(rw + (NQ + g) * (D / 2) + 4 * c, 16, a.tag, kn);
+    engine_ll_wait8n<VP>(rw + (NQ + NKV + g) * (D / 2) + r * (D / 16), 4, a.tag, vn);
+    float x[D / 4];
+    engine_tc_unpack<D>(kn, x);
+    engine_tc_norm_rope<D>(x, a.qk_w + D, cs, c, a.eps);
+    engine_tc_pack<D>(x, kn);
+    if (r == 0)
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+        *(uint4*)(kb + p * stride + 32 * i + 8 * c) = kn[i], *(uint4*)(stage_k + 32 * i + 8 * c) = kn[i];
+    if (c == 0)
+#pragma unroll
+      for (int i = 0; i < VP; ++i)
+        *(uint4*)(vb + p * stride + r * (D / 8) + 8 * i) = vn[i], *(uint4*)(stage_v + r * (D / 8) + 8 * i) = vn[i];
+    __syncwarp();
+  }
+  // a tile's operands: this lane's key of the QK^T product (base + r), its two keys of the P.V
+  // product (base + 2c, + 1); zeros past hi, the staging row at the new position p
+  uint4 kr[P], va[VP], vbv[VP];
+  const auto load_tile = [&](int t) {
+    const int base = lo + 8 * t, jk = base + r, ja = base + 2 * c;
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+      kr[i] = jk == p ? *(const uint4*)(stage_k + 32 * i + 8 * c)
+              : jk < hi ? *(const uint4*)(kb + jk * stride + 32 * i + 8 * c) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int i = 0; i < VP; ++i) {
+      va[i] = ja == p ? *(const uint4*)(stage_v + r * (D / 8) + 8 * i)
+              : ja < hi ? *(const uint4*)(vb + ja * stride + r * (D / 8) + 8 * i) : make_uint4(0u, 0u, 0u, 0u);
+      vbv[i] = ja + 1 == p ? *(const uint4*)(stage_v + r * (D / 8) + 8 * i)
+               : ja + 1 < hi ? *(const uint4*)(vb + (ja + 1) * stride + r * (D / 8) + 8 * i) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  if (warp < tiles) load_tile(warp);  // before the query's rows: it does not depend on them
+  // Query head r of the group (r < G; zero rows past it) as the A fragments of the k-steps
+  unsigned qa[KS][2];
+  {
+    float x[D / 4];
+    uint4 raw[P];
+    if (r < G) {
+      engine_ll_wait8n<P>(rw + (g * G + r) * (D / 2) + 4 * c, 16, a.tag, raw);
+      engine_tc_unpack<D>(raw, x);
+    } else {
+#pragma unroll
+      for (int i = 0; i < D / 4; ++i) x[i] = 0.f;
+    }
+    engine_tc_norm_rope<D>(x, a.qk_w, cs, c, a.eps);  // zeros stay zeros
+    engine_tc_pack<D>(x, raw);
+#pragma unroll
+    for (int i = 0; i < P; ++i) qa[2 * i][0] = raw[i].x, qa[2 * i][1] = raw[i].y, qa[2 * i + 1][0] = raw[i].z, qa[2 * i + 1][1] = raw[i].w;
+  }
+  float o[KS][4];
+#pragma unroll
+  for (int t = 0; t < KS; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+  float m_run = -__int_as_float(0x7f800000), l_run = 0.f;  // head r's max (log2 units) and this lane's share of its sum
+  for (int t = warp; t < tiles; t += kDlTcWarps) {
+    if (t != warp) load_tile(t);
+    const int ja = lo + 8 * t + 2 * c;
+    // S = Q K^T: two accumulator chains (even and odd k-steps)
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+      const unsigned af[4] = {qa[k][0], 0u, qa[k][1], 0u};
+      engine_mma_bf16(sc[k & 1], af, (k & 1) ? kr[k >> 1].z : kr[k >> 1].x, (k & 1) ? kr[k >> 1].w : kr[k >> 1].y);
+    }
+    const float s0 = ja < hi ? (sc[0][0] + sc[1][0]) * qs : -__int_as_float(0x7f800000);
+    const float s1 = ja + 1 < hi ? (sc[0][1] + sc[1][1]) * qs : -__int_as_float(0x7f800000);
+    float mt = fmaxf(s0, s1);
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+    const float mn = fmaxf(m_run, mt), mu = mn == -__int_as_float(0x7f800000) ? 0.f : mn;
+    const float corr = exp2f(m_run - mu);  // 0 before the first key
+    // the weights as bf16 pairs hi + lo (lo = bf16 of the rest: about 16 significant bits together,
+    // where hi alone moved the test model's logits by up to 1.4% against the CUDA-core parts)
+    const float p0 = exp2f(s0 - mu), p1 = exp2f(s1 - mu);
+    const unsigned pb = engine_pack_bf16x2(p0, p1);
+    const unsigned pl = engine_pack_bf16x2(p0 - __uint_as_float(pb << 16), p1 - __uint_as_float(pb & 0xffff0000u));
+    l_run = l_run * corr + (p0 + p1);
+    m_run = mn;
+    if (t != warp) {  // rescale the accumulators of heads 2c and 2c+1 (their corr from quads 2c, 2c+1)
+      const float ca = __shfl_sync(0xffffffffu, corr, 8 * c), cb = __shfl_sync(0xffffffffu, corr, 8 * c + 4);
+#pragma unroll
+      for (int k = 0; k < KS; ++k) o[k][0] *= ca, o[k][2] *= ca, o[k][1] *= cb, o[k][3] *= cb;
+    }
+    // O^T += V^T P^T
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+      const uint4 x = va[k >> 2], y = vbv[k >> 2];
+      const unsigned xa = (k & 3) == 0 ? x.x : (k & 3) == 1 ? x.y : (k & 3) == 2 ? x.z : x.w;
+      const unsigned ya = (k & 3) == 0 ? y.x : (k & 3) == 1 ? y.y : (k & 3) == 2 ? y.z : y.w;
+      const unsigned a0 = __byte_perm(xa, ya, 0x5410), a1 = __byte_perm(xa, ya, 0x7632);
+      engine_mma_bf16_k8(o[k], a0, a1, pb);
+      engine_mma_bf16_k8(o[k], a0, a1, pl);
+    }
+  }
+  // The warp's (max, sum) of head r and accumulators of heads 2c, 2c+1 into shared memory (sm.ml
+  // [warp][h], sm.acc [warp][h][D]; a warp without keys writes -inf, 0 and zeros)
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  if (c == 0 && r < G) sm.ml[warp][r][0] = m_run, sm.ml[warp][r][1] = l_run;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+    if (2 * c + hh < G) {
+      float* dst = sm.acc + (warp * G + 2 * c + hh) * D + r * (D / 8);
+#pragma unroll
+      for (int k = 0; k < KS; k += 2)
+        *(float4*)(dst + 2 * k) = make_float4(o[k][hh], o[k][2 + hh], o[k + 1][hh], o[k + 1][2 + hh]);
+    }
+  sync();
+  // The part's result: per element of the G D outputs, the warps' accumulators weighted by
+  // 2^(m_w - M), as tagged words
+  const long long bg = (long long)b * NKV + g;
+  unsigned long long* part_acc_ll = a.parts_acc_ll + (bg * S + s) * G * D;
+  unsigned long long* part_ml_ll = a.parts_ml_ll + (bg * S + s) * G * 2;
+  constexpr int dlog = D == 64 ? 6 : 7;
+  for (int e = tid; e < G * D; e += kThreads) {
+    const int h = e >> dlog, d = e & (D - 1);
+    float M = -__int_as_float(0x7f800000);
+#pragma unroll
+    for (int i = 0; i < kDlTcWarps; ++i) M = fmaxf(M, sm.ml[i][h][0]);
+    float Ls = 0.f, A = 0.f;
+    if (M > -__int_as_float(0x7f800000))
+#pragma unroll
+      for (int i = 0; i < kDlTcWarps; ++i) {
+        const float wi = exp2f(sm.ml[i][h][0] - M);
+        Ls += sm.ml[i][h][1] * wi;
+        A += sm.acc[(i * G + h) * D + d] * wi;
+      }
+    engine_ll_store(part_acc_ll + e, __float_as_uint(A), a.tag);
+    if (d == 0) {
+      engine_ll_store(part_ml_ll + 2 * h, __float_as_uint(M), a.tag);
+      engine_ll_store(part_ml_ll + 2 * h + 1, __float_as_uint(Ls), a.tag);
+    }
+  }
+  engine_attention_merge_slice<G, kThreads>(a, s, bg, S, tid, sm, sync);
+}
+// The attention stage with tensor-core parts: part i = (b, g, s) on block i % gridDim, group i /
+// gridDim (two groups of kDlTcWarps warps a block: parts spread over the SMs first).
+template <int G, int D>
+__device__ __forceinline__ void engine_dl_attention_stage_tc(const EngineAttention& at, int S, EngineAttentionSmem<G>* sm) {
+  static_assert(kDlTcWarps * 32 * kDlAttnGroups == 512, "two groups of 256 threads fill the 512-thread block");
+  const int half = threadIdx.x >> 8, tid = threadIdx.x & 255;
+  const auto sync = [half] { asm volatile("bar.sync %0, 256;" ::"r"(1 + half) : "memory"); };
+  const int parts = (int)(at.B * at.NKV) * S, NKV = (int)at.NKV;
+  for (int i = blockIdx.x + half * (int)gridDim.x; i < parts; i += kDlAttnGroups * (int)gridDim.x) {
+    int s, g, b;
+    engine_dl_part(i, S, NKV, s, g, b);
+    engine_dl_attention_part_tc<G, D>(at, s, g, b, S, tid, sm[half], sync);
+    sync();  // the part's shared memory is free for the next one
+  }
+}
 extern __shared__ __align__(128) unsigned char engine_dl_smem[];
-template <int G>
+// TD: 0 = the CUDA-core attention parts (engine_dl_attention_stage), 64 or 128 = the tensor-core
+// parts at that head dim (engine_dl_attention_stage_tc; dims[4] must be TD, the host checks).
+template <int G, int TD>
 __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const EngineDecodeDims d{a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.dims[4], a.dims[5], a.dims[6], a.dims[7]};
@@ -1538,6 +1829,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const int T = (int)d.T, H = (int)d.H, NQ = (int)d.NQ, NKV = (int)d.NKV, D = (int)d.D, I = (int)d.I,
             QKV = (NQ + 2 * NKV) * D;
   if (T < 1 || T > 4) __trap();  // the host checks: the GEMV's cross-warp sums hold 4 tokens
+  if (TD > 0 && D != TD) __trap();  // the host picks the entry of the model's head dim
   const float eps = (float)a.scalars[1];
   // scalars[2] packs NS + 16 x (KV prefetch on): ThriveCudaArgs has four scalars
   const long long packed = (long long)a.scalars[2];
@@ -1621,7 +1913,8 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
     // attention
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    engine_dl_attention_stage<G>(at, S, attn_sm);
+    if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD>(at, S, attn_sm);
+    else engine_dl_attention_stage<G>(at, S, attn_sm);
     // h += attn . Wo^T: the input's loads wait for the attention output's tagged words (a block
     // with no o rows skips them, which only saves time; block 0 waits anyway when it records the
     // stage stamps, so that its o stamp marks the end of attention)
@@ -1670,7 +1963,13 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 }
 #define ENGINE_DECODE_LAYERS_ENTRY(g)                                                                      \
   extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_g##g(ThriveCudaArgs a) {  \
-    engine_decode_layers<g>(a);                                                                      \
+    engine_decode_layers<g, 0>(a);                                                                   \
+  }                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_g##g##_d64(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 64>(a);                                                                  \
+  }                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_g##g##_d128(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 128>(a);                                                                 \
   }
 ENGINE_DECODE_LAYERS_ENTRY(1)
 ENGINE_DECODE_LAYERS_ENTRY(2)
