@@ -1543,19 +1543,29 @@ __device__ __forceinline__ void engine_mma_bf16_k8(float c[4], unsigned a0, unsi
 __device__ __forceinline__ unsigned engine_bf16x2_of(float lo, float hi) {
   return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
-// N pieces of eight bf16 (four tagged words each, the i-th at p + i stride, 16-byte aligned) once
-// they all carry `tag`: every piece's loads are in flight before the first check, and only a
-// piece that is not there yet is polled (engine_ll_wait8).
+// The first n of N pieces of eight bf16 (four tagged words each, the i-th at p + i stride, 16-byte
+// aligned; zeros past n) once they all carry `tag`: engine_ll_issue8n puts every piece's loads in
+// flight, engine_ll_finish8n checks them and polls only a piece that is not there yet
+// (engine_ll_wait8).
 template <int N>
-__device__ __forceinline__ void engine_ll_wait8n(const unsigned long long* p, int stride, unsigned tag, uint4 out[N]) {
-  unsigned long long w[N][4];
+__device__ __forceinline__ void engine_ll_issue8n(const unsigned long long* p, int stride, int n, unsigned long long w[N][4]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) {
+    w[i][0] = w[i][1] = w[i][2] = w[i][3] = 0ull;
+    if (i >= n) continue;
     asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(w[i][0]), "=l"(w[i][1]) : "l"(p + i * stride) : "memory");
     asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(w[i][2]), "=l"(w[i][3]) : "l"(p + i * stride + 2) : "memory");
   }
+}
+template <int N>
+__device__ __forceinline__ void engine_ll_finish8n(const unsigned long long* p, int stride, int n, unsigned tag,
+                                                   const unsigned long long w[N][4], uint4 out[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) {
+    if (i >= n) {
+      out[i] = make_uint4(0u, 0u, 0u, 0u);
+      continue;
+    }
     const bool ok = (unsigned)(w[i][0] >> 32) == tag && (unsigned)(w[i][1] >> 32) == tag &&
                     (unsigned)(w[i][2] >> 32) == tag && (unsigned)(w[i][3] >> 32) == tag;
     out[i] = ok ? make_uint4((unsigned)w[i][0], (unsigned)w[i][1], (unsigned)w[i][2], (unsigned)w[i][3])
@@ -1657,73 +1667,90 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
   bf16_t* vb = a.v_cache + ((long long)b * L * NKV + g) * D;
   const unsigned long long* rw = a.qkv_ll + (long long)b * (NQ + 2 * NKV) * (D / 2);
   const float* cs = a.rope_rows + b * D;
-  // The new position's key (q/k RMSNorm with k_norm, RoPE) and value, by the warp whose tiles hold
-  // p, before its tile loads (warp-uniform; every quad computes the key, lane (r, c) loads the
-  // value's elements [r D / 8, (r + 1) D / 8)): quad 0 and the lanes c = 0 store them to the KV
-  // cache and to a staging row in shared memory (sm.ml's floats 128-255, unused until the warps'
-  // results: a key row then a value row), where the tile loads below take row p from.
+  // The warp whose tiles hold the new position p (pw, warp-uniform) also makes its key and value,
+  // in the same pass as the query heads (below) where the query leaves lanes free (G < 8): the
+  // key (q/k RMSNorm with k_norm, RoPE) by quad 7, the value's slices [j D / 8, (j + 1) D / 8) by
+  // lanes 4 G + j (j < 8); at G = 8 in a second pass (the key by quad 0, the slices by lanes 8 +
+  // j). They go to the KV cache and to staging rows in shared memory (sm.ml's floats 128-255,
+  // unused until the warps' results: a key row then a value row), from which the tiles take row p.
+  // (Made before this warp's tile loads and query, the key and value put a wait and a norm on its
+  // path alone: its part ended 4 us after the others on the H200, 2026-12-02, run 3.)
   const int tp = lo <= p && p < hi ? (p - lo) >> 3 : -1;
+  const bool pw = tp >= 0 && tp % kDlTcWarps == warp;
   bf16_t* stage_k = (bf16_t*)(&sm.ml[0][0][0] + 128);
   bf16_t* stage_v = stage_k + D;
-  if (tp >= 0 && tp % kDlTcWarps == warp) {
-    uint4 kn[P], vn[VP];
-    engine_ll_wait8n<P>(rw + (NQ + g) * (D / 2) + 4 * c, 16, a.tag, kn);
-    engine_ll_wait8n<VP>(rw + (NQ + NKV + g) * (D / 2) + r * (D / 16), 4, a.tag, vn);
-    float x[D / 4];
-    engine_tc_unpack<D>(kn, x);
-    engine_tc_norm_rope<D>(x, a.qk_w + D, cs, c, a.eps);
-    engine_tc_pack<D>(x, kn);
-    if (r == 0)
-#pragma unroll
-      for (int i = 0; i < P; ++i)
-        *(uint4*)(kb + p * stride + 32 * i + 8 * c) = kn[i], *(uint4*)(stage_k + 32 * i + 8 * c) = kn[i];
-    if (c == 0)
-#pragma unroll
-      for (int i = 0; i < VP; ++i)
-        *(uint4*)(vb + p * stride + r * (D / 8) + 8 * i) = vn[i], *(uint4*)(stage_v + r * (D / 8) + 8 * i) = vn[i];
-    __syncwarp();
-  }
   // a tile's operands: this lane's key of the QK^T product (base + r), its two keys of the P.V
-  // product (base + 2c, + 1); zeros past hi, the staging row at the new position p
+  // product (base + 2c, + 1); zeros past hi, row p from the staging rows (staged: they are there)
   uint4 kr[P], va[VP], vbv[VP];
-  const auto load_tile = [&](int t) {
+  const auto load_tile = [&](int t, bool staged) {
     const int base = lo + 8 * t, jk = base + r, ja = base + 2 * c;
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int i = 0; i < P; ++i)
-      kr[i] = jk == p ? *(const uint4*)(stage_k + 32 * i + 8 * c)
-              : jk < hi ? *(const uint4*)(kb + jk * stride + 32 * i + 8 * c) : make_uint4(0u, 0u, 0u, 0u);
+      kr[i] = jk == p ? (staged ? *(const uint4*)(stage_k + 32 * i + 8 * c) : z)
+              : jk < hi ? *(const uint4*)(kb + jk * stride + 32 * i + 8 * c) : z;
 #pragma unroll
     for (int i = 0; i < VP; ++i) {
-      va[i] = ja == p ? *(const uint4*)(stage_v + r * (D / 8) + 8 * i)
-              : ja < hi ? *(const uint4*)(vb + ja * stride + r * (D / 8) + 8 * i) : make_uint4(0u, 0u, 0u, 0u);
-      vbv[i] = ja + 1 == p ? *(const uint4*)(stage_v + r * (D / 8) + 8 * i)
-               : ja + 1 < hi ? *(const uint4*)(vb + (ja + 1) * stride + r * (D / 8) + 8 * i) : make_uint4(0u, 0u, 0u, 0u);
+      va[i] = ja == p ? (staged ? *(const uint4*)(stage_v + r * (D / 8) + 8 * i) : z)
+              : ja < hi ? *(const uint4*)(vb + ja * stride + r * (D / 8) + 8 * i) : z;
+      vbv[i] = ja + 1 == p ? (staged ? *(const uint4*)(stage_v + r * (D / 8) + 8 * i) : z)
+               : ja + 1 < hi ? *(const uint4*)(vb + (ja + 1) * stride + r * (D / 8) + 8 * i) : z;
     }
   };
-  if (warp < tiles) load_tile(warp);  // before the query's rows: it does not depend on them
-  // Query head r of the group (r < G; zero rows past it) as the A fragments of the k-steps
+  if (warp < tiles) load_tile(warp, false);  // before the qkv rows: it does not depend on them
+  // Query head r of the group (quads r < G; zero rows past it) as the A fragments of the k-steps
   unsigned qa[KS][2];
-  {
-    float x[D / 4];
+  const int passes = G == 8 && pw ? 2 : 1;
+  for (int pass = 0; pass < passes; ++pass) {  // warp-uniform
+    const bool kv = pw && (G < 8 || pass == 1);  // this pass makes the new key and value
+    const int kq = G < 8 ? 7 : 0, v0 = G < 8 ? 4 * G : 8, j = lane - v0;
+    const bool isq = pass == 0 && r < G, isk = kv && r == kq, isv = kv && j >= 0 && j < 8;
+    const unsigned long long* src = isv ? rw + (NQ + NKV + g) * (D / 2) + j * (D / 16)
+                                        : rw + (isk ? NQ + g : g * G + r) * (D / 2) + 4 * c;
+    const int step = isv ? 4 : 16, pieces = isv ? VP : isq || isk ? P : 0;
+    unsigned long long w[P][4];
     uint4 raw[P];
-    if (r < G) {
-      engine_ll_wait8n<P>(rw + (g * G + r) * (D / 2) + 4 * c, 16, a.tag, raw);
-      engine_tc_unpack<D>(raw, x);
-    } else {
+    engine_ll_issue8n<P>(src, step, pieces, w);
+    engine_ll_finish8n<P>(src, step, pieces, a.tag, w, raw);
+    if (isv)
+#pragma unroll
+      for (int i = 0; i < VP; ++i)
+        *(uint4*)(vb + p * stride + j * (D / 8) + 8 * i) = raw[i], *(uint4*)(stage_v + j * (D / 8) + 8 * i) = raw[i];
+    float x[D / 4];
+    engine_tc_unpack<D>(raw, x);
+    if (!isq && !isk)
 #pragma unroll
       for (int i = 0; i < D / 4; ++i) x[i] = 0.f;
-    }
-    engine_tc_norm_rope<D>(x, a.qk_w, cs, c, a.eps);  // zeros stay zeros
+    engine_tc_norm_rope<D>(x, isk ? a.qk_w + D : a.qk_w, cs, c, a.eps);  // zeros stay zeros
     engine_tc_pack<D>(x, raw);
+    if (pass == 0)
 #pragma unroll
-    for (int i = 0; i < P; ++i) qa[2 * i][0] = raw[i].x, qa[2 * i][1] = raw[i].y, qa[2 * i + 1][0] = raw[i].z, qa[2 * i + 1][1] = raw[i].w;
+      for (int i = 0; i < P; ++i) qa[2 * i][0] = raw[i].x, qa[2 * i][1] = raw[i].y, qa[2 * i + 1][0] = raw[i].z, qa[2 * i + 1][1] = raw[i].w;
+    if (isk)
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+        *(uint4*)(kb + p * stride + 32 * i + 8 * c) = raw[i], *(uint4*)(stage_k + 32 * i + 8 * c) = raw[i];
+  }
+  if (pw) {
+    __syncwarp();
+    if (tp == warp) {  // the first tile is tp's: its row p from the staging rows
+      const int jk = lo + 8 * warp + r, ja = lo + 8 * warp + 2 * c;
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+        if (jk == p) kr[i] = *(const uint4*)(stage_k + 32 * i + 8 * c);
+#pragma unroll
+      for (int i = 0; i < VP; ++i) {
+        if (ja == p) va[i] = *(const uint4*)(stage_v + r * (D / 8) + 8 * i);
+        if (ja + 1 == p) vbv[i] = *(const uint4*)(stage_v + r * (D / 8) + 8 * i);
+      }
+    }
   }
   float o[KS][4];
 #pragma unroll
   for (int t = 0; t < KS; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
   float m_run = -__int_as_float(0x7f800000), l_run = 0.f;  // head r's max (log2 units) and this lane's share of its sum
   for (int t = warp; t < tiles; t += kDlTcWarps) {
-    if (t != warp) load_tile(t);
+    if (t != warp) load_tile(t, true);
     const int ja = lo + 8 * t + 2 * c;
     // S = Q K^T: two accumulator chains (even and odd k-steps)
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
