@@ -511,6 +511,10 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-stages", "4"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-kv-prefetch", "on"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-kv-prefetch", "off"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "TC"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", ""},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-attention", "cores"},
+           {"e2e", "--device", "cpu", "--model", dir, "--persistent-attention", "tc"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent", "off"},
            {"optimize", "--system", "--model", dir, "--budget", ""},
            {"optimize", "--system", "--model", dir, "--r-t", "inf"},
@@ -524,6 +528,9 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--pdl --persistent-kv-prefetch: the CPU engine"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--graphs"), std::string::npos) << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "simt"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-attention simt: expected tc or cores"), std::string::npos) << r.err;
   // A stored best system with a thread count no machine has: reset with a warning, not obeyed
   const std::vector<std::string> loop = {"optimize", "--system", "--model", dir, "--batch", "1", "--prompt", "4",
                                          "--gen", "2", "--budget", "0", "--metric", "mix:1", "--json"};
