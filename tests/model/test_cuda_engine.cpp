@@ -78,6 +78,36 @@ void expect_same_greedy(const std::vector<float>& cpu, int32_t gpu_token, double
   }
 }
 
+// Prefill, then `steps` teacher-forced decode steps (the CPU's greedy tokens) on the persistent
+// engine `gpu`, the layered engine and the float32 CPU engine: every logit finite, within 1% of
+// the layered path's (the same roundings; the sums add in another order: tensor-core tiles,
+// attention's split count) and 3% of the CPU's, the CPU's greedy token where its margin allows,
+// and the GPU's token the argmax of its own logits.
+void expect_decode_matches_layered_and_cpu(CudaQwen3Engine& gpu, CudaQwen3Engine& layered, CpuQwen3Engine& cpu,
+                                           const std::vector<std::vector<int32_t>>& prompts, int steps) {
+  std::vector<std::vector<float>> gl, ll;
+  gpu.prefill(prompts, &gl);
+  layered.prefill(prompts, &ll);
+  auto cl = cpu.prefill(prompts);
+  auto next = cpu.greedy(cl);
+  for (int step = 0; step < steps; ++step) {
+    const auto gt = gpu.decode(next, &gl);
+    layered.decode(next, &ll);
+    cl = cpu.decode(next);
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      const std::string where = "decode step " + std::to_string(step) + ", sequence " + std::to_string(b);
+      for (float x : gl[b]) ASSERT_TRUE(std::isfinite(x)) << where;
+      EXPECT_LT(rel_diff(ll[b], gl[b]), 1e-2) << where;
+      const double e = rel_diff(cl[b], gl[b]);
+      EXPECT_LT(e, 3e-2) << where;
+      expect_same_greedy(cl[b], gt[b], 8 * e, where);
+      const auto top = std::max_element(gl[b].begin(), gl[b].end()) - gl[b].begin();
+      EXPECT_EQ(gt[b], int32_t(top)) << where;
+    }
+    next = cpu.greedy(cl);
+  }
+}
+
 class CudaEngine : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
 
 TEST_P(CudaEngine, MatchesTheCpuReferenceOnATinyCheckpoint) {
@@ -268,29 +298,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
     prompts.emplace_back();
     for (int i = 0; i < prompt + (b * 2) % 5; ++i) prompts.back().push_back(int32_t((7 + 31 * b + 13 * i) % cfg.vocab));
   }
-  std::vector<std::vector<float>> gl, ll;
-  gpu.prefill(prompts, &gl);
-  layered.prefill(prompts, &ll);
-  auto cl = cpu.prefill(prompts);
-  auto next = cpu.greedy(cl);
-  for (int step = 0; step < 12; ++step) {
-    const auto gt = gpu.decode(next, &gl);
-    const auto lt = layered.decode(next, &ll);
-    cl = cpu.decode(next);
-    for (size_t b = 0; b < size_t(batch); ++b) {
-      const std::string where = "decode step " + std::to_string(step) + ", sequence " + std::to_string(b);
-      for (float x : gl[b]) ASSERT_TRUE(std::isfinite(x)) << where;
-      // the same roundings as the layered path; the sums add in another order (tensor-core tiles,
-      // attention's split count)
-      EXPECT_LT(rel_diff(ll[b], gl[b]), 1e-2) << where;
-      const double e = rel_diff(cl[b], gl[b]);
-      EXPECT_LT(e, 3e-2) << where;
-      expect_same_greedy(cl[b], gt[b], 8 * e, where);
-      const auto top = std::max_element(gl[b].begin(), gl[b].end()) - gl[b].begin();
-      EXPECT_EQ(gt[b], int32_t(top)) << where;
-    }
-    next = cpu.greedy(cl);
-  }
+  expect_decode_matches_layered_and_cpu(gpu, layered, cpu, prompts, 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
@@ -307,7 +315,7 @@ INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
 // rescales the accumulators between them): 64 KV heads at batch 4 leave one split a (sequence, KV
 // head) on the H200's 132 SMs (2 x 132 / 256), so a part holds a whole context of 90 to 150 keys,
 // 12 to 19 tiles over 8 warps. 8 teacher-forced graph replays against the layered path and the
-// float32 CPU engine. Parameters: heads, KV heads, head dim.
+// float32 CPU engine (expect_decode_matches_layered_and_cpu). Parameters: heads, KV heads, head dim.
 class CudaEnginePersistentTiles : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(CudaEnginePersistentTiles, WarpsWithSeveralTilesMatchTheLayeredPathAndTheCpu) {
@@ -332,25 +340,7 @@ TEST_P(CudaEnginePersistentTiles, WarpsWithSeveralTilesMatchTheLayeredPathAndThe
     prompts.emplace_back();
     for (int i = 0; i < 90 + 20 * b; ++i) prompts.back().push_back(int32_t((11 + 17 * b + 5 * i) % cfg.vocab));
   }
-  std::vector<std::vector<float>> gl, ll;
-  gpu.prefill(prompts, &gl);
-  layered.prefill(prompts, &ll);
-  auto cl = cpu.prefill(prompts);
-  auto next = cpu.greedy(cl);
-  for (int step = 0; step < 8; ++step) {
-    const auto gt = gpu.decode(next, &gl);
-    layered.decode(next, &ll);
-    cl = cpu.decode(next);
-    for (size_t b = 0; b < 4; ++b) {
-      const std::string where = "decode step " + std::to_string(step) + ", sequence " + std::to_string(b);
-      for (float x : gl[b]) ASSERT_TRUE(std::isfinite(x)) << where;
-      EXPECT_LT(rel_diff(ll[b], gl[b]), 1e-2) << where;
-      const double e = rel_diff(cl[b], gl[b]);
-      EXPECT_LT(e, 3e-2) << where;
-      expect_same_greedy(cl[b], gt[b], 8 * e, where);
-    }
-    next = cpu.greedy(cl);
-  }
+  expect_decode_matches_layered_and_cpu(gpu, layered, cpu, prompts, 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadsAndHeadDims, CudaEnginePersistentTiles,
