@@ -118,6 +118,7 @@ CpuBackend::CpuBackend(const config::Config& cfg) : cfg_(cfg) {
   device_.compute_units = threads_;
   device_.cache_bytes = llc_bytes();
   arena_ = std::make_unique<SharedArena>(arena_bytes(cfg));
+  device_.memory_bytes = arena_->capacity();
 }
 
 CompileResult CpuBackend::compile(const KernelSource& kernel) {

@@ -481,9 +481,14 @@ double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& opt
     std::replace(why.begin(), why.end(), '\n', ' ');  // Error messages are one line
     fail(ErrorCategory::kBackend, "copy kernel failed to compile: {}", why);
   }
-  // DRAM-sized: at least 8x the last-level cache; 1 GiB on GPUs (as the anchors' copy).
+  // DRAM-sized: at least 8x the last-level cache; 1 GiB on GPUs (as the anchors' copy). On the
+  // CPU both buffers come from the shared arena, with what the caller holds already: each at most
+  // a third of it (a 24 GiB machine's 6 GiB arena and 480 MiB of L3 give 2 GiB a buffer, still
+  // 4x the cache; 8x would not fit, and the allocation failed).
   const int64_t floor_bytes = backend.device().backend == "cpu" ? (256ll << 20) : (1ll << 30);
-  const int64_t bytes = std::max<int64_t>(floor_bytes, 8 * backend.device().cache_bytes) / 16 * 16;
+  int64_t bytes = std::max<int64_t>(floor_bytes, 8 * backend.device().cache_bytes);
+  if (backend.device().memory_bytes > 0) bytes = std::min(bytes, backend.device().memory_bytes / 3);
+  bytes = bytes / 16 * 16;
   void* src = backend.allocate(bytes);
   void* dst = backend.allocate(bytes);
   backend.memset(src, 1, bytes);

@@ -132,7 +132,8 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms
 // against 1.72 with 2; at batch 4 the depth did not matter (2.12 ms with 5 or 2).
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128 + 8192;
-// The kernel's kDlAttnGroups: 128-thread attention groups a block, one part each at a time.
+// The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
+// for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
 // The per-layer pointer table: 9 device pointers a layer (the kernel's kDlTableCols, in the order
 // the engine uploads them below), rounded up to 128 bytes.

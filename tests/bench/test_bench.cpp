@@ -246,6 +246,22 @@ TEST_F(BenchTest, CopyBandwidthIsPositive) {
   EXPECT_LT(gbps, 1e5);
 }
 
+// A worker memory limit whose arena (half of it) holds less than two buffers of 8x the
+// last-level cache: the copy's buffers shrink to a third of the arena each instead of failing
+// to allocate (they did on a 24 GiB machine with 480 MiB of L3: a 6 GiB arena against 7.5 GiB).
+TEST(BenchCopyBandwidth, FitsASmallArena) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  cfg.worker_memory_mb = 1536;  // a 768 MiB arena
+  backend::CpuBackend be(cfg);
+  ASSERT_EQ(be.device().memory_bytes, int64_t{768} << 20);
+  BenchOptions o;
+  o.max_s = 0.01;
+  const double gbps = measure_copy_bandwidth(be, o);
+  EXPECT_GT(gbps, 0.1);
+  EXPECT_LT(gbps, 1e5);
+}
+
 TEST(BenchStatsJson, RoundTrip) {
   BenchStats s;
   s.median_us = 1.5;

@@ -242,7 +242,8 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
                                            // and 32 (GQA 8, 4), tensor-core parts at 64 and 128 (GQA 1, 2, 4, 8)
                                            std::tuple{2, 2, 64, true, true}, std::tuple{4, 1, 32, true, true},
                                            std::tuple{8, 1, 16, true, true}, std::tuple{4, 2, 128, true, true},
-                                           std::tuple{4, 1, 64, true, true}, std::tuple{8, 1, 128, true, true}));
+                                           std::tuple{4, 1, 64, true, true}, std::tuple{8, 1, 128, true, true},
+                                           std::tuple{8, 2, 128, true, true}));
 
 // The persistent decode kernel (engine_decode_layers) against the layered path on the same
 // checkpoint and the float32 CPU engine, 12 teacher-forced graph replays (its stage counters must
@@ -314,7 +315,7 @@ INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
 // The tensor-core attention parts where a warp takes several tiles of 8 keys (its online softmax
 // rescales the accumulators between them): 64 KV heads at batch 4 leave one split a (sequence, KV
 // head) on the H200's 132 SMs (2 x 132 / 256), so a part holds a whole context of 90 to 150 keys,
-// 12 to 19 tiles over 8 warps. 8 teacher-forced graph replays against the layered path and the
+// 12 to 20 tiles over 8 warps. 8 teacher-forced graph replays against the layered path and the
 // float32 CPU engine (expect_decode_matches_layered_and_cpu). Parameters: heads, KV heads, head dim.
 class CudaEnginePersistentTiles : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 

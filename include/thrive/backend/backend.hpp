@@ -34,6 +34,10 @@ struct DeviceInfo {
   /// cuda: shared memory one block may use after opting in (the driver's
   /// MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 232,448 bytes on the H100/H200), bytes; cpu: 0.
   int64_t smem_per_block_optin = 0;
+  /// What the backend's allocations can hold in all, bytes: cpu the shared arena's capacity
+  /// (half of the worker's memory limit, THRIVE_WORKER_MEMORY_MB or half of RAM); cuda 0 (not
+  /// tracked: the device's memory is far above what the benchmarks allocate).
+  int64_t memory_bytes = 0;
   /// "<backend>:<name>:<arch>" with spaces replaced, e.g. "cpu:AMD_EPYC:x86_64-avx2".
   std::string key() const;
 };

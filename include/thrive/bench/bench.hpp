@@ -106,7 +106,9 @@ void to_json(nlohmann::json& j, const PairedStats& s);
 void summarize(std::vector<double>& samples_us, BenchStats& stats);
 
 /// Measures the device's copy bandwidth (reads + writes counted) on buffers of at least
-/// 8x the last-level cache and 1 GiB on GPUs (DRAM, not cache): the faster of the copy
+/// 8x the last-level cache and 1 GiB on GPUs (DRAM, not cache; on the CPU at most a third of
+/// DeviceInfo::memory_bytes each, 4x the cache on a 24 GiB machine with 480 MiB of L3;
+/// throws kBackend if that cannot be allocated): the faster of the copy
 /// kernel kernels/<backend>/copy.{cpp,cu} and the platform's own copy (Backend::copy_device:
 /// cuMemcpyDtoDAsync, which is what torch's 1 GiB copy in ../shared/anchors measures; memcpy
 /// on the CPU), so the ceiling is never lower than what the platform itself achieves. GB/s.

@@ -737,10 +737,12 @@ __device__ __forceinline__ uint4 engine_ll_wait8(const unsigned long long* p, un
   }
   return make_uint4((unsigned)w[0], (unsigned)w[1], (unsigned)w[2], (unsigned)w[3]);
 }
-// Shared memory of one 128-thread attention group: the 4 warps' (max, sum) pairs (ml[warp]; in
-// the merges, the S parts' weights and sums: engine_attention_part_weights), the 4 warps'
-// accumulators [4][G][D] (in the merges, the loaded pairs and accumulator pieces), and the
-// last-block flag; 16-byte aligned (the tensor-core parts' vector accesses), 5120 G + 16 bytes.
+// Shared memory of one attention group (128 threads for the CUDA-core parts, 256 for the
+// tensor-core parts): the warps' (max, sum) pairs (ml[warp]; in the merges, the S parts' weights
+// and sums: engine_attention_part_weights; the tensor-core parts also stage the new key and
+// value rows in floats 128-255), the warps' accumulators [4 or 8][G][D] (in the merges, the
+// loaded pairs and accumulator pieces), and the last-block flag; 16-byte aligned (the
+// tensor-core parts' vector accesses), 5120 G + 16 bytes.
 template <int G>
 struct alignas(16) EngineAttentionSmem {
   float ml[128][G][2];
@@ -1176,7 +1178,8 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // differ in order: tensor-core tiles here, and attention's split count):
 //   qkv    : x = RMSNorm(h) w_in (each block, in shared memory); qkv = x . Wqkv^T
 //   attn   : S parts per (sequence, KV head) of split-KV decode attention (S from the host: at
-//            most kDlAttnGroups x gridDim parts in all, about 32 keys a part; 128 threads a part), each
+//            most kDlAttnGroups x gridDim parts in all; CUDA-core parts: about 32 keys and 128
+//            threads a part; tensor-core parts at head dims 64 and 128: about 64 keys, 256 threads), each
 //            waiting only for its own qkv rows (tagged words: engine_ll_store), with the q/k
 //            RMSNorm, RoPE and KV-cache write inside (engine_decode_attention_part); every part of
 //            a (sequence, KV head) merges a slice of its heads from the S parts' tagged results
@@ -1221,8 +1224,9 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
-// 128-thread attention groups a block (one part each at a time; at most 4 in 512 threads): the
-// host's decode_layers_splits and decode_layers_region (src/model/cuda_engine.cpp) use the same count.
+// Attention groups a block (one part each at a time; 128 threads a group for the CUDA-core parts,
+// the other warps idle; 256 for the tensor-core parts): the host's decode_layers_splits and
+// decode_layers_region (src/model/cuda_engine.cpp) use the same count.
 // Four groups with 16 keys a part (one round of key loads) decoded a batch-1 step in 1.493 ms
 // against 1.454 with two and 32 keys on the H200 (2026-12-02, session10/ run 3), and at G = 8 their
 // shared memory leaves no room for two ring stages (the engine then takes the layered path).
@@ -1510,7 +1514,8 @@ __device__ __forceinline__ void engine_dl_part(int i, int S, int NKV, int& s, in
   const int bg = i / S;
   s = i - bg * S, b = bg / NKV, g = bg - b * NKV;
 }
-// The attention stage of one layer: parts i = (b, g, s), kDlAttnGroups 128-thread groups a block
+// The attention stage of one layer with the CUDA-core parts: parts i = (b, g, s), kDlAttnGroups
+// 128-thread groups a block
 // (the host's decode_layers_splits and decode_layers_region use the same count; the other warps go
 // on to the next barrier), each part waiting for its qkv rows' tagged
 // words and leaving its slice of the output in attn_ll (the parallel merge, PM), which the o
@@ -1654,6 +1659,9 @@ template <int G, int D, class Sync>
 __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttention& a, int s, int g, int b, int S,
                                                             int tid, EngineAttentionSmem<G>& sm, Sync sync) {
   static_assert(D == 64 || D == 128, "tensor-core parts: head dim 64 or 128");
+  // sm.ml (256 G floats): the warps' pairs in floats [0, 2 kDlTcWarps G), the staging rows in
+  // [128, 128 + D)
+  static_assert(2 * kDlTcWarps * G <= 128 && 128 + D <= 256 * G, "sm.ml holds the pairs and the staging rows");
   constexpr int kThreads = 32 * kDlTcWarps, P = D / 32, KS = D / 16, VP = D / 64;  // pieces a key (QK, V)
   const int lane = tid & 31, warp = tid >> 5, r = lane >> 2, c = lane & 3;
   const int L = (int)a.L, NQ = (int)a.NQ, NKV = (int)a.NKV;
@@ -1698,7 +1706,7 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
     }
   };
   if (warp < tiles) load_tile(warp, false);  // before the qkv rows: it does not depend on them
-  // Query head r of the group (quads r < G; zero rows past it) as the A fragments of the k-steps
+  // Query head r of the group (quads r < G) as the A fragments of the k-steps
   unsigned qa[KS][2];
   const int passes = G == 8 && pw ? 2 : 1;
   for (int pass = 0; pass < passes; ++pass) {  // warp-uniform
@@ -1723,6 +1731,9 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
       for (int i = 0; i < D / 4; ++i) x[i] = 0.f;
     engine_tc_norm_rope<D>(x, isk ? a.qk_w + D : a.qk_w, cs, c, a.eps);  // zeros stay zeros
     engine_tc_pack<D>(x, raw);
+    // rows past G: zeros, but the new key in quad 7 of the p warp (their scores, weights and
+    // output columns are never used, and the products keep rows and columns apart; zeroing them
+    // made ptxas spill 244 bytes instead of 188 at G = 2, D = 128)
     if (pass == 0)
 #pragma unroll
       for (int i = 0; i < P; ++i) qa[2 * i][0] = raw[i].x, qa[2 * i][1] = raw[i].y, qa[2 * i + 1][0] = raw[i].z, qa[2 * i + 1][1] = raw[i].w;
