@@ -106,9 +106,12 @@ struct ArgumentSets {
       if (!t.spec.shared_across_sets) set_bytes += int64_t(t.bytes.size());
     const int64_t ws_bytes = op.workspace_bytes(shape);
     const int64_t target = 4 * backend.device().cache_bytes;
+    // at most max_rotation_bytes, and on the CPU a third of the arena the sets come from
+    const int64_t cap = backend.device().memory_bytes > 0
+                            ? std::min(options.max_rotation_bytes, backend.device().memory_bytes / 3)
+                            : options.max_rotation_bytes;
     int sets = int(std::clamp<int64_t>((target + set_bytes - 1) / std::max<int64_t>(set_bytes, 1), 1,
-                                       std::max<int64_t>(1, options.max_rotation_bytes /
-                                                                std::max<int64_t>(set_bytes, 1))));
+                                       std::max<int64_t>(1, cap / std::max<int64_t>(set_bytes, 1))));
     sets = std::min(sets, 1 << 16);
     working_set_bytes = set_bytes * sets;
     args.resize(size_t(sets));
@@ -471,6 +474,23 @@ void to_json(nlohmann::json& j, const PairedStats& s) {
        {"ratio_ci", s.ratio_ci}, {"pairs", s.pairs}, {"timed_call_check", s.timed_call_check}};
 }
 
+int64_t copy_buffer_bytes(const backend::DeviceInfo& device) {
+  // DRAM-sized: at least 8x the last-level cache; 1 GiB on GPUs (as the anchors' copy). On the
+  // CPU both buffers come from the worker's shared arena (the copy runs in a process of its own
+  // that holds nothing else): each at most a third of it. A 24 GiB machine's 6 GiB arena and 480
+  // MiB of L3 give 2 GiB a buffer, 4x the cache (8x did not fit: the allocation failed).
+  const int64_t floor_bytes = device.backend == "cpu" ? (256ll << 20) : (1ll << 30);
+  int64_t bytes = std::max<int64_t>(floor_bytes, 8 * device.cache_bytes);
+  if (device.memory_bytes > 0) bytes = std::min(bytes, device.memory_bytes / 3);
+  if (bytes < 2 * device.cache_bytes)
+    fail(ErrorCategory::kBackend,
+         "the copy ceiling needs two buffers of at least twice the last-level cache ({} MiB) to measure DRAM, not "
+         "cache, but the tensor arena holds {} MiB (a third of it a buffer): raise THRIVE_WORKER_MEMORY_MB (the "
+         "arena is half of it) to at least {} MiB",
+         2 * device.cache_bytes >> 20, device.memory_bytes >> 20, 12 * device.cache_bytes >> 20);
+  return bytes / 16 * 16;
+}
+
 double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& options) {
   const auto kernel = backend::KernelSource::parse(
       backend::embedded_file(backend.device().backend == "cpu" ? "cpu/copy.cpp" : "cuda/copy.cu"),
@@ -481,16 +501,17 @@ double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& opt
     std::replace(why.begin(), why.end(), '\n', ' ');  // Error messages are one line
     fail(ErrorCategory::kBackend, "copy kernel failed to compile: {}", why);
   }
-  // DRAM-sized: at least 8x the last-level cache; 1 GiB on GPUs (as the anchors' copy). On the
-  // CPU both buffers come from the shared arena, with what the caller holds already: each at most
-  // a third of it (a 24 GiB machine's 6 GiB arena and 480 MiB of L3 give 2 GiB a buffer, still
-  // 4x the cache; 8x would not fit, and the allocation failed).
-  const int64_t floor_bytes = backend.device().backend == "cpu" ? (256ll << 20) : (1ll << 30);
-  int64_t bytes = std::max<int64_t>(floor_bytes, 8 * backend.device().cache_bytes);
-  if (backend.device().memory_bytes > 0) bytes = std::min(bytes, backend.device().memory_bytes / 3);
-  bytes = bytes / 16 * 16;
-  void* src = backend.allocate(bytes);
-  void* dst = backend.allocate(bytes);
+  const int64_t bytes = copy_buffer_bytes(backend.device());
+  // released on every path (a failed launch throws)
+  struct Buffer {
+    backend::Backend& be;
+    void* p;
+    ~Buffer() { be.release(p); }
+  };
+  const Buffer src_buf{backend, backend.allocate(bytes)};
+  const Buffer dst_buf{backend, backend.allocate(bytes)};
+  void* src = src_buf.p;
+  void* dst = dst_buf.p;
   backend.memset(src, 1, bytes);
   backend.memset(dst, 0, bytes);
   backend::LaunchArgs args;
@@ -513,8 +534,6 @@ double measure_copy_bandwidth(backend::Backend& backend, const BenchOptions& opt
   };
   const double kernel_us = median_us([&] { backend.launch(*compiled.module, args); });
   const double platform_us = median_us([&] { backend.copy_device(dst, src, bytes); });
-  backend.release(src);
-  backend.release(dst);
   return 2.0 * double(bytes) / (std::min(kernel_us, platform_us) * 1e-6) / 1e9;
 }
 

@@ -246,15 +246,45 @@ TEST_F(BenchTest, CopyBandwidthIsPositive) {
   EXPECT_LT(gbps, 1e5);
 }
 
-// A worker memory limit whose arena (half of it) holds less than two buffers of 8x the
-// last-level cache: the copy's buffers shrink to a third of the arena each instead of failing
-// to allocate (they did on a 24 GiB machine with 480 MiB of L3: a 6 GiB arena against 7.5 GiB).
-TEST(BenchCopyBandwidth, FitsASmallArena) {
+// The copy ceiling's buffers: 8x the last-level cache where the arena holds two of them with room
+// to spare, else a third of the arena each while that is at least twice the cache, else an
+// error naming the setting (a cache figure is not a DRAM ceiling).
+TEST(BenchCopyBandwidth, BufferSizesFollowTheCacheAndTheArena) {
+  backend::DeviceInfo d;
+  d.backend = "cpu";
+  d.cache_bytes = int64_t{480} << 20;
+  d.memory_bytes = int64_t{6028} << 20;  // a 24 GiB machine's arena
+  EXPECT_EQ(copy_buffer_bytes(d), (d.memory_bytes / 3) / 16 * 16);
+  d.memory_bytes = int64_t{64} << 30;
+  EXPECT_EQ(copy_buffer_bytes(d), 8 * d.cache_bytes);
+  d.cache_bytes = int64_t{8} << 20;  // a small cache: the 256 MiB floor
+  EXPECT_EQ(copy_buffer_bytes(d), int64_t{256} << 20);
+  d.cache_bytes = int64_t{480} << 20;
+  d.memory_bytes = int64_t{300} << 20;
+  try {
+    copy_buffer_bytes(d);
+    ADD_FAILURE() << "a 300 MiB arena accepted for a 480 MiB cache";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kBackend);
+    EXPECT_NE(std::string(e.what()).find("THRIVE_WORKER_MEMORY_MB"), std::string::npos) << e.what();
+  }
+  d = backend::DeviceInfo{};
+  d.backend = "cuda";
+  d.cache_bytes = int64_t{60} << 20;
+  EXPECT_EQ(copy_buffer_bytes(d), int64_t{1} << 30);
+}
+
+// A worker memory limit whose arena (half of it) holds 7x the machine's last-level cache: two
+// buffers of 8x would not fit (they did not on a 24 GiB machine with 480 MiB of L3: a 6 GiB arena
+// against 7.5 GiB, and the copy failed to allocate); a third of it each still measures.
+TEST(BenchCopyBandwidth, MeasuresInASmallArena) {
   test::TempDir home;
   auto cfg = test::fast_config(home.path());
-  cfg.worker_memory_mb = 1536;  // a 768 MiB arena
+  const int64_t llc = backend::CpuBackend(cfg).device().cache_bytes;
+  cfg.worker_memory_mb = 14 * std::max<int64_t>(llc >> 20, 1);
   backend::CpuBackend be(cfg);
-  ASSERT_EQ(be.device().memory_bytes, int64_t{768} << 20);
+  // the old sizes, two buffers of 8x the cache (or of the 256 MiB floor), do not fit
+  EXPECT_LT(be.device().memory_bytes, 2 * std::max<int64_t>(8 * llc, int64_t{256} << 20));
   BenchOptions o;
   o.max_s = 0.01;
   const double gbps = measure_copy_bandwidth(be, o);

@@ -105,10 +105,15 @@ void to_json(nlohmann::json& j, const PairedStats& s);
 /// relative 95% CI half-width of the median.
 void summarize(std::vector<double>& samples_us, BenchStats& stats);
 
-/// Measures the device's copy bandwidth (reads + writes counted) on buffers of at least
-/// 8x the last-level cache and 1 GiB on GPUs (DRAM, not cache; on the CPU at most a third of
-/// DeviceInfo::memory_bytes each, 4x the cache on a 24 GiB machine with 480 MiB of L3;
-/// throws kBackend if that cannot be allocated): the faster of the copy
+/// Bytes of each of measure_copy_bandwidth's two buffers: 8x the last-level cache, at least 256
+/// MiB (cpu) or 1 GiB (cuda), and on the CPU at most a third of DeviceInfo::memory_bytes (the
+/// arena: 2 GiB, 4x the cache, on a 24 GiB machine with 480 MiB of L3). Throws kBackend, naming
+/// THRIVE_WORKER_MEMORY_MB, when that is less than twice the cache: the figure would be cache
+/// bandwidth, not DRAM.
+int64_t copy_buffer_bytes(const backend::DeviceInfo& device);
+
+/// Measures the device's copy bandwidth (reads + writes counted) on two buffers of
+/// copy_buffer_bytes (DRAM, not cache; throws kBackend where they do not fit): the faster of the copy
 /// kernel kernels/<backend>/copy.{cpp,cu} and the platform's own copy (Backend::copy_device:
 /// cuMemcpyDtoDAsync, which is what torch's 1 GiB copy in ../shared/anchors measures; memcpy
 /// on the CPU), so the ceiling is never lower than what the platform itself achieves. GB/s.
