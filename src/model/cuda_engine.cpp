@@ -163,8 +163,8 @@ std::string decode_layers_entry(const Qwen3Config& c, const CudaEngineOptions& o
 }
 // Attention splits of the persistent kernel: at most kDlAttnGroups parts per block over B x NKV
 // (sequence, KV head) pairs (its parallel merge needs every part of a pair running at once), and
-// no more than one part a tile of keys: the CUDA-core parts take the layered path's (about 32 keys
-// a part: fewer partial results to merge; with two groups a block, 18 splits instead of 33 at
+// no more than the context in parts of the parts' key count: the CUDA-core parts take the layered
+// path's splits (about 32 keys a part: fewer partial results to merge; with two groups a block, 18 splits instead of 33 at
 // prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), the tensor-core parts about
 // 64 (one 8-key tile a warp); at most 64.
 int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context, bool tc) {
