@@ -531,6 +531,11 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "simt"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-attention simt: expected tc or cores"), std::string::npos) << r.err;
+  // asked for by name on a head dim the tensor-core parts do not take (the tiny preset's 16):
+  // refused before any GPU work
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "tc"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("take head_dim 64 or 128, and " + dir + " has 16"), std::string::npos) << r.err;
   // A stored best system with a thread count no machine has: reset with a warning, not obeyed
   const std::vector<std::string> loop = {"optimize", "--system", "--model", dir, "--batch", "1", "--prompt", "4",
                                          "--gen", "2", "--budget", "0", "--metric", "mix:1", "--json"};

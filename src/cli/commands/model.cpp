@@ -533,6 +533,18 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   parse_seed(f.seed, "--seed");
   parse_kernels(f.kernels);
   config::require_choice(f.device, config::kDevices, "--device " + f.device);
+  // asked for by name, the tensor-core parts are an error where they cannot run (the default
+  // falls back to the CUDA-core parts, as the JSON's persistent_attention shows); before the GPU
+  // is probed
+  if (f.device != "cpu" && f.persistent_attention == "tc" &&
+      std::find(engine_flags_given.begin(), engine_flags_given.end(), "--persistent-attention") != engine_flags_given.end()) {
+    const auto c = model::Qwen3Config::load(f.model);
+    if (c.head_dim != 64 && c.head_dim != 128)
+      fail(ErrorCategory::kUsage,
+           "--persistent-attention tc: the tensor-core attention parts take head_dim 64 or 128, and {} has {} (use "
+           "cores, or leave the flag out: the default then takes the CUDA-core parts)",
+           f.model, c.head_dim);
+  }
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && !engine_flags_given.empty())
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
