@@ -132,10 +132,6 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms
 // against 1.72 with 2; at batch 4 the depth did not matter (2.12 ms with 5 or 2).
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128 + 8192;
-// The largest L2 lookahead a block (CudaEngineOptions::persistent_l2_ahead_kib): 4 MiB, past any
-// GPU's L2 share of one SM (the H200's 50 MiB over 132 SMs is 388 KiB); the kernel's credit is a
-// 32-bit byte count.
-constexpr int kDlMaxAheadKib = 4096;
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
@@ -204,7 +200,6 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
-  o.persistent_l2_ahead_kib = 0;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -377,7 +372,7 @@ struct CudaQwen3Engine::Impl {
              {h, dl_table, qkv, attn, gu, cos_sin, ctx_lens, timing ? dl_stamps : nullptr},
              {T, H, NQ, NKV, D, L, I, c.layers},
              {1.0 / std::sqrt(double(D)), eps,
-              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch) + 32 * int64_t(opts.persistent_l2_ahead_kib)),
+              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch)),
               double(dl_splits)},
              dl_ws, dl_ws_bytes);
       done("decoder_layers");
@@ -581,9 +576,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   if (opts.persistent_stages < 0 || opts.persistent_stages == 1 || opts.persistent_stages > kDlMaxStages)
     fail(ErrorCategory::kUsage, "engine: {} persistent ring stages: expected 0 (as many as fit) or 2 to {}",
          opts.persistent_stages, kDlMaxStages);
-  if (opts.persistent_l2_ahead_kib < 0 || opts.persistent_l2_ahead_kib > kDlMaxAheadKib)
-    fail(ErrorCategory::kUsage, "engine: {} KiB of persistent L2 lookahead: expected 0 (off) to {}",
-         opts.persistent_l2_ahead_kib, kDlMaxAheadKib);
   if (opts.gemv_rows != 1 && opts.gemv_rows != 2)
     fail(ErrorCategory::kUsage, "engine: {} GEMV rows per warp: expected 1 or 2", opts.gemv_rows);
   if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt + 1 ||
@@ -654,10 +646,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       // its own lines out before attention reads them (twice the KV traffic) and evict the
       // activations and counters the weight stream's evict-first hint keeps there.
       if (B * L * NKV * D * 2 * 2 > dev.cache_bytes / 4) m.opts.persistent_kv_prefetch = false;
-      // The L2 lookahead in at most half the L2: deeper, its lines would push each other (and the
-      // KV cache, the activations and the counters) out before the ring reads them.
-      m.opts.persistent_l2_ahead_kib =
-          int(std::min<int64_t>(m.opts.persistent_l2_ahead_kib, dev.cache_bytes / m.dl_blocks / 1024));
     }
   }
   for (const auto& [key, ok] : registry) {

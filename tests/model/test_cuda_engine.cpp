@@ -262,15 +262,12 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // per 128-thread half of a block). (Split counts for the H200's 132 SMs: at most 2 x SMs / (batch
 // x 2) on a smaller GPU.) G = 8 at context 600: the merge of a slice loads the 2 x S x 8 pairs and
 // S accumulator pieces of its slice.
-// The L2 lookahead (KiB a block; 0 = off): it only moves weights into L2 early, so every value
-// decodes the same tokens; 4096 is lowered to the L2's share of a block (options()).
-class CudaEnginePersistent
-    : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool, int>> {};
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc, l2_ahead] = GetParam();
+  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 2 * groups, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
@@ -281,7 +278,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   o.persistent_stages = stages;
   o.persistent_kv_prefetch = kv_prefetch;
   o.persistent_tc_attention = tc;
-  o.persistent_l2_ahead_kib = l2_ahead;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
@@ -290,12 +286,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
          "attention groups and two ring stages";
   EXPECT_EQ(gpu.options().persistent_kv_prefetch, kv_prefetch);  // one layer's KV is far below L2 / 4
   EXPECT_EQ(gpu.options().persistent_tc_attention, tc);
-  if (l2_ahead <= 128) {  // far below any sm_90 GPU's L2 share of a block (H100/H200: 50 MiB / 132 SMs)
-    EXPECT_EQ(gpu.options().persistent_l2_ahead_kib, l2_ahead);
-  } else {  // lowered to the L2's share, not turned off
-    EXPECT_LT(gpu.options().persistent_l2_ahead_kib, l2_ahead);
-    EXPECT_GE(gpu.options().persistent_l2_ahead_kib, 128);
-  }
   if (stages > 0) {  // that many, or fewer where they do not fit
     EXPECT_LE(gpu.options().persistent_stages, stages);
     EXPECT_GE(gpu.options().persistent_stages, 2);
@@ -303,7 +293,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);
   EXPECT_FALSE(layered.options().persistent_kv_prefetch);
-  EXPECT_EQ(layered.options().persistent_l2_ahead_kib, 0);
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, context);
   std::vector<std::vector<int32_t>> prompts;
   for (int b = 0; b < batch; ++b) {
@@ -314,16 +303,14 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true, 128}, std::tuple{4, true, 0, 90, 1, true, 2, true, 128},
-                                           std::tuple{1, false, 0, 90, 1, true, 2, true, 128}, std::tuple{1, true, 6, 90, 1, true, 2, true, 128},
-                                           std::tuple{4, true, 6, 90, 1, true, 2, true, 128}, std::tuple{1, true, 0, 600, 400, true, 2, true, 128},
-                                           std::tuple{2, true, 0, 2100, 40, true, 2, true, 128}, std::tuple{1, true, 0, 600, 400, false, 2, true, 128},
-                                           std::tuple{3, true, 2, 600, 300, true, 2, true, 128}, std::tuple{1, true, 0, 600, 400, true, 8, true, 128},
-                                           // the L2 lookahead off, and past the L2 (lowered)
-                                           std::tuple{1, true, 0, 600, 400, true, 2, true, 0}, std::tuple{3, true, 2, 600, 300, true, 2, true, 4096},
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true}, std::tuple{4, true, 0, 90, 1, true, 2, true},
+                                           std::tuple{1, false, 0, 90, 1, true, 2, true}, std::tuple{1, true, 6, 90, 1, true, 2, true},
+                                           std::tuple{4, true, 6, 90, 1, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 2, true},
+                                           std::tuple{2, true, 0, 2100, 40, true, 2, true}, std::tuple{1, true, 0, 600, 400, false, 2, true},
+                                           std::tuple{3, true, 2, 600, 300, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 8, true},
                                            // the CUDA-core parts at the same head dim
-                                           std::tuple{1, true, 0, 600, 400, true, 2, false, 128}, std::tuple{3, true, 2, 600, 300, true, 2, false, 128},
-                                           std::tuple{1, true, 0, 600, 400, true, 8, false, 128}));
+                                           std::tuple{1, true, 0, 600, 400, true, 2, false}, std::tuple{3, true, 2, 600, 300, true, 2, false},
+                                           std::tuple{1, true, 0, 600, 400, true, 8, false}));
 
 // The tensor-core attention parts where a warp takes several tiles of 8 keys (its online softmax
 // rescales the accumulators between them): 64 KV heads at batch 4 leave one split a (sequence, KV
@@ -479,24 +466,6 @@ TEST(CudaEngineOptions, ContextPastTwoToTheThirtyIsRefused) {
     } catch (const Error& e) {
       EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
       EXPECT_NE(std::string(e.what()).find(fmt::format("context {}: expected at most 1073741824", context)),
-                std::string::npos)
-          << e.what();
-    }
-  }
-}
-
-// An L2 lookahead outside 0..4096 KiB is refused by name before any CUDA work (no GPU needed).
-TEST(CudaEngineOptions, L2LookaheadOutOfRangeIsRefused) {
-  const auto cfg = Qwen3Config::preset("tiny");
-  for (const int kib : {-1, 4097, 1 << 30}) {
-    auto o = options(1, 4, 8, false);
-    o.persistent_l2_ahead_kib = kib;
-    try {
-      CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{});
-      ADD_FAILURE() << kib << " KiB accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fmt::format("{} KiB of persistent L2 lookahead: expected 0 (off) to 4096", kib)),
                 std::string::npos)
           << e.what();
     }

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# H200 runs of the persistent decode kernel's L2 lookahead (--persistent-l2-ahead). Configures and
+# Run 1 (H200): the persistent decode kernel's L2 lookahead (--persistent-l2-ahead), first version
+# (thread 0's cp.async.bulk.prefetch.L2, inlined in the ring's tile issue). The lookahead was
+# measured slower and is not in the engine: this script first applies run1-kernel.patch and
+# host.patch (made against e1ed0f6) to the working tree. Configures and
 # builds `thrive` and the CUDA engine tests, runs the tests of FILTER (none when empty), then
 # `thrive e2e` on the random Qwen3-1.7B checkpoint (prompt 512, GEN tokens, best kernels, graphs)
 # for each of RUNS: name=flags, the flags' commas read as spaces.
 #   device tool: run command="RUNS='...' bash bench/results/h200-l2-ahead-2026-12-02/run.sh" carry=[".sysroot"]
 # Out ($OUT): build.log, gtest.log, e2e-NAME.json, e2e-stderr.log.
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
+git apply "$here/run1-kernel.patch" "$here/host.patch" || exit 1
 OUT=${OUT:-/tmp/thrive-out}
 mkdir -p "$OUT"
 export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-git log --oneline -1 2>/dev/null
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=OFF \
   -DSQLite3_INCLUDE_DIR="$PWD/.sysroot/usr/include" \
   -DSQLite3_LIBRARY="$PWD/.sysroot/usr/lib/x86_64-linux-gnu/libsqlite3.a" > "$OUT/build.log" 2>&1 &&

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Run 2 (H200): kernel variants of the L2 lookahead on one machine. For each of VARIANTS
-# (default "old warp bulk"): old = the kernel before the lookahead (e1ed0f6: kernel-e1ed0f6.patch
-# reverses this commit's kernel changes), warp = this commit's kernel (warp 0's lanes
+# Run 2 (H200): kernel variants of the L2 lookahead on one machine. The lookahead was measured
+# slower and is not in the engine: this script first applies run2-kernel.patch and host.patch
+# (made against e1ed0f6) to the working tree. For each of VARIANTS (default "old warp bulk"):
+# old = the kernel without the lookahead (the host patch stays: the old kernel ignores the
+# lookahead's bits), warp = run2-kernel.patch (warp 0 refills out of line, its lanes
 # prefetch.global.L2 each line), bulk = the same with ENGINE_DL_AHEAD_BULK (lane 0's
 # cp.async.bulk.prefetch.L2 of 64 KiB chunks). Each variant: rebuild `thrive`, then `thrive e2e`
 # at batch 1 (prompt 512, 64 tokens) for each lookahead of AHEAD_<variant> (KiB; default 0).
@@ -15,6 +17,7 @@ mkdir -p "$OUT"
 export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 src=kernels/cuda/engine/qwen3_engine.cu
+git apply "$here/run2-kernel.patch" "$here/host.patch" || exit 1
 cp $src /tmp/engine-base.cu
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=OFF \
   -DSQLite3_INCLUDE_DIR="$PWD/.sysroot/usr/include" \
@@ -23,7 +26,7 @@ model=/tmp/qwen3-1.7b-random
 for v in ${VARIANTS:-old warp bulk}; do
   cp /tmp/engine-base.cu $src
   case $v in
-    old) patch -s $src < "$here/kernel-e1ed0f6.patch" || exit 1 ;;
+    old) patch -s -R $src < "$here/run2-kernel.patch" || exit 1 ;;
     bulk) sed -i '1i #define ENGINE_DL_AHEAD_BULK' $src ;;
   esac
   t0=$(date +%s)

@@ -119,14 +119,6 @@ struct CudaEngineOptions {
   /// head). About 64 keys a part instead of 32; the softmax weights enter the P V product as two
   /// bf16 terms each (hi + lo). See engine_dl_attention_part_tc in kernels/cuda/engine/qwen3_engine.cu.
   bool persistent_tc_attention = true;
-  /// The persistent kernel's L2 lookahead, KiB a block (SM): thread 0 of each block keeps a second
-  /// cursor over the block's weight bytes this far ahead of its shared-memory ring, fetching them
-  /// into L2 with cp.async.bulk.prefetch.L2 (sm_90), so that DRAM keeps streaming the next stages'
-  /// weights while the blocks wait (attention, stage barriers) with full rings. 0 = off; 0 to 4096
-  /// (an error outside). The engine lowers it (options()) to what fits the L2: blocks x KiB x 1024
-  /// <= cache_bytes / 2, the other half left to the ring's own traffic, the KV cache and the
-  /// activations; 0 whenever persistent_decode is off.
-  int persistent_l2_ahead_kib = 128;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

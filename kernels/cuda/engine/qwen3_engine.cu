@@ -1255,102 +1255,6 @@ __device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, lon
 __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-// Advances (l, w) to the next (layer, GEMV) with rows for this block: its weight W (N rows of K),
-// the block's row groups [g0, g1) of it; false past the last layer (l == layers).
-__device__ __forceinline__ bool engine_dl_next_matrix(const unsigned long long* table, const EngineDecodeDims& d,
-                                                      int& l, int& w, const bf16_t*& W, long long& N, long long& K,
-                                                      long long& g0, long long& g1) {
-  for (;;) {
-    if (++w == 4) {
-      w = 0;
-      if (++l == d.layers) return false;
-    }
-    int col;
-    engine_dl_matrix(d, w, N, K, col);
-    W = (const bf16_t*)table[l * kDlTableCols + col];
-    engine_dl_groups(N, g0, g1);
-    if (g0 < g1) return true;
-  }
-}
-extern __shared__ __align__(128) unsigned char engine_dl_smem[];
-// The weight stream's L2 lookahead (warp 0's, in the shared-memory head at kDlAheadOffset): a
-// second cursor over the same bytes as EngineDlStream, kept `credit` bytes ahead of the ring's
-// issue cursor by L2 prefetches. The ring holds NS - 1 tiles ahead of the GEMV, so while a block
-// waits (attention, a stage barrier, the skew of the qkv rows) DRAM idles once the ring is full;
-// with the lookahead it keeps fetching the next stages' weights into L2, and their tiles then
-// come from L2. A block's rows of one GEMV are contiguous (row-major [N, K]), so the cursor walks
-// one byte range a (layer, GEMV).
-struct EngineDlAhead {
-  const char* base;   // the range: this block's rows of the current GEMV's weight
-  unsigned off, end;  // bytes of it prefetched, its size
-  int l, w;           // its layer and GEMV (l == layers: past the last; nothing more to fetch)
-  int credit;         // bytes the cursor may still advance (kDlAheadOff: parked)
-};
-constexpr int kDlAheadOffset = 64;  // after ctx_lens (T <= 4 i32) in the 128-byte head
-constexpr unsigned kDlAheadChunk = 64 * 1024;
-// A parked cursor's credit: a step's weight share of a block stays far below 2^30 bytes, so the
-// credit never climbs back above zero.
-constexpr int kDlAheadOff = -(1 << 30);
-__device__ __forceinline__ EngineDlAhead& engine_dl_ahead_state() {
-  return *(EngineDlAhead*)(engine_dl_smem + kDlAheadOffset);
-}
-// Warp 0, every lane with the same `credit` (> 0): prefetches until the credit is spent or the
-// weights end, then stores the cursor. Out of line: it runs about once a 64 KiB, and inlined
-// into every GEMV's tile loop its code (the next matrix's row groups) grew the kernel by a sixth.
-// ENGINE_DL_AHEAD_BULK: lane 0 issues cp.async.bulk.prefetch.L2 of a chunk (sm_90); else every
-// lane prefetch.global.L2 of each 128-byte line of its share of the chunk. A range's size is
-// rounded down to 16 bytes (K x 2 x rows is a multiple of 16 wherever K is a multiple of 8, as
-// the ring's 16-byte copies need anyway).
-__device__ __noinline__ void engine_dl_ahead_refill(const unsigned long long* table, const EngineDecodeDims* d,
-                                                    int credit) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  EngineDlAhead& p = engine_dl_ahead_state();
-  const unsigned lane = threadIdx.x & 31;
-  const char* base = p.base;
-  unsigned off = p.off, end = p.end;
-  int l = p.l, w = p.w;
-  while (credit > 0) {
-    if (off >= end) {
-      const bf16_t* W;
-      long long N, K, g0, g1;
-      if (l >= d->layers || !engine_dl_next_matrix(table, *d, l, w, W, N, K, g0, g1)) {
-        l = (int)d->layers, credit = kDlAheadOff;
-        break;
-      }
-      const long long r0 = g0 * kDlTileRows, r1 = g1 * kDlTileRows < N ? g1 * kDlTileRows : N;
-      base = (const char*)(W + r0 * K), off = 0u, end = (unsigned)((r1 - r0) * K * 2) & ~15u;
-      continue;
-    }
-    const unsigned n = end - off < kDlAheadChunk ? end - off : kDlAheadChunk;
-#ifdef ENGINE_DL_AHEAD_BULK
-    if (lane == 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + off), "r"(n) : "memory");
-#else
-    for (unsigned o = lane * 128u; o < n; o += 32u * 128u)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off + o) : "memory");
-#endif
-    off += n, credit -= (int)n;
-  }
-  __syncwarp();
-  if (lane == 0) p.base = base, p.off = off, p.end = end, p.l = l, p.w = w, p.credit = credit;
-  __syncwarp();
-#endif
-}
-// Warp 0: `bytes` more credit (the bytes of a tile the ring just issued), and the prefetches it
-// allows.
-__device__ __forceinline__ void engine_dl_ahead(const unsigned long long* table, const EngineDecodeDims* d, int bytes) {
-  const int credit = engine_dl_ahead_state().credit + bytes;
-  __syncwarp();
-  if (credit > 0) engine_dl_ahead_refill(table, d, credit);
-  else if ((threadIdx.x & 31) == 0) engine_dl_ahead_state().credit = credit;
-  __syncwarp();
-}
-// Thread 0, before the stream's first tile: the cursor at the first weight byte with no credit;
-// `on` false parks it (no lookahead).
-__device__ __forceinline__ void engine_dl_ahead_start(const EngineDecodeDims& d, bool on) {
-  static_assert(kDlAheadOffset + sizeof(EngineDlAhead) <= 128, "the lookahead's state is in the 128-byte head");
-  EngineDlAhead& p = engine_dl_ahead_state();
-  p.base = nullptr, p.off = p.end = 0u, p.l = on ? 0 : (int)d.layers, p.w = -1, p.credit = on ? 0 : kDlAheadOff;
-}
 // The weight tiles of this block in consumption order. Every thread keeps the same cursor and
 // copies, for each tile, its 16-byte pieces of its warp's slice (issue(); cp.async, L2
 // evict-first: the stream is read once per step and must not push the activations, the KV cache
@@ -1368,10 +1272,19 @@ struct EngineDlStream {
   unsigned long long policy = 0;
   // Moves to the next (layer, GEMV) with rows for this block; false past the last layer.
   __device__ bool next_matrix() {
-    long long n, k, a, b;
-    if (!engine_dl_next_matrix(table, *d, l, w, W, n, k, a, b)) return false;
-    N = (int)n, K = (int)k, g = (int)a, g1 = (int)b, kc = 0;
-    return true;
+    for (;;) {
+      if (++w == 4) {
+        w = 0;
+        if (++l == d->layers) return false;
+      }
+      int col;
+      long long n, k, a, b;
+      engine_dl_matrix(*d, w, n, k, col);
+      W = (const bf16_t*)table[l * kDlTableCols + col];
+      engine_dl_groups(n, a, b);
+      N = (int)n, K = (int)k, g = (int)a, g1 = (int)b, kc = 0;
+      if (g < g1) return true;
+    }
   }
   __device__ void start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -1402,11 +1315,6 @@ struct EngineDlStream {
                      "l"(src), "r"(ok ? 16 : 0), "l"(policy)
                      : "memory");
       }
-      // the lookahead's credit: this tile's bytes (a ragged tile's real rows and columns)
-      if (threadIdx.x < 32)
-        engine_dl_ahead(table, d,
-                        (N - g * kDlTileRows < kDlTileRows ? N - g * kDlTileRows : kDlTileRows) *
-                            (K - kc < kDlTileCols ? K - kc : kDlTileCols) * 2);
       kc += kDlTileCols;
       if (kc >= K) {
         kc = 0;
@@ -1948,6 +1856,7 @@ __device__ __forceinline__ void engine_dl_attention_stage_tc(const EngineAttenti
     sync();  // the part's shared memory is free for the next one
   }
 }
+extern __shared__ __align__(128) unsigned char engine_dl_smem[];
 // TD: 0 = the CUDA-core attention parts (engine_dl_attention_stage), 64 or 128 = the tensor-core
 // parts at that head dim (engine_dl_attention_stage_tc; dims[4] must be TD, the host checks).
 template <int G, int TD>
@@ -1960,8 +1869,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (T < 1 || T > 4) __trap();  // the host checks: the GEMV's cross-warp sums hold 4 tokens
   if (TD > 0 && D != TD) __trap();  // the host picks the entry of the model's head dim
   const float eps = (float)a.scalars[1];
-  // scalars[2] packs NS + 16 x (KV prefetch on) + 32 x (L2 lookahead, KiB): ThriveCudaArgs has four
-  // scalars
+  // scalars[2] packs NS + 16 x (KV prefetch on): ThriveCudaArgs has four scalars
   const long long packed = (long long)a.scalars[2];
   const int stages = (int)(packed & 15), S = (int)a.scalars[3];
   // the parallel merge waits for all S parts of a (b, g): each needs its own 128-thread group
@@ -1999,14 +1907,8 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const bool kv_prefetch = (packed >> 4) & 1;
   EngineDlStream st;
   st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
-  // The L2 lookahead's cursor starts with the ring's (no credit), and its credit is the lookahead
-  // once the ring's first tiles are issued: it then runs that many bytes ahead of the ring.
-  const int ahead = (int)(packed >> 5) * 1024;
-  if (threadIdx.x == 0) engine_dl_ahead_start(d, ahead > 0);
-  __syncthreads();
   st.start();
   for (int i = 0; i + 1 < stages; ++i) st.issue();
-  if (threadIdx.x < 32 && ahead > 0) engine_dl_ahead(tab, &d, ahead);
   int stage = 0;
   __syncthreads();
   engine_pdl_trigger();

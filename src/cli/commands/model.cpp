@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-l2-ahead KIB] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -52,7 +52,6 @@ struct E2eFlags {
   std::string persistent_stages = "0";
   std::string persistent_kv_prefetch = "on";
   std::string persistent_attention = "tc";
-  std::string persistent_l2_ahead = "128";
   std::string seed = "1";
   bool json = false;
 };
@@ -322,7 +321,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_stages = std::stoi(f.persistent_stages);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
-  o.persistent_l2_ahead_kib = std::stoi(f.persistent_l2_ahead);
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -419,7 +417,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_stages", eo.persistent_stages},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
-             {"persistent_l2_ahead_kib", eo.persistent_l2_ahead_kib},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -526,12 +523,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          f.persistent_stages.substr(0, 40));
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
-  if (f.persistent_l2_ahead.empty() || f.persistent_l2_ahead.size() > 4 ||
-      f.persistent_l2_ahead.find_first_not_of("0123456789") != std::string::npos || std::stoi(f.persistent_l2_ahead) > 4096)
-    fail(ErrorCategory::kUsage, "--persistent-l2-ahead {}: expected KiB a block, 0 (off) to 4096",
-         f.persistent_l2_ahead.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch", "--persistent-attention",
-                           "--persistent-l2-ahead"})
+  for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch", "--persistent-attention"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end())
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
   if (f.decode_attention != "engine" && f.decode_attention != "op")
@@ -652,10 +644,6 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "The persistent decode kernel's attention parts: tc (default; on tensor cores, 8 warps a part and "
                   "8 keys a warp's tile, where head_dim is 64 or 128, else the CUDA-core parts) | cores (16 lanes a "
                   "key on the CUDA cores)");
-  cmd->add_option("--persistent-l2-ahead", f.persistent_l2_ahead,
-                  "KiB a block (SM) of weights the persistent decode kernel fetches into L2 ahead of its "
-                  "shared-memory ring, so DRAM keeps streaming while blocks wait on attention and stage barriers: "
-                  "0 (off) to 4096 (default 128; lowered to half the L2 over the SMs)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -676,7 +664,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-kv-prefetch",
-                             "--persistent-attention", "--persistent-l2-ahead"})
+                             "--persistent-attention"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
   });
