@@ -16,7 +16,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device-prologue.sh"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  (cd build-device && timeout 200 ctest --output-on-failure -j 8 --timeout 900 -E McpSdk ${TESTS:+-R "$TESTS"}) > "$OUT/ctest.log" 2>&1
+  (cd build-device && timeout 330 ctest --output-on-failure -j 8 --timeout 900 -E McpSdk ${TESTS:+-R "$TESTS"}) > "$OUT/ctest.log" 2>&1
   echo "ctest exit $?"; tail -8 "$OUT/ctest.log"; grep -E "CudaEngine.*(Passed|Failed)" "$OUT/ctest.log" | cut -c1-120
 fi
 bin=./build-device/thrive
