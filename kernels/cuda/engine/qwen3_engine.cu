@@ -1255,6 +1255,14 @@ __device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, lon
 __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
+// %tid.x by a volatile read: the compiler can neither hoist it nor keep what derives from it live
+// across loops, so those values are recomputed where used (two integer instructions) instead of
+// taking registers, or spill slots, for the whole kernel.
+__device__ __forceinline__ unsigned engine_tid_volatile() {
+  unsigned t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
 // The weight tiles of this block in consumption order. Every thread keeps the same cursor and
 // copies, for each tile, its 16-byte pieces of its warp's slice (issue(); cp.async, L2
 // evict-first: the stream is read once per step and must not push the activations, the KV cache
@@ -1302,7 +1310,11 @@ struct EngineDlStream {
   __device__ void issue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (!done) {
-      const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane & 7;
+      // the thread index read afresh (engine_tid_volatile): its lane constants are recomputed here
+      // instead of living across the kernel, where the tensor-core entry spilled two of them and
+      // reloaded them (LDL) every tile
+      const unsigned tid = engine_tid_volatile();
+      const int warp = (int)(tid >> 5), lane = (int)(tid & 31), chunk = lane & 7;
       const int col = kc + warp * 64 + chunk * 8, row0 = g * kDlTileRows + (lane >> 3);
       const unsigned dst = ring + next_stage + (unsigned)(warp * 2048 + (lane >> 3) * 128);
 #pragma unroll
