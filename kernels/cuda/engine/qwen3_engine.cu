@@ -1255,9 +1255,13 @@ __device__ __forceinline__ void engine_dl_groups(long long N, long long& g0, lon
 __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-// %tid.x by a volatile read: the compiler can neither hoist it nor keep what derives from it live
-// across loops, so those values are recomputed where used (two integer instructions) instead of
-// taking registers, or spill slots, for the whole kernel.
+// %tid.x by a volatile read: the front end (NVVM) can neither hoist it nor keep what derives from
+// it live across loops, so those values are recomputed where used (an S2R and two integer
+// instructions) instead of taking registers, or spill slots, for the whole kernel. ptxas may
+// still merge the reads: nvcc 13.0 keeps one a tile in the tensor-core entries' GEMV loops (their
+// spill loads there: 2-3 a tile -> 0 but for one in the o loop; tile-loop-spills.txt in
+// bench/results/h200-tid-remat-2026-12-02/), and in the CUDA-core G = 2 entry merged them (spill
+// loads 204 -> 224 bytes, outside its tile loops).
 __device__ __forceinline__ unsigned engine_tid_volatile() {
   unsigned t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
