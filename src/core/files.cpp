@@ -51,15 +51,9 @@ void write_file_atomic(const std::string& target, const std::string& content) {
   if (!ec && fs::exists(st) && st.type() != fs::file_type::regular)
     fail(ErrorCategory::kStorage, "{}: exists and is not a regular file; expected a file path", target);
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(ErrorCategory::kStorage, "{}: cannot write ({})", tmp, std::strerror(errno));
-    out << content;
-    if (!out.flush()) fail(ErrorCategory::kStorage, "{}: write failed", tmp);
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path, ec.message());
+  StagedFile out(path);
+  out.write(content.data(), content.size());
+  out.commit(true, false);
 }
 
 StagedFile::StagedFile(const std::string& path) : path_(path) {
@@ -91,17 +85,17 @@ void StagedFile::write(const void* bytes, size_t n) {
     fail(ErrorCategory::kStorage, "{}: write failed ({})", tmp_, std::strerror(errno));
 }
 
-void StagedFile::close() {
+void StagedFile::close(bool sync) {
   if (f_ == nullptr) return;
-  const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
+  const bool ok = std::fflush(f_) == 0 && (!sync || fsync(fileno(f_)) == 0);
   const int err = errno;
   const bool closed = std::fclose(f_) == 0;
   f_ = nullptr;
   if (!ok || !closed) fail(ErrorCategory::kStorage, "{}: cannot finish writing ({})", path_, std::strerror(err));
 }
 
-void StagedFile::commit(bool replace) {
-  close();
+void StagedFile::commit(bool replace, bool sync) {
+  close(sync);
   if (replace) {
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
       fail(ErrorCategory::kStorage, "{}: cannot rename into place ({})", path_, std::strerror(errno));

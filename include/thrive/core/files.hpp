@@ -10,9 +10,12 @@ namespace thrive {
 /// cannot, or when the path is a directory, device, FIFO or socket.
 std::string read_file(const std::string& path);
 
-/// Writes via a temporary file and rename(2), so readers never see a torn file.
-/// Creates parent directories; writes through a symlink to its target. Throws Error(kStorage)
-/// naming the path, also when it exists and is not a regular file (a device, FIFO, directory).
+/// Writes via a temporary file and rename(2), so readers never see a torn file: a StagedFile
+/// beside the target (a unique mkstemp name, so concurrent writers of one path, threads of one
+/// process included, never share one), not synced to disk (the callers' files are caches and
+/// logs, rewritten when lost). Creates parent directories; writes through a symlink to its
+/// target. Throws Error(kStorage) naming the path, also when it exists and is not a regular file
+/// (a device, FIFO, directory).
 void write_file_atomic(const std::string& path, const std::string& content);
 
 /// A file written under a unique temporary name beside `path` ("." + its name + ".XXXXXX",
@@ -28,13 +31,13 @@ class StagedFile {
   StagedFile& operator=(const StagedFile&) = delete;
   /// Writes all of `n` bytes; Error(kStorage) when the file system refuses.
   void write(const void* bytes, size_t n);
-  /// Flushes to disk (fsync) and closes the temporary file.
-  void close();
+  /// Flushes to disk (fsync; with `sync` false, only to the kernel) and closes the temporary file.
+  void close(bool sync = true);
   /// Renames the closed temporary file onto `path`. With `replace`, what is at `path` is
   /// swapped out as a directory entry: a symlink there is replaced itself, its target left
   /// alone. Without it, Error(kStorage) "exists" when `path` exists (renameat2
-  /// RENAME_NOREPLACE; a check first where the file system lacks it).
-  void commit(bool replace);
+  /// RENAME_NOREPLACE; a check first where the file system lacks it). `sync` as for close().
+  void commit(bool replace, bool sync = true);
   /// Closes it and leaves the temporary file where it is (the caller owns that name now).
   void release() {
     close();

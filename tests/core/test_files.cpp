@@ -1,0 +1,84 @@
+// write_file_atomic: whole files only, also with several writers of one path at once (threads of
+// one process: the temporary name was once the path plus the process id, which such writers
+// shared), no temporary files left behind, links written through, non-files refused.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/test_support.hpp"
+#include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
+
+namespace thrive {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  return out;
+}
+
+TEST(WriteFileAtomic, ConcurrentWritersOfOnePathLeaveOneWholeFileAndNoTemporaries) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/kernel.cubin";
+  constexpr int kThreads = 8, kRounds = 40;
+  // each writer's content is 256 KiB of its own letter: a torn or mixed file has two letters
+  std::vector<std::string> contents;
+  for (int t = 0; t < kThreads; ++t) contents.emplace_back(size_t(256 * 1024), char('a' + t));
+  std::vector<std::thread> writers;
+  std::vector<std::string> errors(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    writers.emplace_back([&, t] {
+      try {
+        for (int r = 0; r < kRounds; ++r) write_file_atomic(path, contents[size_t(t)]);
+      } catch (const Error& e) {
+        errors[size_t(t)] = e.what();
+      }
+    });
+  for (auto& w : writers) w.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  const std::string got = read_file(path);
+  ASSERT_EQ(got.size(), contents[0].size());
+  EXPECT_EQ(got.find_first_not_of(got[0]), std::string::npos) << "a torn file: more than one writer's bytes";
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"kernel.cubin"});
+}
+
+TEST(WriteFileAtomic, ReplacesWritesThroughALinkAndRefusesNonFiles) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/sub/dir/log.txt";
+  write_file_atomic(path, "first");  // parent directories created
+  write_file_atomic(path, "second");
+  EXPECT_EQ(read_file(path), "second");
+  // a link is written through: the target replaced, the link kept
+  const std::string link = dir.path() + "/link.txt";
+  fs::create_symlink(path, link);
+  write_file_atomic(link, "third");
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_file(path), "third");
+  // a directory or a FIFO is refused by name, and left as it was
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& bad : {dir.path() + "/sub", fifo}) {
+    try {
+      write_file_atomic(bad, "x");
+      ADD_FAILURE() << bad << " written";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kStorage);
+      EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_directory(dir.path() + "/sub"));
+  EXPECT_THROW(write_file_atomic("", "x"), Error);
+  // no temporary file is left beside the files
+  EXPECT_EQ(names_in(dir.path() + "/sub/dir"), std::vector<std::string>{"log.txt"});
+}
+
+}  // namespace
+}  // namespace thrive
