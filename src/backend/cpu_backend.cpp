@@ -139,7 +139,11 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     if (log) result.log.assign(std::istreambuf_iterator<char>(log), {});
   } else {
     write_file_atomic(src, kernel.source);
-    const std::string tmp_so = so + ".tmp." + std::to_string(getpid());
+    // the compiler's output under a name of its own (two threads compiling one kernel once shared
+    // so + ".tmp." + pid), renamed into place when it succeeds, removed when it fails
+    StagedFile staged_so(so);
+    staged_so.close(false);
+    const std::string& tmp_so = staged_so.temp_path();
     std::vector<std::string> argv = {cfg_.cxx};
     for (const auto& f : compile_flags()) argv.push_back(f);
     argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-o", tmp_so, src});
@@ -147,13 +151,12 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     result.compile_s = p.wall_s;
     result.log = p.output;
     if (p.timed_out) result.log += "\ncompiler timed out after " + std::to_string(p.wall_s) + " s";
-    if (p.exit_code != 0) {
-      std::filesystem::remove(tmp_so);
+    if (p.exit_code != 0) {  // staged_so's destructor removes the output
       if (result.log.empty()) result.log = "compiler exited with status " + std::to_string(p.exit_code);
       return result;
     }
     write_file_atomic(log_path, p.output);
-    std::filesystem::rename(tmp_so, so);
+    staged_so.commit(true, false);
   }
   if (isolated_) {  // the candidate is loaded (and runs) only in its executor
     std::string error;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "thrive/core/error.hpp"
@@ -59,17 +60,27 @@ void write_file_atomic(const std::string& target, const std::string& content) {
 StagedFile::StagedFile(const std::string& path) : path_(path) {
   const fs::path p(path);
   const auto dir = p.parent_path();
-  std::string templ = (dir.empty() ? std::string() : dir.string() + "/") + "." + p.filename().string() + ".XXXXXX";
-  const int fd = mkstemp(templ.data());
-  if (fd < 0) fail(ErrorCategory::kStorage, "{}: cannot create a temporary file beside it ({})", path, std::strerror(errno));
-  tmp_ = templ;
-  const mode_t mask = umask(0);
-  umask(mask);
+  const std::string stem = (dir.empty() ? std::string() : dir.string() + "/") + "." + p.filename().string() + ".";
+  // What mkstemp does, but created with mode 0666: the kernel then applies the umask and a
+  // directory's default ACL as for any new file. mkstemp's 0600 needed an fchmod from the umask,
+  // and reading the umask means setting it (umask(2)): process-wide, so two threads doing that
+  // at once could leave it 000 for good.
+  static constexpr char kLetters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  int fd = -1, err = 0;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    std::string name = stem;
+    for (int i = 0; i < 6; ++i) name += kLetters[rng() % 62];
+    fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);  // never through a link
+    err = errno;
+    if (fd >= 0) tmp_ = name;
+    else if (err != EEXIST) break;
+  }
+  if (fd < 0) fail(ErrorCategory::kStorage, "{}: cannot create a temporary file beside it ({})", path, std::strerror(err));
   f_ = fdopen(fd, "wb");
-  if (f_ == nullptr || fchmod(fd, 0666 & ~mask) != 0) {
-    const int err = errno;
-    if (f_ == nullptr) ::close(fd);
-    f_ = nullptr;
+  if (f_ == nullptr) {
+    err = errno;
+    ::close(fd);
     unlink(tmp_.c_str());
     fail(ErrorCategory::kStorage, "{}: cannot write ({})", tmp_, std::strerror(err));
   }

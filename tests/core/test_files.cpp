@@ -1,6 +1,7 @@
 // write_file_atomic: whole files only, also with several writers of one path at once (threads of
 // one process: the temporary name was once the path plus the process id, which such writers
-// shared), no temporary files left behind, links written through, non-files refused.
+// shared), the umask left alone and an ordinary new file's mode, no temporary files left behind,
+// links written through, non-files refused.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -31,6 +32,7 @@ TEST(WriteFileAtomic, ConcurrentWritersOfOnePathLeaveOneWholeFileAndNoTemporarie
   // each writer's content is 256 KiB of its own letter: a torn or mixed file has two letters
   std::vector<std::string> contents;
   for (int t = 0; t < kThreads; ++t) contents.emplace_back(size_t(256 * 1024), char('a' + t));
+  const mode_t mask = umask(022);  // a known process umask while the writers run (put back at the end)
   std::vector<std::thread> writers;
   std::vector<std::string> errors(kThreads);
   for (int t = 0; t < kThreads; ++t)
@@ -43,10 +45,40 @@ TEST(WriteFileAtomic, ConcurrentWritersOfOnePathLeaveOneWholeFileAndNoTemporarie
     });
   for (auto& w : writers) w.join();
   for (const auto& e : errors) EXPECT_EQ(e, "");
+  // the writers left the umask alone (StagedFile once read it by setting it, umask(0), and threads
+  // doing that at once could leave it at 0), and the file has an ordinary new file's mode
+  EXPECT_EQ(umask(mask), mode_t(022));
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, mode_t(0644));
   const std::string got = read_file(path);
   ASSERT_EQ(got.size(), contents[0].size());
   EXPECT_EQ(got.find_first_not_of(got[0]), std::string::npos) << "a torn file: more than one writer's bytes";
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"kernel.cubin"});
+}
+
+// Many small writes from 16 threads, each to its own file: the umask(0)/umask(mask) pair StagedFile
+// once used to read the umask left the process umask at 000 in 4 of 15 such runs on a 2-core
+// machine (a review's reproduction, 2026-12-02), and files of mode 0666 in others.
+TEST(WriteFileAtomic, ManyThreadsLeaveTheUmaskAndTheModesAlone) {
+  test::TempDir dir;
+  constexpr int kThreads = 16, kFiles = 400;
+  const mode_t mask = umask(022);
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t)
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kFiles; ++i) write_file_atomic(dir.path() + "/f" + std::to_string(t) + "." + std::to_string(i % 8), "x");
+    });
+  for (auto& w : writers) w.join();
+  EXPECT_EQ(umask(mask), mode_t(022));
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    struct stat st {};
+    ASSERT_EQ(stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, mode_t(0644)) << e.path();
+    ++files;
+  }
+  EXPECT_EQ(files, kThreads * 8);  // and no temporary file left
 }
 
 TEST(WriteFileAtomic, ReplacesWritesThroughALinkAndRefusesNonFiles) {

@@ -18,10 +18,11 @@ std::string read_file(const std::string& path);
 /// (a device, FIFO, directory).
 void write_file_atomic(const std::string& path, const std::string& content);
 
-/// A file written under a unique temporary name beside `path` ("." + its name + ".XXXXXX",
-/// created exclusively by mkstemp: never through an existing name, link or FIFO, so concurrent
-/// writers never share one) and renamed onto `path` by commit(); removed when never committed.
-/// Its mode is 0666 less the umask, as an ordinary new file's. Errors: Error(kStorage) naming
+/// A file written under a unique temporary name beside `path` ("." + its name + "." + six random
+/// letters and digits, created exclusively (O_EXCL, as mkstemp): never through an existing name,
+/// link or FIFO, so concurrent writers, threads of one process included, never share one) and
+/// renamed onto `path` by commit(); removed when never committed. Its mode is an ordinary new
+/// file's: 0666 less the umask, or as a directory's default ACL says. Errors: Error(kStorage) naming
 /// the path when the file cannot be created, written or renamed.
 class StagedFile {
  public:
