@@ -4,6 +4,7 @@
 #include <cctype>
 #include <deque>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <vector>
 
@@ -39,6 +40,14 @@ void check_values(const CLI::App& app, Context& ctx, std::vector<std::string>& p
   for (const auto* sub : app.get_subcommands()) check_values(*sub, ctx, positionals);
 }
 }  // namespace
+
+std::string usage_message(const std::string& cli11_text) {
+  static const std::regex kAtMostOne(R"(^(\S+): At Most 1 required but received (\d+)$)");
+  std::smatch m;
+  if (std::regex_match(cli11_text, m, kAtMostOne))
+    return fmt::format("{} given {} times: expected it once", m[1].str(), m[2].str());
+  return cli11_text;
+}
 
 void refuse_bad_values(const CLI::App& app, Context& ctx) {
   std::vector<std::string> positionals;

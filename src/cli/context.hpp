@@ -77,6 +77,11 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag);
 /// before any command's callback.
 void refuse_bad_values(const CLI::App& app, Context& ctx);
 
+/// A CLI11 parse error's text as the one-line usage message: an option given twice reads
+/// "--batch given 2 times: expected it once" (CLI11 says "--batch: At Most 1 required but
+/// received 2"); any other text is returned as it is.
+std::string usage_message(const std::string& cli11_text);
+
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);
 

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {  // one line, like every other error
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fflush(stdout);
-    fmt::print(stderr, "thrive: usage error: {} (thrive --help lists the commands and flags)\n", e.what());
+    fmt::print(stderr, "thrive: usage error: {} (thrive --help lists the commands and flags)\n",
+               thrive::cli::usage_message(e.what()));
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {  // e.g. a symlink loop in a given path
     std::fflush(stdout);

@@ -185,6 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"unknown_flag_is_one_line", {"ops", "--bogus"}, {}, 2, "--bogus"},
         BadInvocation{"flag_not_a_number_is_one_line", {"e2e", "--model", "/nonexistent", "--batch", "abc"}, {}, 2,
                       "abc"},
+        // an option given twice: CLI11's "At Most 1 required but received 2", said plainly
+        BadInvocation{"option_given_twice", {"e2e", "--model", "/nonexistent", "--batch", "1", "--batch", "2"}, {}, 2,
+                      "--batch given 2 times: expected it once"},
         BadInvocation{"e2e_dump_is_a_folder", {"e2e", "--model", "/nonexistent", "--dump", "/tmp/"}, {}, 2, "/tmp/"},
         BadInvocation{"e2e_empty_prompts_file", {"e2e", "--model", "/nonexistent", "--prompts-file", ""}, {}, 2,
                       "--prompts-file"},
