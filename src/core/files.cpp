@@ -51,7 +51,10 @@ void write_file_atomic(const std::string& target, const std::string& content) {
   const auto st = fs::status(path, ec);
   if (!ec && fs::exists(st) && st.type() != fs::file_type::regular)
     fail(ErrorCategory::kStorage, "{}: exists and is not a regular file; expected a file path", target);
-  fs::create_directories(fs::path(path).parent_path(), ec);
+  // its directory's own error (a file in the way, no permission), not the temporary's later
+  // "No such file or directory"
+  if (const auto parent = fs::path(path).parent_path(); !parent.empty() && !fs::create_directories(parent, ec) && ec)
+    fail(ErrorCategory::kStorage, "{}: cannot create its directory {} ({})", target, parent.string(), ec.message());
   StagedFile out(path);
   out.write(content.data(), content.size());
   out.commit(true, false);

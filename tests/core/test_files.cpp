@@ -108,6 +108,16 @@ TEST(WriteFileAtomic, ReplacesWritesThroughALinkAndRefusesNonFiles) {
   EXPECT_TRUE(fs::is_fifo(fifo));
   EXPECT_TRUE(fs::is_directory(dir.path() + "/sub"));
   EXPECT_THROW(write_file_atomic("", "x"), Error);
+  // a parent that cannot be made a directory is named with its own error
+  try {
+    write_file_atomic(dir.path() + "/sub/dir/log.txt/inner/x", "x");
+    ADD_FAILURE() << "written under a file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kStorage);
+    EXPECT_NE(std::string(e.what()).find("cannot create its directory " + dir.path() + "/sub/dir/log.txt/inner (Not a directory)"),
+              std::string::npos)
+        << e.what();
+  }
   // no temporary file is left beside the files
   EXPECT_EQ(names_in(dir.path() + "/sub/dir"), std::vector<std::string>{"log.txt"});
 }
