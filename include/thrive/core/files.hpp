@@ -11,9 +11,9 @@ namespace thrive {
 std::string read_file(const std::string& path);
 
 /// Writes via a temporary file and rename(2), so readers never see a torn file: a StagedFile
-/// beside the target (a unique mkstemp name, so concurrent writers of one path, threads of one
-/// process included, never share one), not synced to disk (the callers' files are caches and
-/// logs, rewritten when lost). Creates parent directories (Error(kStorage) naming the directory
+/// beside the target (a unique name created exclusively, so concurrent writers of one path,
+/// threads of one process included, never share one), not synced to disk (the callers' files are
+/// caches and logs, rewritten when lost). Creates parent directories (Error(kStorage) naming the directory
 /// and its error when one cannot be made); writes through a symlink to an existing file (that
 /// file replaced, the link kept), while a dangling link is itself replaced by the file. Throws
 /// Error(kStorage) naming the path, also when it exists and is not a regular file (a device,
