@@ -847,7 +847,9 @@ TEST_F(Cli, MemoryListingsHaveAHeader) {
   const nlohmann::json doc = {
       {"format", "thrive-memory"},
       {"cards", {{{"id", "c1"}, {"title", "wide loads"}, {"backend", "cpu"}, {"traits", nlohmann::json::array()},
-                  {"set", {{"VEC", "16"}}}}}},
+                  {"set", {{"VEC", "16"}}}},
+                 {{"id", "learned_cpu_attention_with_a_long_id_0123456789"}, {"title", "long id"}, {"backend", "cpu"},
+                  {"traits", nlohmann::json::array()}, {"set", {{"VEC", "8"}}}}}},
       {"kernels", {{{"kernel_id", "k1"}, {"op", "softmax"}, {"shape", "T=1"}, {"device", "cpu:x"},
                     {"backend", "cpu"}, {"params", ""}, {"source", "// @thrive op: softmax\n"}, {"time_us", 1.0},
                     {"eager_us", 2.0}, {"speedup", 2.0}, {"verified", true}}}}};
@@ -864,6 +866,19 @@ TEST_F(Cli, MemoryListingsHaveAHeader) {
   ASSERT_EQ(cards.exit_code, 0) << cards.err;
   EXPECT_EQ(cards.out.rfind("card ", 0), 0u) << cards.out;
   EXPECT_NE(cards.out.find("wide loads"), std::string::npos) << cards.out;
+  // the columns line up under the header, also past a long card id: each title starts where the
+  // header's "title, settings" does, and each "x" of a best gain sits under the header's "best"'s
+  // last letter
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = cards.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(cards.out.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 3u) << cards.out;
+  const size_t title = lines[0].find("title, settings"), best_end = lines[0].find("best") + 3;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t t = lines[i].find(i == 1 ? "wide loads" : "long id");
+    EXPECT_EQ(t, title) << cards.out;
+    EXPECT_EQ(lines[i].rfind("x ", t), best_end) << cards.out;
+  }
 }
 
 // What a break-it pass found on the reading commands (2026-12-01): an export through a memory.db

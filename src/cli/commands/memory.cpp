@@ -58,15 +58,19 @@ void register_memory(CLI::App& app, Context& ctx) {
       fmt::print("no strategy cards in {}\n", ctx.store_path());
       return;
     }
-    // card id, backend, the evidence's successes and failures, its best gain over eager, title, settings
-    fmt::print("{:<28} {:<4} {:>6} {:>9}  {:<10} {}\n", "card", "back", "ok", "failed", "best", "title, settings");
+    // card id, backend, the evidence's successes and failures, its best gain over eager, title,
+    // settings: columns as wide as their longest entry (learned cards' ids run past 30 characters)
+    size_t id_w = 4, back_w = 4;
+    for (const auto& c : all) id_w = std::max(id_w, c.id.size()), back_w = std::max(back_w, c.backend.size());
+    fmt::print("{:<{}} {:<{}} {:>5} {:>6} {:>7}  {}\n", "card", id_w, "back", back_w, "ok", "failed", "best",
+               "title, settings");
     for (const auto& c : all) {
       int s = 0, f = 0;
       double best = 0;
       for (const auto& e : ev)
         if (e.card_id == c.id) s += e.successes, f += e.failures, best = std::max(best, e.best_gain);
-      fmt::print("{:<28} {:<4} {:>3} ok {:>3} failed  best {:.2f}x  {} {}\n", c.id, c.backend, s, f,
-                 best, c.title, c.set.dump());
+      fmt::print("{:<{}} {:<{}} {:>5} {:>6} {:>7}  {} {}\n", c.id, id_w, c.backend, back_w, s, f,
+                 fmt::format("{:.2f}x", best), c.title, c.set.dump());
     }
   });
 
