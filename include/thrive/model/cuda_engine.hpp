@@ -111,7 +111,11 @@ struct CudaEngineOptions {
   /// bench/results/h200-persistent-decode-2026-12-01/session3/README.md, run 2). The engine turns
   /// it off (false in options()) where one layer's KV cache, batch x max_context x NKV x head_dim x
   /// 4 bytes, exceeds a quarter of the L2, and whenever persistent_decode is off.
-  bool persistent_kv_prefetch = true;
+  /// Off by default since 2026-12-02: with the kernel as it is now, the prefetch cost time. On the
+  /// H200 at batch 1, prompt 512 (one call, alternating): 1.384 ms/step without it against 1.421
+  /// and 1.421 with it; moving it off the qkv stage's path, to the previous layer's attention
+  /// window, still gave 1.421 and 1.420 (bench/results/h200-l2-window-2026-12-02/, run 4).
+  bool persistent_kv_prefetch = false;
   /// The persistent kernel's attention parts on tensor cores (head_dim 64 or 128; off otherwise,
   /// and whenever persistent_decode is off): a part of 8 warps, each taking tiles of 8 keys with
   /// one mma.sync product a k-step for Q K^T and one a 16 output elements for P V, instead of
