@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -533,12 +534,18 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   parse_seed(f.seed, "--seed");
   parse_kernels(f.kernels);
   config::require_choice(f.device, config::kDevices, "--device " + f.device);
+  // config.json, read once: by the check below (before the GPU is probed) or for the run
+  std::optional<model::Qwen3Config> loaded;
+  const auto model_config = [&]() -> const model::Qwen3Config& {
+    if (!loaded) loaded = model::Qwen3Config::load(f.model);
+    return *loaded;
+  };
   // asked for by name, the tensor-core parts are an error where they cannot run (the default
   // falls back to the CUDA-core parts, as the JSON's persistent_attention shows); before the GPU
   // is probed
   if (f.device != "cpu" && f.persistent_attention == "tc" &&
       std::find(engine_flags_given.begin(), engine_flags_given.end(), "--persistent-attention") != engine_flags_given.end()) {
-    const auto c = model::Qwen3Config::load(f.model);
+    const auto& c = model_config();
     if (c.head_dim != 64 && c.head_dim != 128)
       fail(ErrorCategory::kUsage,
            "--persistent-attention tc: the tensor-core attention parts take head_dim 64 or 128, and {} has {} (use "
@@ -549,7 +556,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   if (device == "cpu" && !engine_flags_given.empty())
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
          "they apply to --device cuda", fmt::join(engine_flags_given, " "));
-  const auto cfg = model::Qwen3Config::load(f.model);
+  const auto& cfg = model_config();
   if (int64_t(f.prompt) + f.gen > cfg.max_position)
     fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
   report(f, cfg, device == "cpu" ? run_cpu(ctx, f, cfg) : run_cuda(ctx, f, cfg));
