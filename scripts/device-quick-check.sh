@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # A short check on the GPU machine when device time is scarce: configure and build only the
-# `thrive` binary and the CUDA engine's test executable (not the whole suite, as device-build.sh
-# does), run the engine tests matching FILTER (a gtest filter; default: the persistent kernel, the
+# `thrive` binary and the CUDA engine's test executable (device-build.sh with those targets), run the engine tests matching FILTER (a gtest filter; default: the persistent kernel, the
 # device decode loop, the GQA groups and the stage/bad-input case), then, with E2E=1, write the
 # random Qwen3-1.7B checkpoint and run `thrive e2e` at batch 1, prompt 512, 64 tokens.
 #   device tool: run command="bash scripts/device-quick-check.sh" carry=[".sysroot"]
@@ -12,11 +11,7 @@ OUT=${OUT:-/tmp/thrive-out}
 mkdir -p "$OUT"
 export THRIVE_HOME=${THRIVE_HOME:-/tmp/thrive-home}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=OFF \
-  -DSQLite3_INCLUDE_DIR="$PWD/.sysroot/usr/include" \
-  -DSQLite3_LIBRARY="$PWD/.sysroot/usr/lib/x86_64-linux-gnu/libsqlite3.a" > "$OUT/build.log" 2>&1 &&
-  cmake --build build-device -j "$(nproc)" --target thrive model_test_cuda_engine >> "$OUT/build.log" 2>&1 ||
-  { tail -30 "$OUT/build.log"; exit 1; }
+bash scripts/device-build.sh "$OUT" thrive model_test_cuda_engine || exit 1
 filter=${FILTER:-"*Persistent*:*GreedyLoop*:*GqaGroups*:*CudaEngineStages*"}
 ./build-device/tests/model_test_cuda_engine --gtest_filter="$filter" > "$OUT/gtest.log" 2>&1
 echo "gtest exit $?"

@@ -531,6 +531,13 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--pdl --persistent-kv-prefetch: the CPU engine"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--graphs"), std::string::npos) << r.err;
+  // the KV prefetch's default (off) may be spelled out with --persistent off: it asks for nothing,
+  // so the run goes on to the GPU (a usage error would exit 2 before)
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-kv-prefetch", "off",
+                        "--gen", "2", "--prompt", "4"},
+                       env());
+  EXPECT_NE(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.find("--persistent-kv-prefetch with --persistent off"), std::string::npos) << r.err;
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "simt"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-attention simt: expected tc or cores"), std::string::npos) << r.err;

@@ -525,7 +525,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
   for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch", "--persistent-attention"})
-    if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end())
+    if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
+        !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
   if (f.decode_attention != "engine" && f.decode_attention != "op")
     fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
@@ -646,7 +647,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "as fit in shared memory | 2..8: at most that many (fewer where they do not fit)");
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on | off "
-                  "(default; on the H200 it cost time: 1.421 against 1.384 ms a batch-1 step)");
+                  "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
   cmd->add_option("--persistent-attention", f.persistent_attention,
                   "The persistent decode kernel's attention parts: tc (default; on tensor cores, 8 warps a part and "
                   "8 keys a warp's tile, where head_dim is 64 or 128, else the CUDA-core parts) | cores (16 lanes a "
