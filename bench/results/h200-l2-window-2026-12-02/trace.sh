@@ -4,6 +4,7 @@
 # each line of FLAGS (default: the engine's defaults, then --persistent-qkv-prefetch on).
 # Timing only: the kernel source is restored at the end.
 #   device tool: run command="bash bench/results/h200-l2-window-2026-12-02/trace.sh" carry=[".sysroot"]
+# (Run 2 ran with run1-prefetch.patch applied, which the second flag line needs.)
 # Out ($OUT): build.log, trace-N.txt (raw TR lines), trace-N-summary.txt.
 set -uo pipefail
 here=bench/results/h200-l2-window-2026-12-02
