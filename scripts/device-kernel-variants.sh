@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# A/B variants of the engine's source on the GPU machine: for each line "name|sed script" of
-# KVARIANTS, apply the sed script to kernels/cuda/engine/qwen3_engine.cu (embedded at build time)
-# and src/model/cuda_engine.cpp (the engine's host side), rebuild, run `thrive e2e` at batch 1, prompt 512, 64 tokens with E2E_FLAGS (default
-# "--persistent on"), print ms/step and the eager stage split, then restore the source. A variant
-# whose sed script changes nothing is reported and skipped. With NCU=1, first profile the base
+# A/B variants of the engine's source on the GPU machine: for each line "name|edit[|flags]" of
+# KVARIANTS, apply the edit to kernels/cuda/engine/qwen3_engine.cu (embedded at build time) and
+# src/model/cuda_engine.cpp (the engine's host side), rebuild, run `thrive e2e` at batch BATCH
+# (default 1), prompt 512, 64 tokens with the line's flags (default: E2E_FLAGS, itself by default
+# "--persistent on"), print ms/step and the eager stage split, then restore the source. The edit is
+# a sed script applied to both files, or, after "!", a shell command run in the repository root
+# (e.g. "!patch -s -R -p1 < bench/results/FOLDER/change.patch" or "!python3 bench/results/FOLDER/
+# edit.py kernels/cuda/engine/qwen3_engine.cu"); empty: the source as it is. A variant whose edit
+# changes nothing (but for an empty one) is reported and skipped; lines may repeat a name, for
+# alternating runs (their JSON files get -2, -3, ... suffixes). With NCU=1, first profile the base
 # version's persistent kernel (one launch: the first decode step) with Nsight Compute's warp-state
 # and source sections and print the 40 SASS lines with the most stall samples.
 #   device tool: run command="KVARIANTS='...' bash scripts/device-kernel-variants.sh" carry=[".sysroot", ".device-home"]
@@ -15,7 +20,7 @@ model=/tmp/qwen3-1.7b-random
 src=kernels/cuda/engine/qwen3_engine.cu
 host=src/model/cuda_engine.cpp
 [ -d $model ] || timeout 300 $bin model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || exit 1
-common="--device cuda --model $model --batch 1 --prompt 512 --kernels best --graphs on --json --gen 64"
+common="--device cuda --model $model --batch ${BATCH:-1} --prompt 512 --kernels best --graphs on --json --gen 64"
 if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   timeout 300 ncu --clock-control none --kernel-name "regex:engine_decode_layers" --launch-count 1 \
     --section WarpStateStats --section SourceCounters --section SpeedOfLight --section MemoryWorkloadAnalysis \
@@ -51,21 +56,30 @@ fi
 cp $src /tmp/engine-src-base.cu
 cp $host /tmp/engine-host-base.cpp
 variants=${KVARIANTS-"base|"}
-while IFS='|' read -r name script; do
+declare -A seen
+while IFS='|' read -r name script flags; do
   [ -n "$name" ] || continue
   cp /tmp/engine-src-base.cu $src
   cp /tmp/engine-host-base.cpp $host
   if [ -n "$script" ]; then
-    sed -i "$script" $src $host
+    if [ "${script:0:1}" = "!" ]; then
+      bash -c "${script:1}" || { echo "variant $name: the edit failed"; continue; }
+    else
+      sed -i "$script" $src $host
+    fi
     if cmp -s $src /tmp/engine-src-base.cu && cmp -s $host /tmp/engine-host-base.cpp; then
-      echo "variant $name: the sed script changes nothing, skipped"
+      echo "variant $name: the edit changes nothing, skipped"
       continue
     fi
   fi
+  seen[$name]=$(( ${seen[$name]:-0} + 1 ))
+  file="$OUT/e2e-variant-$name.json"
+  [ "${seen[$name]}" -gt 1 ] && file="$OUT/e2e-variant-$name-${seen[$name]}.json"
   cmake --build build-device -j "$(nproc)" --target thrive >> "$OUT/build.log" 2>&1 || { echo "variant $name: build failed"; tail -20 "$OUT/build.log"; continue; }
-  timeout 150 $bin e2e $common ${E2E_FLAGS:---persistent on} > "$OUT/e2e-variant-$name.json" 2>> "$OUT/e2e-stderr.log"
+  # shellcheck disable=SC2086
+  timeout 150 $bin e2e $common ${flags:-${E2E_FLAGS:---persistent on}} > "$file" 2>> "$OUT/e2e-stderr.log"
   echo "variant $name: exit $?"
-  python3 scripts/e2e_summary.py "$OUT/e2e-variant-$name.json" "  $name" --layer
+  python3 scripts/e2e_summary.py "$file" "  $name" --layer
 done <<< "$variants"
 cp /tmp/engine-src-base.cu $src
 cp /tmp/engine-host-base.cpp $host

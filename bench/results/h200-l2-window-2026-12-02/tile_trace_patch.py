@@ -4,13 +4,12 @@ stage-timed (eager) steps, thread 0 of every block records %globaltimer at each 
 warp's slice has landed (after cp.async.wait_group and __syncwarp) and again after its tile issue
 (the ring's cp.async of the tile NS - 1 ahead), into a global buffer; after the layer loop each
 block prints its tiles (TT lines). How long the issue blocks, and how far apart tiles land."""
+import os
 import sys
-p = sys.argv[1]
-s = open(p).read()
-def once(old, new):
-    global s
-    assert s.count(old) == 1, old
-    s = s.replace(old, new)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from source_edit import Edit  # noqa: E402
+e = Edit(sys.argv[1])
+once = e.once
 once("struct EngineDlStream {\n", "__device__ unsigned long long engine_tt_buf[256][64][2];\nstruct EngineDlStream {\n  int trace = 0, tn = 0;\n")
 once("      engine_dl_wait_stage(st.stages);\n      __syncwarp();\n      st.issue();\n",
      "      engine_dl_wait_stage(st.stages);\n      __syncwarp();\n"
@@ -26,4 +25,4 @@ once("  // The last block out zeroes the stage counters for the next launch",
      "    for (int n = 0; n < st.tn; ++n)\n"
      "      printf(\"TT %d %d %llu %llu\\n\", (int)blockIdx.x, n, engine_tt_buf[blockIdx.x][n][0], engine_tt_buf[blockIdx.x][n][1]);\n"
      "  // The last block out zeroes the stage counters for the next launch")
-open(p, "w").write(s)
+e.save()
