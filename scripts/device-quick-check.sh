@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short check on the GPU machine when device time is scarce: configure and build only the
-# `thrive` binary and the CUDA engine's test executable (device-build.sh with those targets), run the engine tests matching FILTER (a gtest filter; default: the persistent kernel, the
-# device decode loop, the GQA groups and the stage/bad-input case), then, with E2E=1, write the
+# `thrive` binary and the CUDA engine's test executable (device-build.sh with those targets), run
+# the engine tests matching FILTER (a gtest filter; default: the persistent kernel, the device
+# decode loop, the GQA groups and the stage/bad-input case), then, with E2E=1, write the
 # random Qwen3-1.7B checkpoint and run `thrive e2e` at batch 1, prompt 512, 64 tokens.
 #   device tool: run command="bash scripts/device-quick-check.sh" carry=[".sysroot"]
 # Out ($OUT): build.log, gtest.log, e2e-b1.json (E2E=1).
