@@ -166,10 +166,11 @@ std::string decode_layers_entry(const Qwen3Config& c, const CudaEngineOptions& o
 // no more than the context in parts of the parts' key count: the CUDA-core parts take the layered
 // path's splits (about 32 keys a part: fewer partial results to merge; with two groups a block, 18 splits instead of 33 at
 // prompt 512 measured 0.08 ms a step faster on the H200, 2026-12-01), the tensor-core parts about
-// 64 (one 8-key tile a warp); at most 64.
-int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context, bool tc) {
+// 64 (one 8-key tile a warp); at most 64. `requested` > 0 (CudaEngineOptions::persistent_splits)
+// replaces the count by keys, under the same cap.
+int64_t decode_layers_splits(int64_t blocks, int64_t b, int64_t nkv, int64_t max_context, bool tc, int64_t requested) {
   const int64_t by_keys = tc ? (max_context + kDlTcKeysPerPart - 1) / kDlTcKeysPerPart : decode_attention_splits(max_context);
-  return std::clamp<int64_t>(std::min(kDlAttnGroups * blocks / (b * nkv), by_keys), 1, 64);
+  return std::clamp<int64_t>(std::min(kDlAttnGroups * blocks / (b * nkv), requested > 0 ? requested : by_keys), 1, 64);
 }
 // engine_decode_layers' workspace (kernels/cuda/engine/qwen3_engine.cu): stage counters u32 [5
 // layers + 1] and the launch epoch u32, padded to 256 bytes; then the tagged words (u64, 32 bits
@@ -200,6 +201,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
+  o.persistent_splits = 0;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -576,6 +578,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   if (opts.persistent_stages < 0 || opts.persistent_stages == 1 || opts.persistent_stages > kDlMaxStages)
     fail(ErrorCategory::kUsage, "engine: {} persistent ring stages: expected 0 (as many as fit) or 2 to {}",
          opts.persistent_stages, kDlMaxStages);
+  if (opts.persistent_splits < 0 || opts.persistent_splits > 64)
+    fail(ErrorCategory::kUsage, "engine: {} persistent attention splits: expected 0 (automatic) or 1 to 64",
+         opts.persistent_splits);
   if (opts.gemv_rows != 1 && opts.gemv_rows != 2)
     fail(ErrorCategory::kUsage, "engine: {} GEMV rows per warp: expected 1 or 2", opts.gemv_rows);
   if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt + 1 ||
@@ -640,8 +645,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       persistent_off(m.opts);
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
-      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention);
+      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention, m.opts.persistent_splits);
       m.opts.persistent_stages = int(m.dl_stages);
+      m.opts.persistent_splits = int(m.dl_splits);
       // The KV prefetch only where one layer's cache fits a quarter of L2: a larger one would push
       // its own lines out before attention reads them (twice the KV traffic) and evict the
       // activations and counters the weight stream's evict-first hint keeps there.

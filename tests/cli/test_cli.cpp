@@ -511,6 +511,12 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "-1"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-stages", "2x"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-kv-prefetch", "yes"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "65"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "-1"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "09"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "4x"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-splits", "4"},
+           {"e2e", "--device", "cpu", "--model", dir, "--persistent-splits", "0"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-stages", "4"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-kv-prefetch", "on"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-kv-prefetch", "off"},
@@ -538,6 +544,11 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
                        env());
   EXPECT_NE(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err.find("--persistent-kv-prefetch with --persistent off"), std::string::npos) << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "100"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-splits 100: expected 0 (automatic) or a whole number of splits, 1 to 64"),
+            std::string::npos)
+      << r.err;
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "simt"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-attention simt: expected tc or cores"), std::string::npos) << r.err;

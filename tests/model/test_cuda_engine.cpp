@@ -472,6 +472,71 @@ TEST(CudaEngineOptions, ContextPastTwoToTheThirtyIsRefused) {
   }
 }
 
+// A split count outside 0..64 is refused by name before any CUDA work (so this runs without a GPU).
+TEST(CudaEngineOptions, PersistentSplitsOutOfRangeAreRefused) {
+  const auto cfg = Qwen3Config::preset("tiny");
+  for (const int splits : {-1, 65, 1000}) {
+    auto o = options(1, 4, 8, false);
+    o.persistent_decode = true;
+    o.persistent_splits = splits;
+    try {
+      CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{});
+      ADD_FAILURE() << "splits " << splits << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fmt::format("engine: {} persistent attention splits: expected 0 (automatic) "
+                                                       "or 1 to 64", splits)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Splits asked for by count (CudaEngineOptions::persistent_splits): one split (a part holds the
+// whole context, several tiles a warp for the tensor-core parts, several rounds of key loads for
+// the CUDA-core parts), three, and at batch 4 more than the parallel merge allows on most GPUs (2 x
+// SMs / (4 x 2) = 33 on the H200's 132 SMs: capped). options() reports the count used; the outputs
+// match the layered path and the float32 CPU engine (expect_decode_matches_layered_and_cpu).
+// Parameters: batch, splits asked for, tensor-core parts.
+class CudaEnginePersistentSplits : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(CudaEnginePersistentSplits, MatchTheLayeredPathAndTheCpu) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [batch, splits, tc] = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto dir = tiny_checkpoint(home, cfg, 31);
+  auto o = options(batch, 112, 128, true);
+  o.persistent_decode = true;
+  o.persistent_splits = splits;
+  o.persistent_tc_attention = tc;
+  auto layered_o = o;
+  layered_o.persistent_decode = false;
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(gpu.options().persistent_decode) << "the persistent kernel did not take this configuration";
+  const int used = gpu.options().persistent_splits;
+  if (splits <= 3) {  // below the cap on any GPU with 3 SMs or more
+    EXPECT_EQ(used, splits);
+  }
+  EXPECT_GE(used, 1);
+  EXPECT_LE(used, splits);
+  CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  EXPECT_EQ(layered.options().persistent_splits, 0);
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 128);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {  // 100, 103, 106, 109 tokens
+    prompts.emplace_back();
+    for (int i = 0; i < 100 + 3 * b; ++i) prompts.back().push_back(int32_t((5 + 23 * b + 7 * i) % cfg.vocab));
+  }
+  expect_decode_matches_layered_and_cpu(gpu, layered, cpu, prompts, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(BatchSplitsAndParts, CudaEnginePersistentSplits,
+                         ::testing::Values(std::tuple{1, 1, true}, std::tuple{1, 3, true}, std::tuple{1, 1, false},
+                                           std::tuple{4, 40, true}));
+
 TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;

@@ -103,6 +103,14 @@ struct CudaEngineOptions {
   /// as many as fit in shared memory (at most 8), else that many (2 to 8) or as many as fit if
   /// fewer.
   int persistent_stages = 0;
+  /// Attention splits of the persistent kernel (parts per sequence and KV head, each a contiguous
+  /// range of the context): 0 = automatic (about 64 keys a part for the tensor-core parts, 32 for
+  /// the CUDA-core parts), else that many (1 to 64), capped where the parallel merge's limit is
+  /// lower: every part of a (sequence, KV head) must run at once, at most 2 x SMs / (batch x
+  /// kv_heads) splits. options() reports the count used (0 whenever persistent_decode is off).
+  /// For measuring the split count, e.g. on the H200 at batch 1, prompt 512 the automatic count
+  /// is 9.
+  int persistent_splits = 0;
   /// Prefetch each layer's KV cache (keys [0, n) of every sequence) into L2 as the persistent
   /// kernel's qkv stage starts, a 1 / gridDim share per block (cp.async.bulk.prefetch.L2, sm_90):
   /// attention's key loads then wait on L2 rather than on DRAM queues full of the weight stream.

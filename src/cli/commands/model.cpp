@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -51,6 +51,7 @@ struct E2eFlags {
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
   std::string persistent_stages = "0";
+  std::string persistent_splits = "0";
   std::string persistent_kv_prefetch = "off";
   std::string persistent_attention = "tc";
   std::string seed = "1";
@@ -320,6 +321,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   // batch 4: 1.99 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
+  o.persistent_splits = std::stoi(f.persistent_splits);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
@@ -416,6 +418,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"decode_attention", eo.engine_decode_attention ? "engine" : "op"},
              {"persistent_decode", eo.persistent_decode},
              {"persistent_stages", eo.persistent_stages},
+             {"persistent_splits", eo.persistent_splits},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
              {"kernels", f.kernels},
@@ -522,9 +525,16 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
       f.persistent_stages == "1")
     fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (as many as fit) or 2 to 8",
          f.persistent_stages.substr(0, 40));
+  {
+    const auto& s = f.persistent_splits;
+    if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) > 64 ||
+        (s.size() == 2 && s[0] == '0'))
+      fail(ErrorCategory::kUsage, "--persistent-splits {}: expected 0 (automatic) or a whole number of splits, 1 to 64",
+           s.substr(0, 40));
+  }
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-kv-prefetch", "--persistent-attention"})
+  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-attention"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
         !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
@@ -645,6 +655,10 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = as many "
                   "as fit in shared memory | 2..8: at most that many (fewer where they do not fit)");
+  cmd->add_option("--persistent-splits", f.persistent_splits,
+                  "Attention splits (parts per sequence and KV head) of the persistent decode kernel: 0 (default) = "
+                  "automatic, about 64 keys a tensor-core part | 1..64: that many, capped at 2 x SMs / (batch x "
+                  "kv_heads); the JSON's persistent_splits is the count used");
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on | off "
                   "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
@@ -671,7 +685,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
       }
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
-                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-kv-prefetch",
+                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
+                             "--persistent-kv-prefetch",
                              "--persistent-attention"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
