@@ -544,6 +544,13 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
                        env());
   EXPECT_NE(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err.find("--persistent-kv-prefetch with --persistent off"), std::string::npos) << r.err;
+  // the split count's bounds pass the CLI (then the run goes on, or stops at a missing GPU)
+  for (const char* splits : {"1", "64"}) {
+    r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", splits, "--gen", "2",
+                          "--prompt", "4"},
+                         env());
+    EXPECT_NE(r.exit_code, 2) << splits << ": " << r.err;
+  }
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "100"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-splits 100: expected 0 (automatic) or a whole number of splits, 1 to 64"),
