@@ -657,9 +657,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "as fit in shared memory | 2..8: at most that many (fewer where they do not fit)");
   cmd->add_option("--persistent-splits", f.persistent_splits,
                   "Attention splits (parts per sequence and KV head) of the persistent decode kernel: 0 (default) = "
-                  "automatic, about 64 keys a tensor-core part and 32 a CUDA-core part | 1..64: that many, capped at 2 x "
-                  "SMs / (batch x "
-                  "kv_heads); the JSON's persistent_splits is the count used");
+                  "automatic, about 64 keys a tensor-core part and 32 a CUDA-core part | 1..64: that many, capped at "
+                  "2 x SMs / (batch x kv_heads); the JSON's persistent_splits is the count used");
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on | off "
                   "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
