@@ -489,6 +489,15 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                double(doc["gpu_memory_used_bytes"].get<int64_t>()) / (1 << 30), f.graphs, f.kernels,
                doc["prefill_attention"].get<std::string>(), f.fusions, doc["gemv"].get<bool>() ? "on" : "off",
                doc["decode_eager_ms_per_step"].get<double>());
+  if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
+    if (doc["persistent_decode"].get<bool>())
+      fmt::print("persistent decode kernel: on (ring stages {}, attention splits {}, {} attention parts, KV prefetch {})\n",
+                 doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
+                 doc["persistent_attention"].get<std::string>() == "tc" ? "tensor-core" : "CUDA-core",
+                 doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off");
+    else
+      fmt::print("persistent decode kernel: off (decode runs a launch per stage)\n");
+  }
   if (doc.contains("registry"))
     for (const auto& s : doc["registry"])
       fmt::print("  kernel {:<34} {}\n", s["call_site"].get<std::string>(), s["origin"].get<std::string>());
