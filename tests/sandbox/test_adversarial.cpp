@@ -90,9 +90,9 @@ std::vector<Trick> tricks() {
       {"infinite_loop", "rmsnorm_residual", "", "for (;;) __asm__ volatile(\"\" ::: \"memory\");\n  return 0;",
        {Status::kTimeout}, 0, 8},
       {"segfault", "rmsnorm_residual", "", "*(volatile int*)0 = 1; return 0;", {Status::kCrashed}},
-      // a kernel-half address: never mapped for a user process (an address in the user half, such as
-      // 0x7ff0dead0000, can be: ASLR once put a mapping there, the read returned and the verdict was
-      // incorrect instead of crashed)
+      // a kernel-half address: never mapped for a user process (an address in the user half can be:
+      // 0x7ff0dead0000 was readable once in a fresh-clone run, and the verdict was incorrect instead
+      // of crashed)
       {"wild_pointer_read", "rmsnorm_residual", "", "return *(volatile int*)0xffff8000dead0000ull;", {Status::kCrashed}},
       {"illegal_instruction", "rmsnorm_residual", "", "__builtin_trap();", {Status::kCrashed}},
   };
