@@ -93,7 +93,6 @@ struct Api {
   THRIVE_CU_FN(cuGraphDestroy)
   THRIVE_CU_FN(cuMemGetInfo)
   THRIVE_CU_FN(cuEventDestroy)
-  THRIVE_CU_FN(cuTensorMapEncodeTiled)
 #undef THRIVE_CU_FN
 };
 
@@ -149,7 +148,7 @@ const Api& api() {
     // five-argument CUDA 11 signature.
     load("cuGraphInstantiateWithFlags", reinterpret_cast<void**>(&x.cuGraphInstantiate));
     THRIVE_CU_LOAD(cuGraphExecDestroy) THRIVE_CU_LOAD(cuGraphDestroy)
-    THRIVE_CU_LOAD(cuMemGetInfo) THRIVE_CU_LOAD(cuEventDestroy) THRIVE_CU_LOAD(cuTensorMapEncodeTiled)
+    THRIVE_CU_LOAD(cuMemGetInfo) THRIVE_CU_LOAD(cuEventDestroy)
 #undef THRIVE_CU_LOAD
     return x;
   }();
@@ -609,28 +608,6 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<Timeline> make_timeline(int capacity) override {
     return std::make_unique<EventTimeline>(capacity, stream_);
-  }
-
-  std::vector<uint8_t> tensor_map_bf16(const void* base, int64_t rows, int64_t cols, int box_rows,
-                                       int box_cols) override {
-    static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes (cuda.h)");
-    CUtensorMap map;
-    const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)}, strides[1] = {cuuint64_t(cols) * 2};
-    const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)}, steps[2] = {1, 1};
-    const CUresult rc = rows < 1 || cols < 1 || box_rows < 1 || box_cols < 1
-                            ? CUDA_ERROR_INVALID_VALUE
-                            : api().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base),
-                                                           dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (rc != CUDA_SUCCESS)
-      fail(ErrorCategory::kBackend,
-           "device=cuda: cuTensorMapEncodeTiled of bf16 [{}, {}] at {}, box [{}, {}]: {}; expected a 16-byte aligned "
-           "base, {} x 2 bytes a multiple of 16 and box dims in [1, 256] with {} x 2 <= 128 bytes",
-           rows, cols, base, box_rows, box_cols, cu_error(rc), cols, box_cols);
-    std::vector<uint8_t> out(128);
-    std::memcpy(out.data(), &map, 128);
-    return out;
   }
 
   int64_t device_memory_used() const override {

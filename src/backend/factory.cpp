@@ -51,13 +51,6 @@ class ClockTimeline final : public Backend::Timeline {
 
 }  // namespace
 
-std::vector<uint8_t> Backend::tensor_map_bf16(const void* base, int64_t rows, int64_t cols, int box_rows,
-                                              int box_cols) {
-  (void)base;
-  fail(ErrorCategory::kBackend, "device={}: no TMA tensor maps (bf16 [{}, {}], box [{}, {}]); expected device=cuda",
-       device().backend, rows, cols, box_rows, box_cols);
-}
-
 std::unique_ptr<Backend::Timeline> Backend::make_timeline(int capacity) {
   return std::make_unique<ClockTimeline>(capacity);
 }

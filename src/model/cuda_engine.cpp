@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <tuple>
 
 #include "src/model/cublaslt.hpp"
 #include "thrive/backend/embedded.hpp"
@@ -134,13 +132,6 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // bench/results/h200-persistent-decode-2026-12-01/) 6 stages decoded a batch-1 step in 1.65 ms
 // against 1.72 with 2; at batch 4 the depth did not matter (2.12 ms with 5 or 2).
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlHeadBytes = 128 + 8192;
-// With TMA (CudaEngineOptions::persistent_tma), the ring starts at a 1024-byte boundary (the
-// 128-byte swizzle repeats every 8 rows of 128 bytes) and its mbarriers, [stages][16 warps] u64,
-// follow it: at most 1024 + 8 x 16 x 8 bytes more.
-constexpr int64_t kDlTmaSmemBytes = 1024 + kDlMaxStages * 16 * 8;
-// The tensor maps ([layers][4] CUtensorMap of 128 bytes: qkv, o, gate_up, down) follow the
-// pointer table in its allocation, at this offset (the kernel's engine_dl_tmaps_offset).
-int64_t decode_layers_tmaps_offset(int64_t layers) { return (layers * 9 * 8 + 127) / 128 * 128; }
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
@@ -210,7 +201,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
-  o.persistent_splits = 0, o.persistent_tma = false;
+  o.persistent_splits = 0;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -383,7 +374,7 @@ struct CudaQwen3Engine::Impl {
              {h, dl_table, qkv, attn, gu, cos_sin, ctx_lens, timing ? dl_stamps : nullptr},
              {T, H, NQ, NKV, D, L, I, c.layers},
              {1.0 / std::sqrt(double(D)), eps,
-              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch) + 32 * int64_t(opts.persistent_tma)),
+              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch)),
               double(dl_splits)},
              dl_ws, dl_ws_bytes);
       done("decoder_layers");
@@ -646,15 +637,14 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     // path.
     const auto& mod = *m.engine_modules.at(decode_layers_entry(cfg, m.opts));
     const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg) + decode_layers_const_bytes(cfg, B);
-    const int64_t tma_bytes = m.opts.persistent_tma ? kDlTmaSmemBytes : 0;
-    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region - tma_bytes;
+    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlMaxStages,
                                     room / kDlTileBytes);
     m.dl_blocks = dev.compute_units;
     if (m.dl_stages < 2 || m.dl_blocks < 1) {
       persistent_off(m.opts);
     } else {
-      m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes + tma_bytes;
+      m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention, m.opts.persistent_splits);
       m.opts.persistent_stages = int(m.dl_stages);
       m.opts.persistent_splits = int(m.dl_splits);
@@ -761,19 +751,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       for (void* p : {W.wqkv, W.wo, W.wgu, W.wdown, W.in_norm, W.post_norm, W.q_norm, at(m.k_cache, l * B * L * NKV * D),
                       at(m.v_cache, l * B * L * NKV * D)})
         table.push_back(reinterpret_cast<uint64_t>(p));
-    }
-    // With TMA, each layer's four weight matrices' tensor maps after the table (boxes of the
-    // kernel's warp slice: 16 rows x 64 columns)
-    if (m.opts.persistent_tma) {
-      table.resize(size_t(decode_layers_tmaps_offset(cfg.layers) / 8), 0);
-      for (const auto& W : m.layers)
-        for (auto [p, rows, cols] : {std::tuple{W.wqkv, (NQ + 2 * NKV) * D, H}, std::tuple{W.wo, H, NQ * D},
-                                     std::tuple{W.wgu, 2 * I, H}, std::tuple{W.wdown, H, I}}) {
-          const auto map = m.be->tensor_map_bf16(p, rows, cols, 16, 64);
-          const size_t n = table.size();
-          table.resize(n + 16);
-          std::memcpy(&table[n], map.data(), 128);
-        }
     }
     m.dl_table = m.alloc(int64_t(table.size()) * 8);
     m.be->upload(m.dl_table, table.data(), int64_t(table.size()) * 8);

@@ -166,20 +166,6 @@ TEST_F(CpuBackendTest, MemoryHelpers) {
   backend.release(zero);
 }
 
-// TMA tensor maps are a CUDA driver object: the CPU backend refuses them, naming the shape.
-TEST_F(CpuBackendTest, TensorMapsAreABackendErrorNamingTheShape) {
-  void* p = backend.allocate(4096);
-  try {
-    (void)backend.tensor_map_bf16(p, 16, 128, 16, 64);
-    FAIL() << "the CPU backend made a tensor map";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kBackend);
-    EXPECT_NE(std::string(e.what()).find("bf16 [16, 128], box [16, 64]"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("device=cpu"), std::string::npos) << e.what();
-  }
-  backend.release(p);
-}
-
 TEST(CpuBackendSetup, BrokenCompilerIsABackendError) {
   test::TempDir home;
   auto cfg = test::fast_config(home.path());

@@ -253,9 +253,7 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // GQA 2.
 // Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6), max context,
 // prompt length, KV-cache prefetch into L2, query heads per KV head (the GQA group G; 2 KV heads),
-// the attention parts on tensor cores (the default at head dim 64) or on the CUDA cores, the weight
-// tiles by TMA (the default; hidden 2120 and intermediate 4200 leave boxes partly past K, which the
-// copy engine zero-fills) or by cp.async.
+// the attention parts on tensor cores (the default at head dim 64) or on the CUDA cores.
 // Tensor-core parts (about 64 keys a part): context 90 gives 2 splits, 600 gives 10 (with
 // ~400-token prompts about 40 keys a part, 5 of its 8 warps with a tile; each part merges a slice
 // of 26 of the 128 head outputs), 2100 gives 33 (most parts empty at a 40-token prompt). CUDA-core
@@ -264,12 +262,12 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // per 128-thread half of a block). (Split counts for the H200's 132 SMs: at most 2 x SMs / (batch
 // x 2) on a smaller GPU.) G = 8 at context 600: the merge of a slice loads the 2 x S x 8 pairs and
 // S accumulator pieces of its slice.
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool, bool>> {};
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc, tma] = GetParam();
+  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc] = GetParam();
   test::TempDir home;
   auto cfg = Qwen3Config::preset("tiny");
   cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 2 * groups, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
@@ -280,7 +278,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   o.persistent_stages = stages;
   o.persistent_kv_prefetch = kv_prefetch;
   o.persistent_tc_attention = tc;
-  o.persistent_tma = tma;
   auto layered_o = o;
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
@@ -289,7 +286,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
          "attention groups and two ring stages";
   EXPECT_EQ(gpu.options().persistent_kv_prefetch, kv_prefetch);  // one layer's KV is far below L2 / 4
   EXPECT_EQ(gpu.options().persistent_tc_attention, tc);
-  EXPECT_EQ(gpu.options().persistent_tma, tma);
   if (stages > 0) {  // that many, or fewer where they do not fit
     EXPECT_LE(gpu.options().persistent_stages, stages);
     EXPECT_GE(gpu.options().persistent_stages, 2);
@@ -307,18 +303,14 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true, true}, std::tuple{4, true, 0, 90, 1, true, 2, true, true},
-                                           std::tuple{1, false, 0, 90, 1, true, 2, true, true}, std::tuple{1, true, 6, 90, 1, true, 2, true, true},
-                                           std::tuple{4, true, 6, 90, 1, true, 2, true, true}, std::tuple{1, true, 0, 600, 400, true, 2, true, true},
-                                           std::tuple{2, true, 0, 2100, 40, true, 2, true, true}, std::tuple{1, true, 0, 600, 400, false, 2, true, true},
-                                           std::tuple{3, true, 2, 600, 300, true, 2, true, true}, std::tuple{1, true, 0, 600, 400, true, 8, true, true},
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true}, std::tuple{4, true, 0, 90, 1, true, 2, true},
+                                           std::tuple{1, false, 0, 90, 1, true, 2, true}, std::tuple{1, true, 6, 90, 1, true, 2, true},
+                                           std::tuple{4, true, 6, 90, 1, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 2, true},
+                                           std::tuple{2, true, 0, 2100, 40, true, 2, true}, std::tuple{1, true, 0, 600, 400, false, 2, true},
+                                           std::tuple{3, true, 2, 600, 300, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 8, true},
                                            // the CUDA-core parts at the same head dim
-                                           std::tuple{1, true, 0, 600, 400, true, 2, false, true}, std::tuple{3, true, 2, 600, 300, true, 2, false, true},
-                                           std::tuple{1, true, 0, 600, 400, true, 8, false, true},
-                                           // the weight tiles by cp.async
-                                           std::tuple{1, true, 0, 600, 400, false, 2, true, false},
-                                           std::tuple{4, true, 6, 90, 1, true, 2, true, false},
-                                           std::tuple{3, true, 2, 600, 300, true, 2, false, false}));
+                                           std::tuple{1, true, 0, 600, 400, true, 2, false}, std::tuple{3, true, 2, 600, 300, true, 2, false},
+                                           std::tuple{1, true, 0, 600, 400, true, 8, false}));
 
 // The tensor-core attention parts where a warp takes several tiles of 8 keys (its online softmax
 // rescales the accumulators between them): 64 KV heads at batch 4 leave one split a (sequence, KV

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 1 (H200): the persistent kernel's weight tiles by TMA (one cp.async.bulk.tensor a warp
+# Run 1 (H200; run it at commit b33fae7, which has the --persistent-tma flag): the persistent kernel's weight tiles by TMA (one cp.async.bulk.tensor a warp
 # slice, mbarriers) against cp.async (--persistent-tma off), alternating, at batch 1 and 4; the
 # attention split count at batch 1 with TMA; prompt 512, 64 tokens, best kernels, graphs. Then the
 # persistent, batch-1, GQA and greedy-loop tests (the persistent cases run both tile paths).

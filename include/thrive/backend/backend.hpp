@@ -170,16 +170,6 @@ class Backend {
   /// A timeline for up to `capacity` marks per interval read (cpu: steady_clock).
   virtual std::unique_ptr<Timeline> make_timeline(int capacity);
 
-  /// A 2-D TMA tensor map (CUtensorMap, 128 bytes, as cuTensorMapEncodeTiled of the CUDA driver
-  /// API writes it) of the row-major bf16 matrix [rows, cols] at device address `base`: box
-  /// [box_rows, box_cols] elements (box_cols x 2 <= 128 bytes), the 128-byte swizzle (16-byte
-  /// chunk c of box row r lands at chunk c ^ (r % 8)), and zeros for the box's elements past the
-  /// matrix. For kernels that copy tiles with cp.async.bulk.tensor (sm_90). Throws Error(kBackend)
-  /// naming the shape where the backend has no tensor maps (cpu) or the driver rejects it (base
-  /// not 16-byte aligned, cols x 2 not a multiple of 16, a box dimension outside [1, 256]).
-  virtual std::vector<uint8_t> tensor_map_bf16(const void* base, int64_t rows, int64_t cols, int box_rows,
-                                               int box_cols);
-
   /// Device memory in use on the whole device, bytes (cuda: total - free from the driver), or
   /// -1 when unknown (cpu).
   virtual int64_t device_memory_used() const { return -1; }

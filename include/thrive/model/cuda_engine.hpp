@@ -131,12 +131,6 @@ struct CudaEngineOptions {
   /// head). About 64 keys a part instead of 32; the softmax weights enter the P V product as two
   /// bf16 terms each (hi + lo). See engine_dl_attention_part_tc in kernels/cuda/engine/qwen3_engine.cu.
   bool persistent_tc_attention = true;
-  /// The persistent kernel's weight tiles by TMA (sm_90): per tile, lane 0 of each of the 16 warps
-  /// issues one cp.async.bulk.tensor of its 16 x 64 slice, with the slice's mbarrier counting the
-  /// bytes, instead of every thread issuing four 16-byte cp.async and the warp waiting on its
-  /// commit groups; one tensor map per weight matrix (Backend::tensor_map_bf16). Off (false in
-  /// options()) whenever persistent_decode is off.
-  bool persistent_tma = true;
 };
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.

@@ -1238,11 +1238,6 @@ struct EngineDecodeDims {
 // and one layer's q_norm | k_norm (bf16 [2 D]), each rounded up to 128 (the host adds the same).
 __device__ __forceinline__ long long engine_dl_rope_bytes(long long T, long long D) { return (T * D * 4 + 127) / 128 * 128; }
 __device__ __forceinline__ long long engine_dl_qknorm_bytes(long long D) { return (2 * D * 2 + 127) / 128 * 128; }
-// The byte offset of the TMA tensor maps ([layers][4] CUtensorMap of 128 bytes: qkv, o, gate_up,
-// down) after the layer table in global memory (the host's decode_layers_tmaps_offset).
-__device__ __forceinline__ long long engine_dl_tmaps_offset(long long layers) {
-  return (layers * kDlTableCols * 8 + 127) / 128 * 128;
-}
 // The weight of GEMV w (0 qkv, 1 o, 2 gate_up, 3 down): N rows of K, its column in the table.
 __device__ __forceinline__ void engine_dl_matrix(const EngineDecodeDims& d, int w, long long& N, long long& K,
                                                  int& col) {
@@ -1281,12 +1276,6 @@ struct EngineDlStream {
   const EngineDecodeDims* d;  // the kernel's (read at matrix changes only)
   unsigned ring;  // shared address of stage 0
   int stages;     // NS
-  // TMA (tma true): the tensor maps of the weights ([layers][4] CUtensorMap, 128 bytes each, in
-  // global memory: engine_dl_tmaps) instead of the table's pointers; W then points at the
-  // current matrix's map. The ring's mbarriers follow its NS stages: [NS][16 warps] u64.
-  const unsigned char* tmaps = nullptr;
-  bool tma = false;
-  unsigned phase = 0u;  // the consumer's mbarrier parity of its current stage (flips as the stage wraps)
   int l = 0, w = -1;
   int g = 0, g1 = 0, kc = 0, N = 0, K = 0;  // 32-bit: a live register each for the whole kernel
   unsigned next_stage = 0;  // byte offset of the stage the next tile goes to (no 64-bit modulo per tile)
@@ -1303,7 +1292,7 @@ struct EngineDlStream {
       int col;
       long long n, k, a, b;
       engine_dl_matrix(*d, w, n, k, col);
-      W = tma ? (const bf16_t*)(tmaps + (l * 4 + w) * 128) : (const bf16_t*)table[l * kDlTableCols + col];
+      W = (const bf16_t*)table[l * kDlTableCols + col];
       engine_dl_groups(n, a, b);
       N = (int)n, K = (int)k, g = (int)a, g1 = (int)b, kc = 0;
       if (g < g1) return true;
@@ -1322,39 +1311,7 @@ struct EngineDlStream {
   // copies chunk i % 8 of rows i / 8, i / 8 + 4, + 8, + 12 (8 lanes a 128-byte row piece).
   // Pieces past the matrix (a ragged last tile, rows past N) are zero-filled (src-size 0): the
   // MMA multiplies them by zeros, and garbage there could be NaN.
-  // The mbarrier of stage byte offset `off`, warp `warp` (TMA).
-  __device__ __forceinline__ unsigned bar(unsigned off, int warp) const {
-    return ring + (unsigned)(stages * kDlTileBytes) + ((off >> 15) * 16u + (unsigned)warp) * 8u;
-  }
   __device__ void issue() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (tma) {
-      // One bulk tensor copy a warp: lane 0 copies the warp's 16 x 64 slice (2 KiB, the map's
-      // box) with the map's 128-byte swizzle, which is the XOR layout below; the copy engine
-      // zero-fills the box's elements past the matrix. The warp's mbarrier of the stage counts
-      // the bytes.
-      if (!done) {
-        const unsigned tid = engine_tid_volatile();
-        if ((tid & 31) == 0) {
-          const int warp = (int)(tid >> 5);
-          const unsigned b = bar(next_stage, warp), dst = ring + next_stage + (unsigned)(warp * 2048);
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 2048;" ::"r"(b) : "memory");
-          asm volatile(
-              "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
-              " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-              "l"(W), "r"(kc + warp * 64), "r"(g * kDlTileRows), "r"(b), "l"(policy)
-              : "memory");
-        }
-        kc += kDlTileCols;
-        if (kc >= K) {
-          kc = 0;
-          if (++g >= g1) done = !next_matrix();
-        }
-      }
-      next_stage = next_stage + kDlTileBytes == (unsigned)(stages * kDlTileBytes) ? 0u : next_stage + kDlTileBytes;
-      return;
-    }
-#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (!done) {
       // the thread index read afresh (engine_tid_volatile): its lane constants are recomputed here
@@ -1421,17 +1378,6 @@ __device__ __forceinline__ void engine_dl_signal(unsigned* counter) {
     atomicAdd(counter, 1u);
   }
 }
-// Waits until the mbarrier at shared address `bar` has completed the phase of parity `phase`
-// (PTX ISA, mbarrier.try_wait.parity; its default .acquire.cta makes the bytes the copy engine
-// counted there visible to the thread).
-__device__ __forceinline__ void engine_mbar_wait(unsigned bar, unsigned phase) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}" ::"r"(bar),
-      "r"(phase)
-      : "memory");
-#endif
-}
 // cp.async.wait_group takes an immediate: at most NS - 2 of this thread's groups pending.
 __device__ __forceinline__ void engine_dl_wait_stage(int stages) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -1488,8 +1434,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
       // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending), and
       // after the warp barrier every lane's: the warp's slice is complete, and the stage it read
       // last round is free for the tile NS - 1 ahead
-      if (st.tma) engine_mbar_wait(st.bar((unsigned)stage * kDlTileBytes, warp), st.phase);
-      else engine_dl_wait_stage(st.stages);
+      engine_dl_wait_stage(st.stages);
       __syncwarp();
       st.issue();
       const unsigned base = ring + (unsigned)(stage * kDlTileBytes + warp * 2048 + lr * 128);
@@ -1514,7 +1459,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
         engine_ldmatrix_x4(af, base + (unsigned)(((ks * 2 + lh) ^ (lr & 7)) << 4));
         engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
       }
-      if (++stage == st.stages) stage = 0, st.phase ^= 1u;
+      stage = stage + 1 == st.stages ? 0 : stage + 1;
     }
     float* rb = red + buf * 1024 + warp * 64;  // [row][token]
     if (2 * fc < T) rb[fg * 4 + 2 * fc] = c[0], rb[(fg + 8) * 4 + 2 * fc] = c[2];
@@ -1940,7 +1885,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (T < 1 || T > 4) __trap();  // the host checks: the GEMV's cross-warp sums hold 4 tokens
   if (TD > 0 && D != TD) __trap();  // the host picks the entry of the model's head dim
   const float eps = (float)a.scalars[1];
-  // scalars[2] packs NS + 16 x (KV prefetch on) + 32 x (TMA): ThriveCudaArgs has four scalars
+  // scalars[2] packs NS + 16 x (KV prefetch on): ThriveCudaArgs has four scalars
   const long long packed = (long long)a.scalars[2];
   const int stages = (int)(packed & 15), S = (int)a.scalars[3];
   // the parallel merge waits for all S parts of a (b, g): each needs its own 128-thread group
@@ -1968,11 +1913,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   unsigned char* rest = (unsigned char*)qk_w + engine_dl_qknorm_bytes(D);
   bf16_t* xs = (bf16_t*)rest;
   EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)rest;
-  // scalars[2]'s bit 5: the weight tiles by TMA (the tensor maps follow the table in global
-  // memory); the ring then starts at a 1024-byte boundary (the 128-byte swizzle's period) and
-  // its mbarriers ([NS][16] u64) follow it (the host adds kDlTmaSmemBytes for both).
-  const bool tma = (packed >> 5) & 1;
-  const unsigned ring = tma ? (engine_dl_smem_addr(rest + region) + 1023u) & ~1023u : engine_dl_smem_addr(rest + region);
+  const unsigned ring = engine_dl_smem_addr(rest + region);
   // The pointer table into shared memory: it is read at every stage and matrix change, and in L2
   // it would be a normal line the KV cache's traffic can push out (a DRAM trip a layer).
   for (long long i = threadIdx.x; i < d.layers * kDlTableCols; i += blockDim.x) tab[i] = table[i];
@@ -1982,16 +1923,6 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const bool kv_prefetch = (packed >> 4) & 1;
   EngineDlStream st;
   st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
-  if (tma) {
-    st.tma = true;
-    st.tmaps = (const unsigned char*)table + engine_dl_tmaps_offset(d.layers);
-    // one mbarrier a (stage, warp), one arrival each phase (lane 0's arrive.expect_tx)
-    if (threadIdx.x < stages * 16)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(ring + (unsigned)(stages * kDlTileBytes) + threadIdx.x * 8u)
-                   : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    __syncthreads();
-  }
   st.start();
   for (int i = 0; i + 1 < stages; ++i) st.issue();
   int stage = 0;

@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-kv-prefetch on|off] [--persistent-tma on|off] [--persistent-attention tc|cores] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -53,7 +53,6 @@ struct E2eFlags {
   std::string persistent_stages = "0";
   std::string persistent_splits = "0";
   std::string persistent_kv_prefetch = "off";
-  std::string persistent_tma = "on";
   std::string persistent_attention = "tc";
   std::string seed = "1";
   bool json = false;
@@ -324,7 +323,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_stages = std::stoi(f.persistent_stages);
   o.persistent_splits = std::stoi(f.persistent_splits);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
-  o.persistent_tma = f.persistent_tma == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
@@ -422,7 +420,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_stages", eo.persistent_stages},
              {"persistent_splits", eo.persistent_splits},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
-             {"persistent_tma", eo.persistent_tma},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
              {"kernels", f.kernels},
              {"registry", sites},
@@ -494,10 +491,8 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
     if (doc["persistent_decode"].get<bool>())
-      fmt::print("persistent decode kernel: on (ring stages {}, weight tiles by {}, attention splits {}, {} attention "
-                 "parts, KV prefetch {})\n",
-                 doc["persistent_stages"].get<int>(), doc["persistent_tma"].get<bool>() ? "TMA" : "cp.async",
-                 doc["persistent_splits"].get<int>(),
+      fmt::print("persistent decode kernel: on (ring stages {}, attention splits {}, {} attention parts, KV prefetch {})\n",
+                 doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
                  doc["persistent_attention"].get<std::string>() == "tc" ? "tensor-core" : "CUDA-core",
                  doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off");
     else
@@ -523,8 +518,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 0", f.batch,
          f.prompt, f.gen);
   for (const auto& [flag, v] : {std::pair{"--graphs", f.graphs}, {"--gemv", f.gemv}, {"--pdl", f.pdl},
-                                {"--persistent-kv-prefetch", f.persistent_kv_prefetch},
-                                {"--persistent-tma", f.persistent_tma}})
+                                {"--persistent-kv-prefetch", f.persistent_kv_prefetch}})
     if (v != "on" && v != "off") fail(ErrorCategory::kUsage, "{} {}: expected on or off", flag, v);
   if (f.persistent != "auto" && f.persistent != "on" && f.persistent != "off")
     fail(ErrorCategory::kUsage, "--persistent {}: expected auto, on or off", f.persistent.substr(0, 40));
@@ -549,11 +543,9 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   }
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-tma",
-                           "--persistent-attention"})
+  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-attention"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
-        !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off") &&
-        !(knob == std::string("--persistent-tma") && f.persistent_tma == "off"))  // off asks for nothing
+        !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
   if (f.decode_attention != "engine" && f.decode_attention != "op")
     fail(ErrorCategory::kUsage, "--decode-attention {}: expected engine or op", f.decode_attention);
@@ -679,10 +671,6 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on | off "
                   "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
-  cmd->add_option("--persistent-tma", f.persistent_tma,
-                  "How the persistent decode kernel copies its weight tiles into shared memory: on (default; one "
-                  "cp.async.bulk.tensor a warp's 2 KiB slice, an mbarrier counting its bytes) | off (four 16-byte "
-                  "cp.async a thread, waited for by commit group)");
   cmd->add_option("--persistent-attention", f.persistent_attention,
                   "The persistent decode kernel's attention parts: tc (default; on tensor cores, 8 warps a part and "
                   "8 keys a warp's tile, where head_dim is 64 or 128, else the CUDA-core parts) | cores (16 lanes a "
@@ -707,7 +695,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
-                             "--persistent-kv-prefetch", "--persistent-tma",
+                             "--persistent-kv-prefetch",
                              "--persistent-attention"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
