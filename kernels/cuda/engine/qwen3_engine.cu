@@ -1261,7 +1261,10 @@ __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
 // still merge the reads: nvcc 13.0 keeps one a tile in the tensor-core entries' GEMV loops (their
 // spill loads there: 2-3 a tile -> 0 but for one in the o loop; tile-loop-spills.txt in
 // bench/results/h200-tid-remat-2026-12-02/), and in the CUDA-core G = 2 entry merged them (spill
-// loads 204 -> 224 bytes, outside its tile loops).
+// loads 204 -> 224 bytes, outside its tile loops). The GEMV's ldmatrix offsets use it too (spill
+// stores/loads at G = 2, D = 128: 160/272 -> 140/224 bytes; CUDA-core G = 2: 120/224 -> 80/156;
+// 1.386-1.387 against 1.390-1.392 ms a batch-1 step on the H200, 2026-12-03,
+// bench/results/h200-ldmatrix-2026-12-03/).
 __device__ __forceinline__ unsigned engine_tid_volatile() {
   unsigned t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
@@ -1417,7 +1420,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
                                                unsigned long long* yll = nullptr, unsigned tag = 0u) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
   // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
-  const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lh = lane >> 4;
+  const int lr = (lane & 7) + ((lane >> 3) & 1) * 8;
   // the group's output owner: thread i < 64 holds row i / 4, token i % 4
   const int orow = threadIdx.x >> 2, otok = threadIdx.x & 3;
   const long long kp = engine_dl_kp(K);
@@ -1456,7 +1459,10 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
       for (int ks = 0; ks < 4; ++ks) {
         if (blk + ks * 16 >= K) break;  // warp-uniform
         unsigned af[4];
-        engine_ldmatrix_x4(af, base + (unsigned)(((ks * 2 + lh) ^ (lr & 7)) << 4));
+        {  // the lane's row and half from a volatile %tid.x: recomputed here, not spilled
+          const unsigned tv = engine_tid_volatile() & 31u;
+          engine_ldmatrix_x4(af, base + ((((unsigned)ks * 2u + (tv >> 4)) ^ (tv & 7u)) << 4));
+        }
         engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
       }
       stage = stage + 1 == st.stages ? 0 : stage + 1;
