@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Summarize trace.py's TRB/TRP lines (run 3): per launch of the persistent kernel (one tag), times
+in µs after the first block's qkv GEMV ended (`ref`): the blocks' qkv ends and o-input times, and
+per attention part its phases (median and max over the parts), then the medians over launches
+but the first. Usage: trace_summary.py trace.txt"""
+import statistics
+import sys
+from collections import defaultdict
+
+COLS = ["entry", "rows", "query", "tiles", "barrier", "partials", "merge_in", "merged", "pw_rows", "pw_query", "pw_tiles"]
+
+
+def main(path):
+    blocks, parts = defaultdict(list), defaultdict(list)
+    for line in open(path):
+        f = line.split()
+        if f[0] == "TRB" and len(f) == 5:
+            blocks[f[1]].append((int(f[2]), int(f[3]), int(f[4])))
+        elif f[0] == "TRP" and len(f) == 16:
+            parts[f[1]].append((int(f[2]), int(f[4], 16), [int(x) for x in f[5:]]))
+    launches = [t for t in blocks if parts.get(t)]
+    print(f"{len(launches)} launches with parts (of {len(blocks)} tags)")
+    agg = defaultdict(list)
+    for n, t in enumerate(launches):
+        bl = blocks[t]
+        ref = min(b[1] for b in bl if b[1] > 0)
+        us = lambda v: (v - ref) / 1000.0
+        qe = sorted(us(b[1]) for b in bl)
+        oi = sorted(us(b[2]) for b in bl)
+        row = {"qkv_end_med": statistics.median(qe), "qkv_end_max": qe[-1], "o_in_min": oi[0],
+               "o_in_med": statistics.median(oi), "o_in_max": oi[-1]}
+        for i, c in enumerate(COLS):
+            vals = [us(p[2][i]) for p in parts[t] if p[2][i] > 0]
+            if vals:
+                row[c + "_med"], row[c + "_max"] = statistics.median(vals), max(vals)
+        # per-part phase durations (µs)
+        for name, a, b in (("rows-entry", 0, 1), ("query-rows", 1, 2), ("tiles-query", 2, 3), ("barrier-tiles", 3, 4),
+                           ("partials-barrier", 4, 5), ("merge_in-partials", 5, 6), ("merged-merge_in", 6, 7),
+                           ("pw_query-pw_rows", 8, 9), ("pw_tiles-pw_query", 9, 10)):
+            vals = [(p[2][b] - p[2][a]) / 1000.0 for p in parts[t] if p[2][a] > 0 and p[2][b] > 0]
+            if vals:
+                row["d:" + name + "_med"], row["d:" + name + "_max"] = statistics.median(vals), max(vals)
+        if n < 4:
+            print(f"launch {n} (tag {t}, {len(parts[t])} parts, {len(bl)} blocks):")
+            print("  " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()))
+        if n > 0:
+            for k, v in row.items():
+                agg[k].append(v)
+    if agg:
+        print(f"median over launches 1-{len(launches) - 1} (µs after the first qkv end; d: = durations within a part):")
+        for k, v in agg.items():
+            print(f"  {k:28s} {statistics.median(v):7.2f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
