@@ -1,0 +1,16 @@
+#!/usr/bin/env python3
+"""Timing experiment (prepared for a next call, run4.sh): in the blocks that run an attention part,
+every thread waits for all its in-flight ring copies (cp.async.wait_all) before the attention stage.
+Those parts then start later, but with no weight traffic of their own SM in flight. If the
+entry-to-query time of trace.py's trace falls from about 3.5 µs, the ring's copies were what delayed
+the parts' row loads. Usage: waitall.py FILE (after trace.py; edits in place; exits 1 if the anchor
+is missing). Timing only."""
+import sys
+
+path = sys.argv[1]
+s = open(path).read()
+old = "    if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD>(at, S, attn_sm);\n"
+if s.count(old) != 1:
+    sys.exit(f"anchor found {s.count(old)} times")
+s = s.replace(old, "    if ((int)blockIdx.x < (int)(at.B * at.NKV) * S) asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n" + old)
+open(path, "w").write(s)
