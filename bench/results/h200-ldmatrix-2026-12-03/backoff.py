@@ -7,6 +7,8 @@ qkv rows, the merge's partial results, the o input). NS: __nanosleep after each 
 in place; exits 1 if an anchor is missing."""
 import sys
 
+if len(sys.argv) != 4 or not sys.argv[3].isdigit():
+    sys.exit(__doc__)
 path, mode, ns = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s = open(path).read()
 

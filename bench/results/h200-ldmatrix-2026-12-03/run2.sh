@@ -9,10 +9,11 @@
 #   device tool: run command="bash bench/results/h200-ldmatrix-2026-12-03/run2.sh" carry=[".sysroot"]
 # Out ($OUT): device-e2e.sh's files (build.log, ctest.log, e2e-b1-best/b4-best/b256-best.json,
 # e2e-stderr.log, hf-compare.json) and smi.csv; the long run's JSON stays in /tmp (8 files at most
-# come back), its summary is printed.
+# come back), its summary is printed. (After call 2: exit when device-e2e.sh fails, wait for the
+# sampler, and clock fields that are not numbers read as 0.)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-RUNS="b1-best b4-best b256-best" GEN=64 bash scripts/device-e2e.sh
+RUNS="b1-best b4-best b256-best" GEN=64 bash scripts/device-e2e.sh || exit 1
 OUT=${OUT:-/tmp/thrive-out}
 # the reasons field's name since driver 535; the older name otherwise
 reasons=clocks_event_reasons.active
@@ -26,11 +27,16 @@ timeout 120 ./build-device/thrive e2e --device cuda --model /tmp/qwen3-1.7b-rand
 echo "long run: exit $?"
 sleep 1
 kill $smi
+wait $smi 2> /dev/null
 python3 scripts/e2e_summary.py /tmp/e2e-b1-long.json "  b1-gen2000" --layer
 python3 - "$OUT/smi.csv" <<'PY'
 import sys, statistics
 rows = [l.split(", ") for l in open(sys.argv[1]) if l.count(",") >= 4]
-def mhz(v): return float(v.split()[0])
+def mhz(v):
+    try:
+        return float(v.split()[0])
+    except (ValueError, IndexError):  # "[N/A]", "[Not Supported]"
+        return 0.0
 busy = [r for r in rows if mhz(r[1]) > 400]
 print(f"smi samples {len(rows)}, with the SM clock above 400 MHz: {len(busy)}")
 if busy:

@@ -18,7 +18,10 @@ trace() {  # name, then e2e flags
   local name=$1; shift
   cmake --build build-device -j "$(nproc)" --target thrive >> "$OUT/build.log" 2>&1 || { echo "$name: build failed"; tail -20 "$OUT/build.log"; return; }
   timeout 150 ./build-device/thrive e2e --device cuda --model $model --batch 1 --prompt 512 --gen 4 \
-    --kernels best --graphs off --persistent on "$@" 2>&1 | grep -E "^TR[BP] " > "$OUT/trace-$name.txt"
+    --kernels best --graphs off --persistent on "$@" > /tmp/trace-raw.txt 2>&1
+  echo "$name run: exit $?"
+  grep -vE "^TR[BP] " /tmp/trace-raw.txt | tail -3
+  grep -E "^TR[BP] " /tmp/trace-raw.txt > "$OUT/trace-$name.txt"
   echo "== $name: $(wc -l < "$OUT/trace-$name.txt") lines"
   python3 $here/trace_summary.py "$OUT/trace-$name.txt" | sed -n '/^median over/,$p'
 }

@@ -7,7 +7,11 @@ and the moment its o stage has the whole attention output (TRB lines). Per part 
 warp 0's qkv rows loaded, its query ready (q/k norm, RoPE), its tiles done; the part barrier; the
 partial results stored; the merge's inputs loaded; the merge done; and for the warp that holds the
 new position (which makes the new key and value): rows loaded, query ready, tiles done.
-Usage: trace.py FILE (edits it in place; exits 1 if an anchor is missing). Timing only."""
+Tensor-core parts only (the CUDA-core entries' two 128-thread groups would share a slot).
+Usage: trace.py FILE (edits it in place; exits 1 if an anchor is missing). Timing only.
+(After call 3: a __syncwarp before the rows stamps, so they time the whole warp's rows, the new key
+and value included; the blocks' has-o-rows flag; no reset of the pw columns, whose stale values the
+summary drops.)"""
 import sys
 
 path = sys.argv[1]
@@ -23,9 +27,11 @@ def sub(old, new):
 
 sub("// Shared memory of one attention group (128 threads", """#define ENGINE_TRACE_LAYER 14
 // [block x 2 + group][13]: 0 entry, 1-3 warp 0 (rows, query, tiles), 4 barrier, 5 partials,
-// 6 merge inputs, 7 merged, 8-10 the new position's warp (rows, query, tiles), 11 s|g|b, 12 tag
+// 6 merge inputs, 7 merged, 8-10 the new position's warp (rows, query, tiles), 11 s|g|b, 12 tag.
+// Columns 1-10 are not reset at entry: a value older than the entry (an earlier launch's) means
+// "not reached" (trace_summary.py drops it). engine_trace_blk: qkv end, o input, has o rows.
 __device__ unsigned long long engine_trace_part[512][13];
-__device__ unsigned long long engine_trace_blk[256][2];
+__device__ unsigned long long engine_trace_blk[256][3];
 __shared__ int engine_trace_now;
 __device__ __forceinline__ unsigned long long engine_tr_now() {
   unsigned long long t;
@@ -55,13 +61,13 @@ sub("""  const int tiles = hi > lo ? (hi - lo + 7) >> 3 : 0;
   if (engine_trace_now && tid == 0) {
     unsigned long long* q = engine_trace_part[blockIdx.x * 2 + (threadIdx.x >> 8)];
     q[0] = engine_tr_now();
-    q[8] = q[9] = q[10] = 0ull;
     q[11] = ((unsigned long long)s << 16) | ((unsigned long long)g << 8) | (unsigned long long)b;
     q[12] = a.tag;
   }
   const float qs""")
 sub("""    engine_ll_finish8n<P>(src, step, pieces, a.tag, w, raw);
 """, """    engine_ll_finish8n<P>(src, step, pieces, a.tag, w, raw);
+    __syncwarp();  // (trace) every lane of the warp has its rows, the new key's and value's too
     if (engine_trace_now && pass == 0 && tid == 0) engine_tr(1);
     if (engine_trace_now && pass == passes - 1 && pw && lane == 0) engine_tr(8);
 """)
@@ -92,12 +98,18 @@ sub("""    if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
 """)
 sub("""    if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
 """, """    if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    if (engine_trace_now && threadIdx.x == 0) engine_trace_blk[blockIdx.x][1] = engine_tr_now();
+    if (engine_trace_now && threadIdx.x == 0) {
+      long long to0, to1;
+      engine_dl_groups(H, to0, to1);
+      engine_trace_blk[blockIdx.x][1] = engine_tr_now();
+      engine_trace_blk[blockIdx.x][2] = to0 < to1;  // blocks without o rows skip the o input's wait
+    }
 """)
 sub("""#else
   __trap();  // needs sm_90 (griddepcontrol""", """  if (threadIdx.x == 0 && d.layers > ENGINE_TRACE_LAYER) {
     const unsigned tt = engine_dl_tag(epoch, d.layers, ENGINE_TRACE_LAYER);
-    printf("TRB %u %d %llu %llu\\n", tt, (int)blockIdx.x, engine_trace_blk[blockIdx.x][0], engine_trace_blk[blockIdx.x][1]);
+    printf("TRB %u %d %llu %llu %llu\\n", tt, (int)blockIdx.x, engine_trace_blk[blockIdx.x][0], engine_trace_blk[blockIdx.x][1],
+           engine_trace_blk[blockIdx.x][2]);
     for (int hh = 0; hh < 2; ++hh) {
       const unsigned long long* q = engine_trace_part[blockIdx.x * 2 + hh];
       if (q[12] == tt)

@@ -12,21 +12,35 @@ COLS = ["entry", "rows", "query", "tiles", "barrier", "partials", "merge_in", "m
 
 def main(path):
     blocks, parts = defaultdict(list), defaultdict(list)
-    for line in open(path):
+    bad = 0
+    for line in open(path, errors="replace"):
         f = line.split()
-        if f[0] == "TRB" and len(f) == 5:
-            blocks[f[1]].append((int(f[2]), int(f[3]), int(f[4])))
-        elif f[0] == "TRP" and len(f) == 16:
-            parts[f[1]].append((int(f[2]), int(f[4], 16), [int(x) for x in f[5:]]))
+        try:
+            if f and f[0] == "TRB" and len(f) in (5, 6):  # 6: with the has-o-rows flag (after call 3)
+                blocks[f[1]].append((int(f[2]), int(f[3]), int(f[4]), int(f[5]) if len(f) == 6 else 1))
+            elif f and f[0] == "TRP" and len(f) == 16:
+                e = [int(x) for x in f[5:]]
+                # a column older than the entry is an earlier launch's: not reached in this one
+                e = [e[0]] + [v if v >= e[0] else 0 for v in e[1:]]
+                parts[f[1]].append((int(f[2]), int(f[4], 16), e))
+            elif f:
+                bad += 1
+        except ValueError:
+            bad += 1
+    if bad:
+        print(f"{bad} lines skipped (not TRB/TRP records)")
     launches = [t for t in blocks if parts.get(t)]
     print(f"{len(launches)} launches with parts (of {len(blocks)} tags)")
     agg = defaultdict(list)
     for n, t in enumerate(launches):
-        bl = blocks[t]
-        ref = min(b[1] for b in bl if b[1] > 0)
+        bl = [b for b in blocks[t] if b[1] > 0]
+        if not bl:
+            continue
+        ref = min(b[1] for b in bl)
         us = lambda v: (v - ref) / 1000.0
         qe = sorted(us(b[1]) for b in bl)
-        oi = sorted(us(b[2]) for b in bl)
+        # the o input's time only where the block has o rows (the others skip that wait)
+        oi = sorted(us(b[2]) for b in bl if b[2] > 0 and b[3]) or [float("nan")]
         row = {"qkv_end_med": statistics.median(qe), "qkv_end_max": qe[-1], "o_in_min": oi[0],
                "o_in_med": statistics.median(oi), "o_in_max": oi[-1]}
         for i, c in enumerate(COLS):

@@ -1263,8 +1263,8 @@ __device__ __forceinline__ unsigned engine_dl_smem_addr(const void* p) {
 // bench/results/h200-tid-remat-2026-12-02/), and in the CUDA-core G = 2 entry merged them (spill
 // loads 204 -> 224 bytes, outside its tile loops). The GEMV's ldmatrix offsets use it too (spill
 // stores/loads at G = 2, D = 128: 160/272 -> 140/224 bytes; CUDA-core G = 2: 120/224 -> 80/156;
-// 1.386-1.387 against 1.390-1.392 ms a batch-1 step on the H200, 2026-12-03,
-// bench/results/h200-ldmatrix-2026-12-03/).
+// 1.386-1.387 against 1.390-1.392 ms a batch-1 step on the H200 in one call, 2026-12-03, but 1.392-1.393
+// in a later call: not established across calls; bench/results/h200-ldmatrix-2026-12-03/).
 __device__ __forceinline__ unsigned engine_tid_volatile() {
   unsigned t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
