@@ -7,18 +7,13 @@ qkv rows, the merge's partial results, the o input). NS: __nanosleep after each 
 in place; exits 1 if an anchor is missing."""
 import sys
 
+from srcedit import SourceEdit
+
 if len(sys.argv) != 4 or not sys.argv[3].isdigit():
     sys.exit(__doc__)
 path, mode, ns = sys.argv[1], sys.argv[2], int(sys.argv[3])
-s = open(path).read()
-
-
-def sub(old, new):
-    global s
-    if s.count(old) != 1:
-        sys.exit(f"anchor found {s.count(old)} times: {old[:60]!r}")
-    s = s.replace(old, new)
-
+src = SourceEdit(path)
+sub = src.sub
 
 if mode == "all":
     # both poll loops: sleep after the timeout check, on every miss
@@ -56,4 +51,4 @@ __device__ __forceinline__ uint4 engine_ll_wait8_nap(const unsigned long long* p
     sub("engine_ll_wait8(at.out_ll + i / 2, tag)", "engine_ll_wait8_nap(at.out_ll + i / 2, tag)")
 else:
     sys.exit(f"mode {mode!r}: expected o or all")
-open(path, "w").write(s)
+src.save()

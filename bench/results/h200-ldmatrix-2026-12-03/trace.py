@@ -14,16 +14,12 @@ and value included; the blocks' has-o-rows flag; no reset of the pw columns, who
 summary drops.)"""
 import sys
 
-path = sys.argv[1]
-s = open(path).read()
+from srcedit import SourceEdit
 
-
-def sub(old, new):
-    global s
-    if s.count(old) != 1:
-        sys.exit(f"anchor found {s.count(old)} times: {old[:70]!r}")
-    s = s.replace(old, new)
-
+if len(sys.argv) != 2:
+    sys.exit(__doc__)
+src = SourceEdit(sys.argv[1])
+sub = src.sub
 
 sub("// Shared memory of one attention group (128 threads", """#define ENGINE_TRACE_LAYER 14
 // [block x 2 + group][13]: 0 entry, 1-3 warp 0 (rows, query, tiles), 4 barrier, 5 partials,
@@ -119,4 +115,4 @@ sub("""#else
   }
 #else
   __trap();  // needs sm_90 (griddepcontrol""")
-open(path, "w").write(s)
+src.save()

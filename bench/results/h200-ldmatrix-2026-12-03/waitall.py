@@ -7,10 +7,11 @@ the parts' row loads. Usage: waitall.py FILE (after trace.py; edits in place; ex
 is missing). Timing only."""
 import sys
 
-path = sys.argv[1]
-s = open(path).read()
+from srcedit import SourceEdit
+
+if len(sys.argv) != 2:
+    sys.exit(__doc__)
+src = SourceEdit(sys.argv[1])
 old = "    if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD>(at, S, attn_sm);\n"
-if s.count(old) != 1:
-    sys.exit(f"anchor found {s.count(old)} times")
-s = s.replace(old, "    if ((int)blockIdx.x < (int)(at.B * at.NKV) * S) asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n" + old)
-open(path, "w").write(s)
+src.sub(old, "    if ((int)blockIdx.x < (int)(at.B * at.NKV) * S) asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n" + old)
+src.save()
