@@ -3,7 +3,9 @@
 # carried, as too little device time was left for a build there: does the ring's in-flight
 # weight traffic delay the attention parts? trace.py's trace of layer 14 (batch 1, prompt 512,
 # 4 tokens, graphs off), in order: the default ring (NS 6); NS 6 with waitall.py (each part's block
-# first waits for its own ring copies to land); --persistent-stages 2.
+# first waits for its own ring copies to land); --persistent-stages 2. Then, where build-carry/ has
+# them, the step time of the untraced kernel against the same with waitall.py alone (batch 1,
+# 64 tokens, CUDA graphs), alternating: the net effect, drain wait included.
 # To make build-carry/ (git-ignored), in the repository root after scripts/setup.sh:
 #   cp kernels/cuda/engine/qwen3_engine.cu /tmp/orig.cu
 #   python3 bench/results/h200-ldmatrix-2026-12-03/trace.py kernels/cuda/engine/qwen3_engine.cu
@@ -11,9 +13,14 @@
 #   python3 bench/results/h200-ldmatrix-2026-12-03/waitall.py kernels/cuda/engine/qwen3_engine.cu
 #   cmake --build build --target thrive && cp build/thrive build-carry/thrive-waitall
 #   cp /tmp/orig.cu kernels/cuda/engine/qwen3_engine.cu && cmake --build build --target thrive
+#   cp build/thrive build-carry/thrive-base
+#   python3 bench/results/h200-ldmatrix-2026-12-03/waitall.py kernels/cuda/engine/qwen3_engine.cu
+#   cmake --build build --target thrive && cp build/thrive build-carry/thrive-waitall-e2e
+#   cp /tmp/orig.cu kernels/cuda/engine/qwen3_engine.cu && cmake --build build --target thrive
 #   cp -L /lib/x86_64-linux-gnu/{libspdlog.so.1.10,libfmt.so.9,libsqlite3.so.0} build-carry/lib/
 #   device tool: run command="bash bench/results/h200-ldmatrix-2026-12-03/run5.sh" carry=["build-carry"]
-# Out ($OUT): trace-ns6.txt, trace-waitall.txt, trace-ns2.txt.
+# Out ($OUT): trace-ns6.txt, trace-waitall.txt, trace-ns2.txt, e2e-{base,waitall}{,-2}.json,
+# e2e-stderr.log.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 here=bench/results/h200-ldmatrix-2026-12-03
@@ -36,3 +43,11 @@ trace() {  # name, binary, then e2e flags
 trace ns6 build-carry/thrive-trace
 trace waitall build-carry/thrive-waitall
 trace ns2 build-carry/thrive-trace --persistent-stages 2
+for r in base waitall base-2 waitall-2; do
+  bin=build-carry/thrive-${r%-2}
+  [ "${r%-2}" = waitall ] && bin=build-carry/thrive-waitall-e2e
+  [ -x "$bin" ] || { echo "no $bin: e2e skipped"; break; }
+  timeout 60 "$bin" e2e --device cuda --model $model --batch 1 --prompt 512 --gen 64 --kernels best --graphs on \
+    --persistent on --json > "$OUT/e2e-$r.json" 2>> "$OUT/e2e-stderr.log"
+  python3 scripts/e2e_summary.py "$OUT/e2e-$r.json" "  $r" --layer
+done
