@@ -11,11 +11,11 @@
 #   python3 bench/results/h200-ldmatrix-2026-12-03/trace.py kernels/cuda/engine/qwen3_engine.cu
 #   cmake --build build --target thrive && mkdir -p build-carry/lib && cp build/thrive build-carry/thrive-trace
 #   python3 bench/results/h200-ldmatrix-2026-12-03/waitall.py kernels/cuda/engine/qwen3_engine.cu
-#   cmake --build build --target thrive && cp build/thrive build-carry/thrive-waitall
+#   cmake --build build --target thrive && cp build/thrive build-carry/thrive-trace-waitall
 #   cp /tmp/orig.cu kernels/cuda/engine/qwen3_engine.cu && cmake --build build --target thrive
 #   cp build/thrive build-carry/thrive-base
 #   python3 bench/results/h200-ldmatrix-2026-12-03/waitall.py kernels/cuda/engine/qwen3_engine.cu
-#   cmake --build build --target thrive && cp build/thrive build-carry/thrive-waitall-e2e
+#   cmake --build build --target thrive && cp build/thrive build-carry/thrive-waitall
 #   cp /tmp/orig.cu kernels/cuda/engine/qwen3_engine.cu && cmake --build build --target thrive
 #   cp -L /lib/x86_64-linux-gnu/{libspdlog.so.1.10,libfmt.so.9,libsqlite3.so.0} build-carry/lib/
 #   device tool: run command="bash bench/results/h200-ldmatrix-2026-12-03/run5.sh" carry=["build-carry"]
@@ -41,11 +41,10 @@ trace() {  # name, binary, then e2e flags
     grep -E "qkv_end_max|entry_med|query_med|query_max|partials_max|merged_max|o_in_med|o_in_max|d:"
 }
 trace ns6 build-carry/thrive-trace
-trace waitall build-carry/thrive-waitall
+trace waitall build-carry/thrive-trace-waitall
 trace ns2 build-carry/thrive-trace --persistent-stages 2
 for r in base waitall base-2 waitall-2; do
   bin=build-carry/thrive-${r%-2}
-  [ "${r%-2}" = waitall ] && bin=build-carry/thrive-waitall-e2e
   [ -x "$bin" ] || { echo "no $bin: e2e skipped"; break; }
   timeout 60 "$bin" e2e --device cuda --model $model --batch 1 --prompt 512 --gen 64 --kernels best --graphs on \
     --persistent on --json > "$OUT/e2e-$r.json" 2>> "$OUT/e2e-stderr.log"

@@ -29,6 +29,7 @@ sub("// Shared memory of one attention group (128 threads", """#define ENGINE_TR
 __device__ unsigned long long engine_trace_part[512][13];
 __device__ unsigned long long engine_trace_blk[256][3];
 __shared__ int engine_trace_now;
+// engine_globaltimer_ns with a memory clobber: the read stays between the loads and stores around it
 __device__ __forceinline__ unsigned long long engine_tr_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");

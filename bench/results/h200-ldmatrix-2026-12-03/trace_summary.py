@@ -47,10 +47,10 @@ def main(path):
             vals = [us(p[2][i]) for p in parts[t] if p[2][i] > 0]
             if vals:
                 row[c + "_med"], row[c + "_max"] = statistics.median(vals), max(vals)
-        # per-part phase durations (µs)
-        for name, a, b in (("rows-entry", 0, 1), ("query-rows", 1, 2), ("tiles-query", 2, 3), ("barrier-tiles", 3, 4),
-                           ("partials-barrier", 4, 5), ("merge_in-partials", 5, 6), ("merged-merge_in", 6, 7),
-                           ("pw_query-pw_rows", 8, 9), ("pw_tiles-pw_query", 9, 10)):
+        # per-part phase durations (µs): each point after the one before it (the new position's warp
+        # only within its own three points)
+        for a, b in ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (8, 9), (9, 10)):
+            name = f"{COLS[b]}-{COLS[a]}"
             vals = [(p[2][b] - p[2][a]) / 1000.0 for p in parts[t] if p[2][a] > 0 and p[2][b] > 0]
             if vals:
                 row["d:" + name + "_med"], row["d:" + name + "_max"] = statistics.median(vals), max(vals)

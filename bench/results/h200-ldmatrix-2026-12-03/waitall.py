@@ -3,8 +3,8 @@
 every thread waits for all its in-flight ring copies (cp.async.wait_all) before the attention stage.
 Those parts then start later, but with no weight traffic of their own SM in flight. If the
 entry-to-query time of trace.py's trace falls from about 3.5 µs, the ring's copies were what delayed
-the parts' row loads. Usage: waitall.py FILE (after trace.py; edits in place; exits 1 if the anchor
-is missing). Timing only."""
+the parts' row loads. Usage: waitall.py FILE (alone, or after trace.py; edits in place; exits 1 if
+the anchor is missing). Timing only."""
 import sys
 
 from srcedit import SourceEdit
