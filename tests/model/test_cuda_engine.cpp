@@ -251,7 +251,7 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // not multiples of its 1024-column tiles (a ragged last tile per row group: 3 tiles per group for
 // qkv and gate|up, 5 for down), gate|up has 8400 rows (many row groups per block); head_dim 64,
 // GQA 2.
-// Parameters: batch (1, 4), PDL, ring stages (0: as many as fit; 6: at most 6), max context,
+// Parameters: batch (1, 4), PDL, ring stages (0: automatic, 5 or as many as fit; 6: at most 6), max context,
 // prompt length, KV-cache prefetch into L2, query heads per KV head (the GQA group G; 2 KV heads),
 // the attention parts on tensor cores (the default at head dim 64) or on the CUDA cores.
 // Tensor-core parts (about 64 keys a part): context 90 gives 2 splits, 600 gives 10 (with
@@ -286,10 +286,9 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
          "attention groups and two ring stages";
   EXPECT_EQ(gpu.options().persistent_kv_prefetch, kv_prefetch);  // one layer's KV is far below L2 / 4
   EXPECT_EQ(gpu.options().persistent_tc_attention, tc);
-  if (stages > 0) {  // that many, or fewer where they do not fit
-    EXPECT_LE(gpu.options().persistent_stages, stages);
-    EXPECT_GE(gpu.options().persistent_stages, 2);
-  }
+  // that many (automatic: 5), or fewer where they do not fit
+  EXPECT_LE(gpu.options().persistent_stages, stages > 0 ? stages : 5);
+  EXPECT_GE(gpu.options().persistent_stages, 2);
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);
   EXPECT_FALSE(layered.options().persistent_kv_prefetch);
