@@ -15,31 +15,17 @@
 #   device tool: run command="bash bench/results/h200-lm-head-2026-12-04/run1.sh" carry=["build-carry"]
 # Out ($OUT): gtest-cuda-engine.txt, e2e-b1-{gemv,gemm,ef}-2.json, e2e-b4-{gemv,gemm}.json,
 # hf-compare.json, e2e-stderr.log (8 files; round 1's JSONs stay in /tmp, their summaries are printed).
-set -uo pipefail
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/thrive-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/build-carry/lib THRIVE_HOME=/tmp/thrive-home
-for b in thrive thrive-ef model_test_cuda_engine; do ldd build-carry/$b | grep "not found" && exit 1; done
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-date -u +%Y-%m-%dT%H:%MZ
+source "$(dirname "$0")/common.sh"
+prepare thrive thrive-ef model_test_cuda_engine
 timeout 300 build-carry/model_test_cuda_engine > "$OUT/gtest-cuda-engine.txt" 2>&1
 echo "model_test_cuda_engine: exit $?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|FAILED  \]" "$OUT/gtest-cuda-engine.txt" | head -20
-model=/tmp/qwen3-1.7b-random
-timeout 120 build-carry/thrive model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || { echo "init failed"; exit 1; }
-e2e() {  # name, binary, batch, then flags
-  local name=$1 bin=$2 batch=$3; shift 3
-  timeout 90 build-carry/$bin e2e --device cuda --model $model --batch $batch --prompt 512 --gen 64 --kernels best \
-    --graphs on --json "$@" > /tmp/e2e-$name.json 2>> "$OUT/e2e-stderr.log" || echo "$name: exit $?"
-  python3 scripts/e2e_summary.py /tmp/e2e-$name.json "  $name" --layer
-}
 for round in 1 2; do
-  e2e b1-gemv-$round thrive 1 --lm-head gemv
-  e2e b1-gemm-$round thrive 1 --lm-head gemm
-  e2e b1-ef-$round thrive-ef 1 --lm-head gemv
+  e2e b1-gemv-$round /tmp thrive 1 --lm-head gemv
+  e2e b1-gemm-$round /tmp thrive 1 --lm-head gemm
+  e2e b1-ef-$round /tmp thrive-ef 1 --lm-head gemv
 done
-e2e b4-gemv thrive 4 --lm-head gemv
-e2e b4-gemm thrive 4 --lm-head gemm
+e2e b4-gemv /tmp thrive 4 --lm-head gemv
+e2e b4-gemm /tmp thrive 4 --lm-head gemm
 cp /tmp/e2e-b1-*-2.json /tmp/e2e-b4-*.json "$OUT/"
 timeout 200 python3 scripts/hf_compare.py --model $model --thrive build-carry/thrive --steps 32 --out "$OUT/hf-compare.json"
 echo "hf_compare exit $?"

@@ -9,25 +9,12 @@
 #   device tool: run command="bash bench/results/h200-lm-head-2026-12-04/run4.sh" carry=["build-carry"]
 # Out ($OUT): gtest-cuda-engine.txt, e2e-b1-default{,-2}.json, e2e-b4-default.json, hf-compare.json,
 # e2e-stderr.log.
-set -uo pipefail
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/thrive-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/build-carry/lib THRIVE_HOME=/tmp/thrive-home
-for b in thrive model_test_cuda_engine; do ldd build-carry/$b | grep "not found" && exit 1; done
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-date -u +%Y-%m-%dT%H:%MZ
+source "$(dirname "$0")/common.sh"
+prepare thrive model_test_cuda_engine
 timeout 300 build-carry/model_test_cuda_engine > "$OUT/gtest-cuda-engine.txt" 2>&1
 echo "model_test_cuda_engine: exit $?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|FAILED  \]" "$OUT/gtest-cuda-engine.txt" | head -20
-model=/tmp/qwen3-1.7b-random
-[ -f $model/config.json ] || timeout 120 build-carry/thrive model init --preset qwen3-1.7b --out $model --seed 0 > /dev/null || { echo "init failed"; exit 1; }
-e2e() {  # name, batch
-  timeout 90 build-carry/thrive e2e --device cuda --model $model --batch $2 --prompt 512 --gen 64 --kernels best \
-    --graphs on --json > "$OUT/e2e-$1.json" 2>> "$OUT/e2e-stderr.log" || echo "$1: exit $?"
-  python3 scripts/e2e_summary.py "$OUT/e2e-$1.json" "  $1" --layer
-}
-e2e b1-default 1
-e2e b4-default 4
-e2e b1-default-2 1
+e2e b1-default "$OUT" thrive 1
+e2e b4-default "$OUT" thrive 4
+e2e b1-default-2 "$OUT" thrive 1
 timeout 200 python3 scripts/hf_compare.py --model $model --thrive build-carry/thrive --steps 32 --out "$OUT/hf-compare.json"
 echo "hf_compare exit $?"
