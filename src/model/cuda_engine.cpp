@@ -129,13 +129,14 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // that holds either the GEMV input (T x the widest K rounded up to 64, bf16) or kDlAttnGroups 128-thread attention
 // groups' EngineAttentionSmem<G> (float ml[128][G][2], float acc[1024 G], bool last, 16-byte aligned: 5120 G + 16 bytes).
 // With 0 stages in the options, kDlAutoStages or as many as fit if fewer. On the H200 (2026-12-04,
-// bench/results/h200-lm-head-2026-12-04/ runs 2-3, alternating in one call, Qwen3-1.7B, prompt
-// 512): batch 1 decoded a step in 1.349-1.351 ms with 5 stages against 1.392-1.396 with 6 (as
-// many as fit there; the attention stage 10.2-10.4 against 11.5-11.8 µs a layer, the GEMVs the
-// same) and 1.403-1.404 with 4; batch 4 in 1.754-1.755 with 5 (as many as fit) against
-// 1.788-1.789 with 4. (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72
+// bench/results/h200-lm-head-2026-12-04/ run 3, three rounds alternating in one call, Qwen3-1.7B,
+// prompt 512): batch 1 decoded a step in 1.349-1.351 ms with 5 stages against 1.392-1.396 with 6
+// (as many as fit there; the attention stage 10.2-10.4 against 11.5-11.8 µs a layer, the GEMVs
+// the same) and 1.403-1.404 with 4; batch 4 in 1.754-1.755 with 5 (as many as fit) against
+// 1.788-1.789 with 4 (run 2, a call before it: 1.350, 1.391-1.393 and 1.404). (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72
 // with 2.) More than 5 can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
-constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlAutoStages = 5, kDlHeadBytes = 128 + 8192;
+constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
+                  kDlHeadBytes = 128 + 8192;
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
@@ -580,8 +581,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     : impl_(std::make_unique<Impl>()), registry_(registry) {
   cfg.validate("engine");
   if (opts.persistent_stages < 0 || opts.persistent_stages == 1 || opts.persistent_stages > kDlMaxStages)
-    fail(ErrorCategory::kUsage, "engine: {} persistent ring stages: expected 0 (automatic: at most 5) or 2 to {}",
-         opts.persistent_stages, kDlMaxStages);
+    fail(ErrorCategory::kUsage, "engine: {} persistent ring stages: expected 0 (automatic: at most {}) or 2 to {}",
+         opts.persistent_stages, kDlAutoStages, kDlMaxStages);
   if (opts.persistent_splits < 0 || opts.persistent_splits > 64)
     fail(ErrorCategory::kUsage, "engine: {} persistent attention splits: expected 0 (automatic) or 1 to 64",
          opts.persistent_splits);

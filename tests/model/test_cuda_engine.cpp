@@ -287,7 +287,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   EXPECT_EQ(gpu.options().persistent_kv_prefetch, kv_prefetch);  // one layer's KV is far below L2 / 4
   EXPECT_EQ(gpu.options().persistent_tc_attention, tc);
   // that many (automatic: 5), or fewer where they do not fit
-  EXPECT_LE(gpu.options().persistent_stages, stages > 0 ? stages : 5);
+  EXPECT_LE(gpu.options().persistent_stages, stages > 0 ? stages : CudaEngineOptions::kAutoPersistentStages);
   EXPECT_GE(gpu.options().persistent_stages, 2);
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);

@@ -104,6 +104,9 @@ struct CudaEngineOptions {
   /// ms/step at batch 1 with 5 against 1.39 with 6 and 1.40 with 4, 2026-12-04), else that many
   /// (2 to 8) or as many as fit if fewer.
   int persistent_stages = 0;
+  /// The automatic depth's cap (persistent_stages = 0); the source of its figures is the comment
+  /// at kDlTileBytes in src/model/cuda_engine.cpp.
+  static constexpr int kAutoPersistentStages = 5;
   /// Attention splits of the persistent kernel (parts per sequence and KV head, each a contiguous
   /// range of the context): 0 = automatic (about 64 keys a part for the tensor-core parts, 32 for
   /// the CUDA-core parts), else that many (1 to 64), capped where the parallel merge's limit is

@@ -532,8 +532,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
   if (f.persistent_stages.size() != 1 || f.persistent_stages < "0" || f.persistent_stages > "8" ||
       f.persistent_stages == "1")
-    fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most 5) or 2 to 8",
-         f.persistent_stages.substr(0, 40));
+    fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most {}) or 2 to 8",
+         f.persistent_stages.substr(0, 40), model::CudaEngineOptions::kAutoPersistentStages);
   {
     const auto& s = f.persistent_splits;
     if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) > 64 ||
@@ -662,9 +662,10 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "stage | auto (default): on wherever it can run (it measured faster on the H200 at batch 1 and 4), "
                   "else off");
   cmd->add_option("--persistent-stages", f.persistent_stages,
-                  "Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = 5, or "
-                  "as many as fit in shared memory if fewer (the fastest depth on the H200) | 2..8: at most that many "
-                  "(fewer where they do not fit)");
+                  fmt::format("Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = "
+                              "{}, or as many as fit in shared memory if fewer (the fastest depth on the H200) | "
+                              "2..8: at most that many (fewer where they do not fit)",
+                              model::CudaEngineOptions::kAutoPersistentStages));
   cmd->add_option("--persistent-splits", f.persistent_splits,
                   "Attention splits (parts per sequence and KV head) of the persistent decode kernel: 0 (default) = "
                   "automatic, about 64 keys a tensor-core part and 32 a CUDA-core part | 1..64: that many, capped at "
