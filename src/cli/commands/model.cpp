@@ -675,8 +675,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
   cmd->add_option("--persistent-attention", f.persistent_attention,
                   "The persistent decode kernel's attention parts: tc (default; on tensor cores, 8 warps a part and "
-                  "8 keys a warp's tile, where head_dim is 64 or 128, else the CUDA-core parts) | cores (16 lanes a "
-                  "key on the CUDA cores)");
+                  "8 keys a warp's tile, where head_dim is 64 or 128; the default takes the CUDA-core parts at other "
+                  "head dims, and tc given on the command line is then an error) | cores (16 lanes a key on the CUDA "
+                  "cores)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
