@@ -133,8 +133,9 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // prompt 512): batch 1 decoded a step in 1.349-1.351 ms with 5 stages against 1.392-1.396 with 6
 // (as many as fit there; the attention stage 10.2-10.4 against 11.5-11.8 µs a layer, the GEMVs
 // the same) and 1.403-1.404 with 4; batch 4 in 1.754-1.755 with 5 (as many as fit) against
-// 1.788-1.789 with 4 (run 2, a call before it: 1.350, 1.391-1.393 and 1.404). (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72
-// with 2.) More than 5 can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
+// 1.788-1.789 with 4. Run 2, a call before it, gave batch 1 1.350 with 5, 1.391-1.393 with 6 and
+// 1.404 with 4. (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72 with
+// 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
                   kDlHeadBytes = 128 + 8192;
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256

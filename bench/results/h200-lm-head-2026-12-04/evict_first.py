@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Timing variant (run 1): engine_lm_head's weight loads with an L2 evict-first policy
-(createpolicy.fractional.L2::evict_first, as the persistent kernel's weight ring uses), so the 311 MB
+(createpolicy.fractional.L2::evict_first, as the persistent kernel's weight ring uses), so the 622 MB
 vocabulary stream does not push the logits, the residual stream and the first layers' KV cache out
 of L2 before the next step. Usage: evict_first.py FILE (edits FILE in place; exits 1 if the anchor
 is missing). Timing only."""

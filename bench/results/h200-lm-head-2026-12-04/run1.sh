@@ -6,7 +6,8 @@
 # seeded) alternating --lm-head gemv / gemm / gemv with evict_first.py's L2 hint, two rounds; batch 4
 # once each way; then the Hugging Face comparison (scripts/hf_compare.py: batch 1 runs the GEMV).
 # To make build-carry/ (git-ignored), in the repository root after scripts/setup.sh:
-#   git apply bench/results/h200-lm-head-2026-12-04/lm-head-gemv-attempt.patch (the GEMV and --lm-head; not committed)
+#   git checkout 5de7da5 (the tree it ran on; the patch does not apply to later ones, whose README and
+#   CLI changed) && git apply bench/results/h200-lm-head-2026-12-04/lm-head-gemv-attempt.patch
 #   F=kernels/cuda/engine/qwen3_engine.cu; H=bench/results/h200-lm-head-2026-12-04; mkdir -p build-carry/lib
 #   cp $F /tmp/orig.cu && python3 $H/evict_first.py $F && cmake --build build --target thrive &&
 #     cp build/thrive build-carry/thrive-ef; cp /tmp/orig.cu $F && cmake --build build -j8
