@@ -6,8 +6,10 @@
 # seeded) alternating --lm-head gemv / gemm / gemv with evict_first.py's L2 hint, two rounds; batch 4
 # once each way; then the Hugging Face comparison (scripts/hf_compare.py: batch 1 runs the GEMV).
 # To make build-carry/ (git-ignored), in the repository root after scripts/setup.sh:
+#   cp bench/results/h200-lm-head-2026-12-04/{lm-head-gemv-attempt.patch,evict_first.py} /tmp/ &&
 #   git checkout 5de7da5 (the tree it ran on; the patch does not apply to later ones, whose README and
-#   CLI changed) && git apply bench/results/h200-lm-head-2026-12-04/lm-head-gemv-attempt.patch
+#   CLI changed) && git apply /tmp/lm-head-gemv-attempt.patch   (then evict_first.py from /tmp below;
+#   it imports ../h200-ldmatrix-2026-12-03/srcedit.py, there at 5de7da5: copy srcedit.py beside it)
 #   F=kernels/cuda/engine/qwen3_engine.cu; H=bench/results/h200-lm-head-2026-12-04; mkdir -p build-carry/lib
 #   cp $F /tmp/orig.cu && python3 $H/evict_first.py $F && cmake --build build --target thrive &&
 #     cp build/thrive build-carry/thrive-ef; cp /tmp/orig.cu $F && cmake --build build -j8
