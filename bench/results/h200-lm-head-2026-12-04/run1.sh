@@ -5,15 +5,14 @@
 # `thrive e2e` at batch 1 (prompt 512, 64 tokens, CUDA graphs, the persistent kernel, no memory
 # seeded) alternating --lm-head gemv / gemm / gemv with evict_first.py's L2 hint, two rounds; batch 4
 # once each way; then the Hugging Face comparison (scripts/hf_compare.py: batch 1 runs the GEMV).
-# To make build-carry/ (git-ignored), in the repository root after scripts/setup.sh:
-#   cp bench/results/h200-lm-head-2026-12-04/{lm-head-gemv-attempt.patch,evict_first.py} /tmp/ &&
-#   git checkout 5de7da5 (the tree it ran on; the patch does not apply to later ones, whose README and
-#   CLI changed) && git apply /tmp/lm-head-gemv-attempt.patch   (then evict_first.py from /tmp below;
-#   it imports ../h200-ldmatrix-2026-12-03/srcedit.py, there at 5de7da5: copy srcedit.py beside it)
-#   F=kernels/cuda/engine/qwen3_engine.cu; H=bench/results/h200-lm-head-2026-12-04; mkdir -p build-carry/lib
+# To make build-carry/ (git-ignored): build in a worktree of 5de7da5, the tree the patch was made
+# on (it does not apply to later ones, whose README and CLI changed), and run this script from the
+# current tree. In the repository root after scripts/setup.sh:
+#   R=$PWD; H=$R/bench/results/h200-lm-head-2026-12-04; git worktree add /tmp/lmwt 5de7da5 && cd /tmp/lmwt &&
+#   git apply $H/lm-head-gemv-attempt.patch && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && F=kernels/cuda/engine/qwen3_engine.cu
 #   cp $F /tmp/orig.cu && python3 $H/evict_first.py $F && cmake --build build --target thrive &&
-#     cp build/thrive build-carry/thrive-ef; cp /tmp/orig.cu $F && cmake --build build -j8
-#   cp build/thrive build/tests/model_test_cuda_engine build-carry/
+#     mkdir -p $R/build-carry/lib && cp build/thrive $R/build-carry/thrive-ef; cp /tmp/orig.cu $F && cmake --build build -j8
+#   cp build/thrive build/tests/model_test_cuda_engine $R/build-carry/ && cd $R
 #   cp -L /lib/x86_64-linux-gnu/{libspdlog.so.1.10,libfmt.so.9,libsqlite3.so.0} build-carry/lib/
 #   device tool: run command="bash bench/results/h200-lm-head-2026-12-04/run1.sh" carry=["build-carry"]
 # Out ($OUT): gtest-cuda-engine.txt, e2e-b1-{gemv,gemm,ef}-2.json, e2e-b4-{gemv,gemm}.json,
