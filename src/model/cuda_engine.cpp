@@ -136,7 +136,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // 1.788-1.789 with 4. Run 2, a call before it, gave batch 1 1.350 with 5, 1.391-1.393 with 6 and
 // 1.404 with 4. (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72 with
 // 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
-constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = 8, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
+constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = CudaEngineOptions::kMaxPersistentStages, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
                   kDlHeadBytes = 128 + 8192;
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.

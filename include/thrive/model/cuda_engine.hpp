@@ -107,6 +107,9 @@ struct CudaEngineOptions {
   /// The automatic depth's cap (persistent_stages = 0); the source of its figures is the comment
   /// at kDlTileBytes in src/model/cuda_engine.cpp.
   static constexpr int kAutoPersistentStages = 5;
+  /// The deepest ring persistent_stages may ask for: the kernel's cp.async.wait_group switch
+  /// (engine_dl_wait_stage in kernels/cuda/engine/qwen3_engine.cu) covers 2 to 8 stages.
+  static constexpr int kMaxPersistentStages = 8;
   /// Attention splits of the persistent kernel (parts per sequence and KV head, each a contiguous
   /// range of the context): 0 = automatic (about 64 keys a part for the tensor-core parts, 32 for
   /// the CUDA-core parts), else that many (1 to 64), capped where the parallel merge's limit is

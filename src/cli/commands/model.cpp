@@ -530,10 +530,14 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          f.batch, f.gemv, f.decode_attention, f.fusions.substr(0, 80));
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
-  if (f.persistent_stages.size() != 1 || f.persistent_stages < "0" || f.persistent_stages > "8" ||
-      f.persistent_stages == "1")
-    fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most {}) or 2 to 8",
-         f.persistent_stages.substr(0, 40), model::CudaEngineOptions::kAutoPersistentStages);
+  {
+    const auto& s = f.persistent_stages;
+    const int most = model::CudaEngineOptions::kMaxPersistentStages;
+    if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos ||
+        (s.size() == 2 && s[0] == '0') || std::stoi(s) == 1 || std::stoi(s) > most)
+      fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most {}) or 2 to {}", s.substr(0, 40),
+           model::CudaEngineOptions::kAutoPersistentStages, most);
+  }
   {
     const auto& s = f.persistent_splits;
     if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) > 64 ||
@@ -664,8 +668,9 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent-stages", f.persistent_stages,
                   fmt::format("Weight-ring stages (32 KiB each per SM) of the persistent decode kernel: 0 (default) = "
                               "{}, or as many as fit in shared memory if fewer (the fastest depth on the H200) | "
-                              "2..8: at most that many (fewer where they do not fit)",
-                              model::CudaEngineOptions::kAutoPersistentStages));
+                              "2..{}: at most that many (fewer where they do not fit)",
+                              model::CudaEngineOptions::kAutoPersistentStages,
+                              model::CudaEngineOptions::kMaxPersistentStages));
   cmd->add_option("--persistent-splits", f.persistent_splits,
                   "Attention splits (parts per sequence and KV head) of the persistent decode kernel: 0 (default) = "
                   "automatic, about 64 keys a tensor-core part and 32 a CUDA-core part | 1..64: that many, capped at "
