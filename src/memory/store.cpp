@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -65,10 +67,23 @@ CREATE TABLE IF NOT EXISTS system_changes(
   metric TEXT NOT NULL, stage TEXT NOT NULL, specialist TEXT NOT NULL, change TEXT NOT NULL,
   config_before TEXT NOT NULL, config_after TEXT NOT NULL, t_before REAL NOT NULL,
   t_after REAL NOT NULL, accepted INTEGER NOT NULL, verdict TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS imported_evidence(
+  origin TEXT NOT NULL, card_id TEXT NOT NULL, op TEXT NOT NULL, shape_class TEXT NOT NULL,
+  backend TEXT NOT NULL, successes INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
+  sum_log_gain REAL NOT NULL DEFAULT 0, best_gain REAL NOT NULL DEFAULT 0, last_seen TEXT,
+  PRIMARY KEY(origin, card_id, op, shape_class, backend));
 CREATE TABLE IF NOT EXISTS system_best(
   system_key TEXT NOT NULL, device_key TEXT NOT NULL, metric TEXT NOT NULL, config TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY(system_key, device_key, metric));
 )SQL";
+
+// FNV-1a, 64 bits (Fowler, Noll, Vo): a stable digest of a text (std::hash may differ between builds).
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
 
 // A prepared statement with positional binds; finalizes itself.
 class Stmt {
@@ -211,12 +226,41 @@ std::string now_iso8601() {
 
 std::string default_store_path(const std::string& home) { return home + "/memory.db"; }
 
+std::string store_lock_path(const std::string& db_path) { return db_path + ".lock"; }
+
+int lock_store_exclusive(const std::string& db_path) {
+  const std::string lock = store_lock_path(db_path);
+  const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) fail(ErrorCategory::kStorage, "{}: cannot open the store's lock file ({})", lock, std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) return -1;
+    fail(ErrorCategory::kStorage, "{}: cannot lock ({})", lock, std::strerror(err));
+  }
+  return fd;
+}
+
+Store::Fd::~Fd() {
+  if (fd >= 0) close(fd);
+}
+
 Store::Store(const std::string& path) : path_(path) {
   std::error_code exists_ec;
   // ":memory:" is SQLite's in-memory database, not a file in the working directory
   const bool existed = path != ":memory:" && std::filesystem::exists(path, exists_ec);
   if (exists_ec && exists_ec != std::errc::no_such_file_or_directory)
     fail(ErrorCategory::kStorage, "memory store {}: cannot look at it ({})", path, exists_ec.message());
+  // The shared lock that keeps `memory reset` from moving the file while this store writes it
+  // (waits while a reset holds it: a rename). Where no lock file can be made (a read-only
+  // directory) the store cannot write there either; SQLite's open below reports that.
+  if (path != ":memory:") {
+    lock_.fd = open(store_lock_path(path).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (lock_.fd >= 0 && flock(lock_.fd, LOCK_SH) != 0) {
+      close(lock_.fd);
+      lock_.fd = -1;
+    }
+  }
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -265,6 +309,8 @@ Store::Store(const std::string& path) : path_(path) {
                path, version, kSchemaVersion);
         exec(kSchema);  // every statement is IF NOT EXISTS: adds tables newer releases brought
       }
+      // this memory's id, the origin of its own evidence in exports (random, made once)
+      exec("INSERT OR IGNORE INTO meta(key, value) VALUES('store_id', lower(hex(randomblob(16))))");
       exec("COMMIT");
     } catch (...) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -433,10 +479,15 @@ std::vector<StrategyCard> Store::cards(const std::string& backend) {
   return out;
 }
 
+// This memory's own evidence and what imports brought from other memories (one snapshot per
+// origin), summed per (card, op, shape class, backend).
 std::vector<CardEvidence> Store::evidence(const std::string& card_id) {
   Stmt s(db_,
-         "SELECT card_id, op, shape_class, backend, successes, failures, sum_log_gain, best_gain, "
-         "last_seen FROM card_evidence WHERE ?='' OR card_id=? ORDER BY card_id, op, shape_class",
+         "SELECT card_id, op, shape_class, backend, sum(successes), sum(failures), sum(sum_log_gain), "
+         "max(best_gain), max(coalesce(last_seen, '')) FROM (SELECT card_id, op, shape_class, backend, successes, "
+         "failures, sum_log_gain, best_gain, last_seen FROM card_evidence UNION ALL SELECT card_id, op, shape_class, "
+         "backend, successes, failures, sum_log_gain, best_gain, last_seen FROM imported_evidence) "
+         "WHERE ?='' OR card_id=? GROUP BY card_id, op, shape_class, backend ORDER BY card_id, op, shape_class, backend",
          path_);
   s.bind(1, card_id).bind(2, card_id);
   std::vector<CardEvidence> out;
@@ -674,7 +725,7 @@ nlohmann::json Store::summary() {
   while (s.step())
     devices.push_back({{"device", s.text(0)}, {"peak_bw_gbps", s.real(1)}, {"measured_at", s.text(2)}});
   return {{"path", path_},           {"cards", count("cards")},
-          {"evidence_rows", count("card_evidence")}, {"kernels", count("kernels")},
+          {"evidence_rows", int64_t(evidence().size())}, {"kernels", count("kernels")},
           {"best_entries", count("best")}, {"runs", count("runs")},
           {"attempts", count("attempts")}, {"devices", devices}};
 }
@@ -683,7 +734,23 @@ nlohmann::json Store::export_json() {
   nlohmann::json doc = {{"format", "thrive-memory"}, {"version", kSchemaVersion},
                         {"exported_at", now_iso8601()}};
   doc["cards"] = cards();
-  doc["evidence"] = evidence();
+  // Evidence per origin: this memory's own rows under its store id, and the snapshots imports
+  // brought under theirs, so that an import elsewhere (or back here) replaces what it already has
+  // from an origin instead of adding it again.
+  nlohmann::json ev = nlohmann::json::array();
+  {
+    Stmt s(db_,
+           "SELECT (SELECT value FROM meta WHERE key='store_id'), card_id, op, shape_class, backend, successes, "
+           "failures, sum_log_gain, best_gain, coalesce(last_seen, '') FROM card_evidence UNION ALL SELECT origin, "
+           "card_id, op, shape_class, backend, successes, failures, sum_log_gain, best_gain, coalesce(last_seen, '') "
+           "FROM imported_evidence ORDER BY 2, 3, 4, 5, 1",
+           path_);
+    while (s.step())
+      ev.push_back({{"origin", s.text(0)}, {"card_id", s.text(1)}, {"op", s.text(2)}, {"shape_class", s.text(3)},
+                    {"backend", s.text(4)}, {"successes", s.integer(5)}, {"failures", s.integer(6)},
+                    {"sum_log_gain", s.real(7)}, {"best_gain", s.real(8)}, {"last_seen", s.text(9)}});
+  }
+  doc["evidence"] = ev;
   doc["kernels"] = kernels();
   nlohmann::json best_rows = nlohmann::json::array();
   for (const auto& k : leaderboard()) best_rows.push_back({{"op", k.op}, {"shape_class", k.shape_class},
@@ -819,22 +886,40 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
              json_excerpt(e.value("card_id", nlohmann::json(""))), key, json_excerpt(v));
     }
   }
+  // Each row is a snapshot of one origin's counts (the exporting memory's store id; for an export
+  // without origins, one made from the document's evidence, so re-importing it is still
+  // idempotent). This memory's own rows coming back are skipped; another origin's replace the
+  // snapshot kept from it when they hold more observations. So importing an export twice, or
+  // one that already went A -> B -> A, counts each observation once.
+  std::string own_id;
+  {
+    Stmt id(db_, "SELECT value FROM meta WHERE key='store_id'", path_);
+    if (id.step()) own_id = id.text(0);
+  }
+  const std::string doc_origin = fmt::format("document:{:016x}", fnv1a64(evidence.dump()));
   for (size_t i = 0; i < evidence.size(); ++i) {
     at("evidence", i);
     const auto& e = evidence[i];
+    const auto o = e.value("origin", nlohmann::json(""));
+    if (!o.is_string() || o.get<std::string>().size() > 200)
+      fail(ErrorCategory::kInput, "import: evidence of card {}: origin={}: expected a store id (a string)",
+           json_excerpt(e.value("card_id", nlohmann::json(""))), json_excerpt(o));
+    const std::string origin = o.get<std::string>().empty() ? doc_origin : o.get<std::string>();
+    if (origin == own_id) continue;
     Stmt s(db_,
-           "INSERT INTO card_evidence(card_id, op, shape_class, backend, successes, failures, "
-           "sum_log_gain, best_gain, last_seen) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
-           "ON CONFLICT(card_id, op, shape_class, backend) DO UPDATE SET "
-           "successes=successes+?5, failures=failures+?6, sum_log_gain=sum_log_gain+?7, "
-           "best_gain=max(best_gain, ?8), last_seen=max(coalesce(last_seen,''), ?9)",
+           "INSERT INTO imported_evidence(origin, card_id, op, shape_class, backend, successes, failures, "
+           "sum_log_gain, best_gain, last_seen) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+           "ON CONFLICT(origin, card_id, op, shape_class, backend) DO UPDATE SET "
+           "successes=excluded.successes, failures=excluded.failures, sum_log_gain=excluded.sum_log_gain, "
+           "best_gain=excluded.best_gain, last_seen=excluded.last_seen "
+           "WHERE excluded.successes + excluded.failures > successes + failures",
            path_);
-    s.bind(1, e.value("card_id", "")).bind(2, e.value("op", "")).bind(3, e.value("shape_class", ""));
-    s.bind(4, e.value("backend", "")).bind(5, e.value("successes", 0)).bind(6, e.value("failures", 0));
-    s.bind(7, e.value("sum_log_gain", 0.0)).bind(8, e.value("best_gain", 0.0));
-    s.bind(9, e.value("last_seen", ""));
+    s.bind(1, origin).bind(2, e.value("card_id", "")).bind(3, e.value("op", "")).bind(4, e.value("shape_class", ""));
+    s.bind(5, e.value("backend", "")).bind(6, e.value("successes", 0)).bind(7, e.value("failures", 0));
+    s.bind(8, e.value("sum_log_gain", 0.0)).bind(9, e.value("best_gain", 0.0));
+    s.bind(10, e.value("last_seen", ""));
     s.step();
-    ++sum.evidence_merged;
+    if (sqlite3_changes(db_) > 0) ++sum.evidence_merged;
   }
   for (const auto& k : new_kernels) {
     at("kernels", size_t(&k - new_kernels.data()));

@@ -147,7 +147,8 @@ Qwen3Config Qwen3Config::load(const std::string& dir) {
   if (j.contains("attention_bias") && j["attention_bias"] != false)
     fail(ErrorCategory::kInput, "{}: \"attention_bias\" is {}: this engine implements Qwen3's bias-free "
          "projections (false)", file, json_excerpt(j["attention_bias"]));
-  bool qwen3 = j.value("model_type", "") == "qwen3";
+  // (compared as JSON: a model_type of another type is simply not "qwen3", not a type error)
+  bool qwen3 = j.contains("model_type") && j["model_type"] == "qwen3";
   if (j.contains("architectures") && j["architectures"].is_array())
     for (const auto& a : j["architectures"]) qwen3 = qwen3 || (a.is_string() && a.get<std::string>() == "Qwen3ForCausalLM");
   if (!qwen3)
@@ -354,16 +355,21 @@ double StageTimes::total_us() const {
   return t;
 }
 
-CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,
-                               int64_t max_cache_bytes)
-    : cfg_(std::move(cfg)), w_(std::move(weights)), batch_(batch), max_context_(max_context) {
+void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_context, int64_t max_cache_bytes) {
   if (batch < 1) fail(ErrorCategory::kUsage, "batch {}: expected >= 1", batch);
-  if (max_context < 1 || max_context > cfg_.max_position)
-    fail(ErrorCategory::kUsage, "context {}: expected 1 to max_position_embeddings {}", max_context, cfg_.max_position);
-  const __int128 per_side = __int128(batch) * cfg_.layers * max_context * cfg_.kv_heads * cfg_.head_dim;
+  if (max_context < 1 || max_context > cfg.max_position)
+    fail(ErrorCategory::kUsage, "context {}: expected 1 to max_position_embeddings {}", max_context, cfg.max_position);
+  const __int128 per_side = __int128(batch) * cfg.layers * max_context * cfg.kv_heads * cfg.head_dim;
   if (per_side * 2 * 4 > max_cache_bytes)
     fail(ErrorCategory::kUsage, "batch {} x context {}: the float32 KV cache needs {} bytes, more than the {} allowed",
          batch, max_context, int64_t(per_side * 8), max_cache_bytes);
+}
+
+CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,
+                               int64_t max_cache_bytes)
+    : cfg_(std::move(cfg)), w_(std::move(weights)), batch_(batch), max_context_(max_context) {
+  check_cpu_kv_cache(cfg_, batch, max_context, max_cache_bytes);
+  const int64_t per_side = int64_t(batch) * cfg_.layers * max_context * cfg_.kv_heads * cfg_.head_dim;
   k_cache_.assign(size_t(per_side), 0.f);
   v_cache_.assign(size_t(per_side), 0.f);
   pos_.assign(size_t(batch), 0);

@@ -58,6 +58,8 @@ int st_dtype_bytes(StDtype d) { return d == StDtype::kF32 ? 4 : 2; }
 const char* st_dtype_name(StDtype d) { return d == StDtype::kBF16 ? "BF16" : d == StDtype::kF16 ? "F16" : "F32"; }
 
 int64_t StTensorInfo::elements() const {
+  // a zero dimension first: the product of the others may not fit (the loader bounds the nonzero case)
+  if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
@@ -109,17 +111,29 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                path, name, e["shape"].dump());
         t.shape.push_back(d.get<int64_t>());
       }
-      for (const auto& o : e["data_offsets"])
+      // Offsets as unsigned 64-bit values, bounded by the data section before any signed use (a value
+      // past 2^63 would turn negative and pass the range check)
+      uint64_t off[2] = {0, 0};
+      for (int i = 0; i < 2; ++i) {
+        const auto& o = e["data_offsets"][size_t(i)];
         if (!o.is_number_unsigned() && !(o.is_number_integer() && o.get<int64_t>() >= 0))
           fail(ErrorCategory::kInput, "{}: tensor '{}': data_offsets {} are not non-negative integers", path, name,
                e["data_offsets"].dump());
-      t.begin = e["data_offsets"][0].get<int64_t>();
-      t.end = e["data_offsets"][1].get<int64_t>();
-      __int128 need = st_dtype_bytes(t.dtype);
-      for (int64_t d : t.shape) need *= d;
-      if (t.begin > t.end || t.end > data_bytes)
+        off[i] = o.get<uint64_t>();
+      }
+      if (off[0] > off[1] || off[1] > uint64_t(data_bytes))
         fail(ErrorCategory::kInput, "{}: tensor '{}': data_offsets [{}, {}] lie outside the data section ({} bytes)",
-             path, name, t.begin, t.end, data_bytes);
+             path, name, off[0], off[1], data_bytes);
+      t.begin = int64_t(off[0]);
+      t.end = int64_t(off[1]);
+      // The shape's byte count, saturated past the data section's size (a product of large
+      // dimensions would otherwise wrap, even in 128 bits)
+      __int128 need = st_dtype_bytes(t.dtype);
+      bool zero = false;
+      for (int64_t d : t.shape) zero = zero || d == 0;
+      for (int64_t d : t.shape)
+        if (!zero) need = need > __int128(data_bytes) ? need : need * d;
+      if (zero) need = 0;
       if (need != __int128(t.end - t.begin))
         fail(ErrorCategory::kInput, "{}: tensor '{}': {} bytes for shape {} of {} ({} bytes per element): "
              "the offsets lie about its size", path, name, t.end - t.begin, e["shape"].dump(), st_dtype_name(t.dtype),

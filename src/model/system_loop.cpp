@@ -283,6 +283,7 @@ LoopResult run_outer_loop(const LoopOptions& o, const SystemConfig& start, const
 LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, const LoopOptions& o,
                            const SystemConfig& start, double bandwidth_gbps, double tflops,
                            const std::function<void(const LoopIteration&)>& sink) {
+  check_cpu_kv_cache(cfg, o.batch, int64_t(o.prompt) + std::max(o.gen, 0));  // before any prompt is built
   SystemDriver d;
   d.notes = {"communication: one device, nothing to do"};
   d.profile = [&](const SystemConfig& sc) { return profile_once(cfg, weights, o, sc); };

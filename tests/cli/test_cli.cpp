@@ -490,6 +490,12 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   auto r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--gen", "2", "--dump", files.path() + "/evil"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::filesystem::file_size(db), db_size);
+  // A KV cache that cannot fit is refused before the prompts are built (2^31 - 1 of them would
+  // need tens of GB first)
+  r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2147483647", "--prompt", "1", "--gen", "1"},
+                       env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("KV cache needs"), std::string::npos) << r.err;
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"e2e", "--device", "cpu", "--model", dir, "--gen", ""},
            {"e2e", "--device", "cpu", "--model", dir, "--kernels", "best:"},
@@ -758,6 +764,13 @@ TEST_F(Cli, ResetKeepsEveryBackupAndRefusedInputChangesNothing) {
   const std::string home = files.path() + "/reset-home", db = home + "/memory.db";
   fs::create_directories(home);
   { memory::Store created(db); }
+  {  // while another process (here: this one) has the store open, reset refuses and moves nothing
+    memory::Store open(db);
+    const auto busy = test::run_thrive({"memory", "--home", home, "reset"}, env());
+    EXPECT_EQ(busy.exit_code, 4) << busy.err;
+    EXPECT_NE(busy.err.find("in use by another thrive process"), std::string::npos) << busy.err;
+    EXPECT_TRUE(fs::exists(db));
+  }
   // decoys under every backup name a reset in the next seconds could take (TIME to the second)
   std::vector<std::string> decoys;
   for (int dt = -1; dt <= 20; ++dt) {

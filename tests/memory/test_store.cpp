@@ -384,7 +384,43 @@ TEST_F(StoreTest, ExportImportReproducesBestAndEvidence) {
   EXPECT_EQ(again.kernels_added, 0);
   EXPECT_EQ(again.best_replaced, 0);
   EXPECT_EQ(again.best_kept, 2);
-  EXPECT_EQ(b.evidence("vec16")[0].successes, 2) << "evidence sums";
+  EXPECT_EQ(again.evidence_merged, 0) << "the same snapshot again changes nothing";
+  EXPECT_EQ(b.evidence("vec16")[0].successes, 1) << "an observation counts once however often it is imported";
+}
+
+TEST_F(StoreTest, EvidenceCountsEachObservationOnceAcrossRoundTrips) {
+  test::TempDir other;
+  Store a(path), b(other.path() + "/memory.db");
+  fill(a);
+  b.record_card_outcome("vec16", "softmax", "T=1", "cpu", true, 2.0);  // B's own observation
+  const auto a1 = nlohmann::json::parse(a.export_json().dump());
+  b.import_json(a1);
+  EXPECT_EQ(b.evidence("vec16")[0].successes, 2) << "A's one and B's one";
+  // A -> B -> A: A's own rows come back and are skipped; B's are added once
+  const auto back = a.import_json(nlohmann::json::parse(b.export_json().dump()));
+  EXPECT_EQ(back.evidence_merged, 1);
+  EXPECT_EQ(a.evidence("vec16")[0].successes, 2);
+  a.import_json(nlohmann::json::parse(b.export_json().dump()));
+  EXPECT_EQ(a.evidence("vec16")[0].successes, 2) << "again: nothing more";
+  // A learns more; B takes the newer snapshot of A in place of the older one
+  a.record_card_outcome("vec16", "softmax", "T=1", "cpu", false, 0.0);
+  b.import_json(nlohmann::json::parse(a.export_json().dump()));
+  const auto eb = b.evidence("vec16");
+  ASSERT_EQ(eb.size(), 1u);
+  EXPECT_EQ(eb[0].successes, 2);
+  EXPECT_EQ(eb[0].failures, 2) << "fill's failure and the new one";
+  // an export from before origins (no "origin" field) is still idempotent
+  auto legacy = a1;
+  for (auto& e : legacy["evidence"]) e.erase("origin");
+  test::TempDir third;
+  Store c(third.path() + "/memory.db");
+  c.import_json(legacy);
+  c.import_json(legacy);
+  EXPECT_EQ(c.evidence("vec16")[0].successes, 1);
+  // a malformed origin is refused, naming the card
+  auto bad = a1;
+  bad["evidence"][0]["origin"] = 5;
+  EXPECT_THROW(c.import_json(bad), Error);
 }
 
 TEST_F(StoreTest, ImportNeverReplacesAFasterBest) {

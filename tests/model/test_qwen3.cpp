@@ -226,6 +226,8 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
     }
   };
   bad_config([](auto& c) { c["architectures"] = {"LlamaForCausalLM"}; c["model_type"] = "llama"; }, "Qwen3ForCausalLM");
+  // a model_type of another JSON type is an input error too, not a JSON type error
+  bad_config([](auto& c) { c.erase("architectures"); c["model_type"] = 5; }, "model_type 5");
   bad_config([](auto& c) { c.erase("hidden_size"); }, "hidden_size");
   bad_config([](auto& c) { c["num_key_value_heads"] = 3; }, "multiple");
   bad_config([](auto& c) { c["head_dim"] = "sixteen"; }, "head_dim");

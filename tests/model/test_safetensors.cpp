@@ -82,6 +82,19 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
                                               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 16), "overlap");
   expect_input_error(raw_file(d + "/negshape", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0), "shape");
   expect_input_error(raw_file(d + "/noentry", R"({"w":{"dtype":"F32"}})", 0), "'w'");
+  // offsets past 2^63 (negative as int64: they crashed the loader once) and past the header
+  expect_input_error(raw_file(d + "/huge", R"({"w":{"dtype":"F32","shape":[2],)"
+                                           R"("data_offsets":[18446742974197923840,18446742974197923848]}})", 16),
+                     "outside the data");
+  expect_input_error(raw_file(d + "/wrap", R"({"w":{"dtype":"F32","shape":[2],)"
+                                           R"("data_offsets":[18446744073709551608,0]}})", 16), "outside the data");
+  expect_input_error(raw_file(d + "/top", R"({"w":{"dtype":"F32","shape":[2],)"
+                                          R"("data_offsets":[9223372036854775808,9223372036854775816]}})", 16),
+                     "outside the data");
+  // a shape whose byte count wraps even in 128 bits is not 0 bytes
+  expect_input_error(raw_file(d + "/bigshape", R"({"w":{"dtype":"BF16","shape":[4611686018427387904,)"
+                                               R"(4611686018427387904,16],"data_offsets":[0,0]}})", 0),
+                     "lie about its size");
   expect_input_error(d + "/does-not-exist", "cannot open");
 }
 

@@ -200,12 +200,28 @@ class Store {
   /// Throws kStorage: the file belongs to another application (left untouched).
   [[noreturn]] void refuse_foreign(int app_id) const;
   Store() = default;  // open_read_only's
+  /// A file descriptor closed with its holder (a member: closed too when the constructor throws).
+  struct Fd {
+    int fd = -1;
+    ~Fd();
+  };
+  Fd lock_;  // the shared advisory lock on store_lock_path(path_) of a read-write store
   sqlite3* db_ = nullptr;
   std::string path_;
 };
 
 /// $THRIVE_HOME/memory.db.
 std::string default_store_path(const std::string& home);
+
+/// The advisory lock file beside a memory store (`db_path` + ".lock"). Every read-write Store
+/// holds a shared flock(2) on it for its lifetime (taken before SQLite opens the file);
+/// `thrive memory reset` takes it exclusively (lock_store_exclusive) before it moves the store
+/// aside, so it never moves a store that another process is writing.
+std::string store_lock_path(const std::string& db_path);
+/// Takes the exclusive lock on store_lock_path(db_path) without waiting. Returns its file
+/// descriptor (the caller closes it, which releases the lock), or -1 when another process holds
+/// the store open. Throws Error(kStorage) naming the lock file when it cannot be created.
+int lock_store_exclusive(const std::string& db_path);
 
 /// Current UTC time, ISO-8601 ("2026-11-30T05:10:33Z").
 std::string now_iso8601();

@@ -97,6 +97,15 @@ struct StageTimes {
   double total_us() const;
 };
 
+/// The float32 CPU engine's default KV-cache limit (bytes): 16 GiB.
+constexpr int64_t kCpuMaxCacheBytes = int64_t(16) << 30;
+/// Throws Error(kUsage), naming batch, context and the bytes needed, when the CPU engine's float32
+/// KV cache (2 x batch x layers x max_context x kv_heads x head_dim x 4 bytes) would exceed
+/// `max_cache_bytes`, or batch < 1, or max_context is not in [1, max_position_embeddings]. The e2e
+/// command calls it before it builds prompts or loads weights; the engine's constructor again.
+void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_context,
+                        int64_t max_cache_bytes = kCpuMaxCacheBytes);
+
 /// The float32 CPU engine: batched prefill and decode over a contiguous per-sequence KV cache
 /// ([layer][position][kv_head][head_dim], float32), OpenMP across output features.
 class CpuQwen3Engine {
@@ -104,7 +113,7 @@ class CpuQwen3Engine {
   /// Throws Error(kUsage) when batch < 1 or max_context < 1 or the KV cache (bytes named) does
   /// not fit in `max_cache_bytes`.
   CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,
-                 int64_t max_cache_bytes = int64_t(16) << 30);
+                 int64_t max_cache_bytes = kCpuMaxCacheBytes);
   /// Runs every prompt (one per sequence, lengths may differ, each >= 1 token, ids in
   /// [0, vocab)) from position 0 and returns the logits of each sequence's last prompt token,
   /// [batch][vocab]. Resets the cache. Error(kUsage) on a bad id, length or batch mismatch.

@@ -204,6 +204,9 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // the copy ceiling, measured once per device
   r.device = "cpu";
   r.precision = "float32";
+  // The KV cache's limit before the weights load and the random prompts are built (batch x prompt
+  // ids: a huge batch would take minutes and gigabytes before the engine refused it)
+  if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, int64_t(f.prompt) + std::max(f.gen, 0));
   const auto t = std::chrono::steady_clock::now();
   auto weights = model::load_weights(cfg, f.model);
   r.load_ms = ms_since(t);
