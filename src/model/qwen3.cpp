@@ -301,7 +301,16 @@ std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& wan
   if (have.shape != want.shape)
     fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
          want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
-  return ck.to_f32(want.name);
+  auto v = ck.to_f32(want.name);
+  // A NaN or infinite weight would spread through every later layer; no trained or THRIVE-made
+  // checkpoint has one
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) first = bad++ == 0 ? int64_t(i) : first;
+  if (bad > 0)
+    fail(ErrorCategory::kInput, "{}: tensor '{}' holds {} NaN or infinite values (the first at element {}): expected "
+         "finite weights", ck.file_of(want.name), want.name, bad, first);
+  return v;
 }
 
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {

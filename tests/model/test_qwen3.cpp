@@ -238,6 +238,34 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   EXPECT_THROW(Qwen3Config::preset("qwen9"), Error);
 }
 
+TEST(Qwen3Checkpoint, ANaNWeightIsAnInputErrorNamingTheTensor) {
+  test::TempDir dir;
+  const auto cfg = Qwen3Config::preset("tiny");
+  init_checkpoint(cfg, dir.path(), 1);
+  const std::string file = dir.path() + "/model.safetensors";
+  int64_t at = 0;
+  {
+    SafetensorsFile f(file);
+    const auto& t = f.info("model.norm.weight");
+    ASSERT_EQ(t.dtype, StDtype::kBF16);
+    const std::string bytes = read_file(file);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(bytes[size_t(i)]);
+    at = int64_t(8 + n) + t.begin + 2 * 3;  // element 3
+  }
+  std::string bytes = read_file(file);
+  bytes[size_t(at)] = char(0xc0), bytes[size_t(at) + 1] = char(0x7f);  // bf16 0x7fc0: a quiet NaN
+  test::write_text(file, bytes);
+  try {
+    (void)load_weights(Qwen3Config::load(dir.path()), dir.path());
+    FAIL() << "a NaN weight loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(e.what()).find("model.norm.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("element 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Qwen3Checkpoint, SameSeedSameFileOtherSeedOtherWeights) {
   test::TempDir a, b, c;
   const auto cfg = Qwen3Config::preset("tiny");

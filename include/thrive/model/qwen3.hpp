@@ -79,7 +79,8 @@ struct Qwen3Weights {
 /// naming the tensor, the file, the shape found and the shape expected.
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir);
 /// One tensor of an open checkpoint as float32, after checking its shape against `want` (the
-/// config's layout): Error(kInput) naming the tensor, file, shape found and shape expected.
+/// config's layout): Error(kInput) naming the tensor, file, shape found and shape expected, or
+/// naming the tensor, file and count when it holds NaN or infinite values.
 std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want);
 
 /// The CPU engine's float32 matrix rate, GFLOP/s: the best of 5 runs of its own projection
