@@ -21,5 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${THRIVE_CMAKE_ARGS:-}
+# Warnings are errors in every build the scripts make, so that run.sh and test.sh share one build
+# configuration (test.sh used to add the flag alone, and its build started again from scratch);
+# THRIVE_CMAKE_ARGS="-DTHRIVE_ENABLE_WERROR=OFF" turns it off (a later -D wins).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=ON ${THRIVE_CMAKE_ARGS:-}
 cmake --build build -j "$(nproc)"

@@ -251,7 +251,8 @@ sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::Shap
     r = sandbox::evaluate(cfg_, backend_name_, req);
     if (r.bench.below_floor)
       r.detail = fmt::format("suspect timing, twice in fresh workers: {:.3g} then {:.3g} us for {} "
-                             "bytes, faster than the {:.1f} GB/s ceiling allows",
+                             "bytes, faster than the {:.1f} GB/s ceiling allows (a ceiling measured on a busy "
+                             "machine is too low: THRIVE_PEAK_BW_GBPS sets it)",
                              first_us, r.bench.time_us(), r.bench.bytes, r.bench.peak_bw_gbps);
   }
   compile_s_ += r.compile_s;

@@ -453,8 +453,9 @@ TEST_F(Cli, OptimizeSystemRecordsAndTheNextRunStartsFromTheBest) {
   }
 }
 
-// --agent on the outer loop: the CPU loop has no kernels specialist, so an LLM agent is not built
-// (no LLM settings needed) and the run says so instead of ignoring the flag silently; a bad agent
+// --agent on the outer loop: the CPU loop runs no agent (its kernels specialist only sets GEMM
+// threads), so an LLM agent is not built (no LLM settings needed) and the run says so instead of
+// ignoring the flag silently; a bad agent
 // name is still refused. (On CUDA the agent runs the kernels specialist's inner loop and is made,
 // with its LLM settings checked, before the first profile.)
 TEST_F(Cli, OptimizeSystemSaysTheCpuLoopRunsNoAgent) {
@@ -466,10 +467,10 @@ TEST_F(Cli, OptimizeSystemSaysTheCpuLoopRunsNoAgent) {
   args.insert(args.end(), {"--agent", "llm"});
   auto r = test::run_thrive(args, env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("--agent llm: the CPU outer loop has no kernels specialist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--agent llm: the CPU outer loop runs no agent"), std::string::npos) << r.err;
   r = test::run_thrive(loop, env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err.find("no kernels specialist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("runs no agent"), std::string::npos) << r.err;
   args = loop;
   args.insert(args.end(), {"--agent", "gpt"});
   r = test::run_thrive(args, env());
@@ -742,6 +743,10 @@ TEST_F(Cli, TuneEvaluatesEveryPointRanksThemAndKeepsTheBestInMemory) {
     EXPECT_EQ(empty.exit_code, 2) << args[1] << ": " << empty.out;
     expect_one_line_error(empty, args[1] + " \"\"");
   }
+  // and after the memory command's word, where --home falls through to `memory`
+  const auto after = test::run_thrive({"memory", "show", "--home", ""}, small_env());
+  EXPECT_EQ(after.exit_code, 2) << after.out;
+  expect_one_line_error(after, "--home \"\"");
   // refused before the subcommand ran: nothing exported, the memory not moved aside
   EXPECT_FALSE(std::filesystem::exists("empty-home.json"));
   EXPECT_EQ(nlohmann::json::parse(test::run_thrive({"leaderboard", "--json"}, small_env()).out).size(), 1u);
@@ -764,6 +769,11 @@ TEST_F(Cli, ResetKeepsEveryBackupAndRefusedInputChangesNothing) {
   const std::string home = files.path() + "/reset-home", db = home + "/memory.db";
   fs::create_directories(home);
   { memory::Store created(db); }
+  {  // --home after the memory command's word works as before it (it falls through to `memory`)
+    const auto shown = test::run_thrive({"memory", "show", "--home", home}, env());
+    EXPECT_EQ(shown.exit_code, 0) << shown.err;
+    EXPECT_NE(shown.out.find(db), std::string::npos) << shown.out;
+  }
   {  // while another process (here: this one) has the store open, reset refuses and moves nothing
     memory::Store open(db);
     const auto busy = test::run_thrive({"memory", "--home", home, "reset"}, env());

@@ -174,6 +174,9 @@ void register_memory(CLI::App& app, Context& ctx) {
         for (const char* suffix : {"-wal", "-shm"}) move_aside(path + suffix, backup + suffix);
         fmt::print("memory reset: previous store kept as {}\n", backup);
       });
+  // The common flags (--home, --log-level) belong to `memory`; after its command word they fall
+  // through to it, so `memory show --home X` works as `memory --home X show` does
+  for (auto* sub : cmd->get_subcommands({})) sub->fallthrough();
 }
 
 }  // namespace thrive::cli

@@ -297,13 +297,14 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   if (device == "cuda") cfg.model = model::CudaQwen3Engine::op_dims(qcfg);  // the inner loop verifies at the engine's dims
   auto& tb = ctx.toolbox();
   // The kernels specialist's agent, made (and its LLM settings checked) before any work. Only the
-  // CUDA loop has a kernels specialist: the CPU engine's specialists change its configuration.
+  // CUDA loop runs one: the CPU engine's specialists change its configuration (GEMM threads, fusion).
   std::unique_ptr<agents::Agent> agent;
   if (device != "cpu")
     agent = agents::make_agent(cfg.agent, tb, f.autonomous);
   else if (cfg.agent != "search" || f.autonomous)
-    spdlog::warn("--agent {}{}: the CPU outer loop has no kernels specialist, so no agent runs (its changes are the "
-                 "engine's configuration: threads, fusion)", cfg.agent, f.autonomous ? " --autonomous" : "");
+    spdlog::warn("--agent {}{}: the CPU outer loop runs no agent (its kernels specialist only sets the GEMMs' thread "
+                 "count, its compilation specialist the residual + RMSNorm fusion)", cfg.agent,
+                 f.autonomous ? " --autonomous" : "");
   const std::string system_key = fmt::format("qwen3-{}:b{}:p{}:g{}", fnv1a_hex(read_file(f.model + "/config.json")),
                                              o.batch, o.prompt, o.gen);
   auto& store = ctx.store();
