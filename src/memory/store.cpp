@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -483,7 +484,8 @@ std::vector<StrategyCard> Store::cards(const std::string& backend) {
 // origin), summed per (card, op, shape class, backend).
 std::vector<CardEvidence> Store::evidence(const std::string& card_id) {
   Stmt s(db_,
-         "SELECT card_id, op, shape_class, backend, sum(successes), sum(failures), sum(sum_log_gain), "
+         "SELECT card_id, op, shape_class, backend, min(sum(successes), 2147483647), "
+         "min(sum(failures), 2147483647), sum(sum_log_gain), "
          "max(best_gain), max(coalesce(last_seen, '')) FROM (SELECT card_id, op, shape_class, backend, successes, "
          "failures, sum_log_gain, best_gain, last_seen FROM card_evidence UNION ALL SELECT card_id, op, shape_class, "
          "backend, successes, failures, sum_log_gain, best_gain, last_seen FROM imported_evidence) "
@@ -896,7 +898,13 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
     Stmt id(db_, "SELECT value FROM meta WHERE key='store_id'", path_);
     if (id.step()) own_id = id.text(0);
   }
-  const std::string doc_origin = fmt::format("document:{:016x}", fnv1a64(evidence.dump()));
+  // (the digest of the rows in a canonical order: the same rows in another order are the same origin)
+  std::vector<std::string> rows;
+  for (const auto& e : evidence) rows.push_back(e.dump());
+  std::sort(rows.begin(), rows.end());
+  std::string joined;
+  for (const auto& r : rows) joined += r + "\n";
+  const std::string doc_origin = fmt::format("document:{:016x}", fnv1a64(joined));
   for (size_t i = 0; i < evidence.size(); ++i) {
     at("evidence", i);
     const auto& e = evidence[i];

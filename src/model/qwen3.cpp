@@ -538,7 +538,17 @@ std::vector<std::vector<float>> CpuQwen3Engine::decode(const std::vector<int32_t
 std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>>& logits) {
   const auto t0 = Clock::now();
   std::vector<int32_t> ids;
-  for (const auto& row : logits) ids.push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
+  for (const auto& row : logits) {
+    // the largest finite logit (NaN compares false: max_element would answer index 0 whatever
+    // the row holds); a row with none is refused, as the CUDA engine's argmax refuses it
+    int64_t best = -1;
+    for (size_t i = 0; i < row.size(); ++i)
+      if (std::isfinite(row[i]) && (best < 0 || row[i] > row[size_t(best)])) best = int64_t(i);
+    if (best < 0)
+      fail(ErrorCategory::kInput, "greedy: sequence {} has no finite logit (every one NaN or infinite): the weights "
+           "overflow float32 (finite but huge values in the checkpoint?)", ids.size());
+    ids.push_back(int32_t(best));
+  }
   stages_.add("sampling", std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   return ids;
 }

@@ -3,6 +3,8 @@
 // durability under concurrent writers and SIGKILL.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -417,6 +419,21 @@ TEST_F(StoreTest, EvidenceCountsEachObservationOnceAcrossRoundTrips) {
   c.import_json(legacy);
   c.import_json(legacy);
   EXPECT_EQ(c.evidence("vec16")[0].successes, 1);
+  // the same rows in another order are the same origin
+  auto reversed = legacy;
+  std::reverse(reversed["evidence"].begin(), reversed["evidence"].end());
+  c.import_json(reversed);
+  EXPECT_EQ(c.evidence("vec16")[0].successes, 1);
+  // sums across origins saturate at INT_MAX instead of wrapping negative
+  auto big = a1;
+  big["evidence"] = nlohmann::json::array();
+  for (const char* o : {"o0", "o1", "o2"})
+    big["evidence"].push_back({{"origin", o}, {"card_id", "vec16"}, {"op", "rope"}, {"shape_class", "T=2"},
+                               {"backend", "cpu"}, {"successes", 1000000000}, {"failures", 0}});
+  c.import_json(big);
+  for (const auto& e : c.evidence("vec16")) {
+    if (e.op == "rope") EXPECT_EQ(e.successes, 2147483647);
+  }
   // a malformed origin is refused, naming the card
   auto bad = a1;
   bad["evidence"][0]["origin"] = 5;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.hpp"
@@ -141,6 +142,16 @@ TEST_F(Qwen3Tiny, PrefillMatchesAnIndependentFloat64Forward) {
   CpuQwen3Engine e(c, w, 1, 32);
   const auto got = e.prefill({prompt});
   EXPECT_LT(max_abs_diff(got[0], ref), 1e-4 * std::max(1.0, max_abs(ref)));
+}
+
+// Greedy takes the largest finite logit; a row with none (weights that overflow float32) is an
+// error, not token 0 (std::max_element's answer for a row of NaN).
+TEST_F(Qwen3Tiny, GreedyRefusesARowWithNoFiniteLogit) {
+  const auto c = Qwen3Config::load(dir_->path());
+  CpuQwen3Engine e(c, load_weights(c, dir_->path()), 1, 32);
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(e.greedy({{nan, 1.f, 3.f, nan, 3.f}}), std::vector<int32_t>{2});
+  EXPECT_THROW(e.greedy({{nan, nan, inf}}), Error);
 }
 
 TEST_F(Qwen3Tiny, DecodeThroughTheKvCacheEqualsARecomputedPrefill) {

@@ -122,7 +122,8 @@ class CpuQwen3Engine {
   /// One decode step: `tokens[b]` at each sequence's next position; returns [batch][vocab].
   /// Error(kUsage) when a sequence would pass max_context.
   std::vector<std::vector<float>> decode(const std::vector<int32_t>& tokens);
-  /// Greedy choice per row (lowest index on ties), timed as the "sampling" stage.
+  /// Greedy choice per row: the largest finite logit (lowest index on ties), timed as the
+  /// "sampling" stage. Error(kInput) for a row with no finite logit (overflowing weights).
   std::vector<int32_t> greedy(const std::vector<std::vector<float>>& logits);
 
   const StageTimes& stages() const { return stages_; }
