@@ -432,7 +432,9 @@ TEST_F(StoreTest, EvidenceCountsEachObservationOnceAcrossRoundTrips) {
                                {"backend", "cpu"}, {"successes", 1000000000}, {"failures", 0}});
   c.import_json(big);
   for (const auto& e : c.evidence("vec16")) {
-    if (e.op == "rope") EXPECT_EQ(e.successes, 2147483647);
+    if (e.op == "rope") {
+      EXPECT_EQ(e.successes, 2147483647);
+    }
   }
   // a malformed origin is refused, naming the card
   auto bad = a1;
