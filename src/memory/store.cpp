@@ -79,13 +79,6 @@ CREATE TABLE IF NOT EXISTS system_best(
   updated_at TEXT NOT NULL, PRIMARY KEY(system_key, device_key, metric));
 )SQL";
 
-// FNV-1a, 64 bits (Fowler, Noll, Vo): a stable digest of a text (std::hash may differ between builds).
-uint64_t fnv1a64(const std::string& text) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // A prepared statement with positional binds; finalizes itself.
 class Stmt {
  public:
@@ -229,21 +222,30 @@ std::string default_store_path(const std::string& home) { return home + "/memory
 
 std::string store_lock_path(const std::string& db_path) { return db_path + ".lock"; }
 
-int lock_store_exclusive(const std::string& db_path) {
-  const std::string lock = store_lock_path(db_path);
-  const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) fail(ErrorCategory::kStorage, "{}: cannot open the store's lock file ({})", lock, std::strerror(errno));
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    close(fd);
-    if (err == EWOULDBLOCK) return -1;
-    fail(ErrorCategory::kStorage, "{}: cannot lock ({})", lock, std::strerror(err));
-  }
-  return fd;
+namespace {
+// The store's lock file, opened (created if missing; never through a symlink): its descriptor, or -1.
+int open_store_lock(const std::string& db_path) {
+  return open(store_lock_path(db_path).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+}
+}  // namespace
+
+StoreLock::~StoreLock() {
+  if (fd >= 0) close(fd);
 }
 
-Store::Fd::~Fd() {
-  if (fd >= 0) close(fd);
+StoreLock lock_store_exclusive(const std::string& db_path) {
+  StoreLock lock;
+  lock.fd = open_store_lock(db_path);
+  if (lock.fd < 0)
+    fail(ErrorCategory::kStorage, "{}: cannot open the store's lock file ({})", store_lock_path(db_path),
+         std::strerror(errno));
+  if (flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    close(lock.fd);
+    lock.fd = -1;
+    if (err != EWOULDBLOCK) fail(ErrorCategory::kStorage, "{}: cannot lock ({})", store_lock_path(db_path), std::strerror(err));
+  }
+  return lock;
 }
 
 Store::Store(const std::string& path) : path_(path) {
@@ -256,7 +258,7 @@ Store::Store(const std::string& path) : path_(path) {
   // (waits while a reset holds it: a rename). Where no lock file can be made (a read-only
   // directory) the store cannot write there either; SQLite's open below reports that.
   if (path != ":memory:") {
-    lock_.fd = open(store_lock_path(path).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    lock_.fd = open_store_lock(path);
     if (lock_.fd >= 0 && flock(lock_.fd, LOCK_SH) != 0) {
       close(lock_.fd);
       lock_.fd = -1;
@@ -904,7 +906,7 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
   std::sort(rows.begin(), rows.end());
   std::string joined;
   for (const auto& r : rows) joined += r + "\n";
-  const std::string doc_origin = fmt::format("document:{:016x}", fnv1a64(joined));
+  const std::string doc_origin = "document:" + fnv1a_hex(joined);
   for (size_t i = 0; i < evidence.size(); ++i) {
     at("evidence", i);
     const auto& e = evidence[i];

@@ -315,7 +315,7 @@ std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& wan
   int64_t bad = 0, first = -1;
   if (any)
     for (size_t i = 0; i < v.size(); ++i)
-      if (!std::isfinite(v[i])) first = bad++ == 0 ? int64_t(i) : first;
+      if (!std::isfinite(v[i]) && bad++ == 0) first = int64_t(i);
   if (bad > 0)
     fail(ErrorCategory::kInput, "{}: tensor '{}' holds {} NaN or infinite values (the first at element {}): expected "
          "finite weights", ck.file_of(want.name), want.name, bad, first);

@@ -129,11 +129,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       // The shape's byte count, saturated past the data section's size (a product of large
       // dimensions would otherwise wrap, even in 128 bits)
       __int128 need = st_dtype_bytes(t.dtype);
-      bool zero = false;
-      for (int64_t d : t.shape) zero = zero || d == 0;
-      for (int64_t d : t.shape)
-        if (!zero) need = need > __int128(data_bytes) ? need : need * d;
-      if (zero) need = 0;
+      for (int64_t d : t.shape) need = need > __int128(data_bytes) ? need : need * d;
+      // a zero dimension makes 0 bytes even where it comes after the saturation point
+      if (std::find(t.shape.begin(), t.shape.end(), int64_t{0}) != t.shape.end()) need = 0;
       if (need != __int128(t.end - t.begin))
         fail(ErrorCategory::kInput, "{}: tensor '{}': {} bytes for shape {} of {} ({} bytes per element): "
              "the offsets lie about its size", path, name, t.end - t.begin, e["shape"].dump(), st_dtype_name(t.dtype),

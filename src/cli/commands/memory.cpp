@@ -5,8 +5,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include <unistd.h>
-
 #include "src/cli/context.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/json.hpp"
@@ -148,15 +146,11 @@ void register_memory(CLI::App& app, Context& ctx) {
           fail(ErrorCategory::kStorage, "{}: a directory; expected the memory's SQLite file", path);
         // Not while another process has the store open (an optimize, e2e, import or MCP server):
         // its writes would go on into the moved file, the backup (memory::store_lock_path)
-        const int lock = memory::lock_store_exclusive(path);
-        if (lock < 0)
+        const auto lock = memory::lock_store_exclusive(path);
+        if (lock.fd < 0)
           fail(ErrorCategory::kStorage,
                "{}: in use by another thrive process (it holds {}); reset when that process has finished", path,
                memory::store_lock_path(path));
-        struct Unlock {
-          int fd;
-          ~Unlock() { close(fd); }
-        } unlock{lock};
         // A backup is never replaced: a second reset in the same second takes the next free name.
         const std::string stamp = path + ".bak-" + memory::now_iso8601();
         std::string backup = stamp;

@@ -533,21 +533,21 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          f.batch, f.gemv, f.decode_attention, f.fusions.substr(0, 80));
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
-  {
-    const auto& s = f.persistent_stages;
-    const int most = model::CudaEngineOptions::kMaxPersistentStages;
+  // a whole number of one or two digits, no leading zero: its value, else -1
+  const auto small_count = [](const std::string& s) {
     if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos ||
-        (s.size() == 2 && s[0] == '0') || std::stoi(s) == 1 || std::stoi(s) > most)
-      fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most {}) or 2 to {}", s.substr(0, 40),
-           model::CudaEngineOptions::kAutoPersistentStages, most);
-  }
-  {
-    const auto& s = f.persistent_splits;
-    if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) > 64 ||
         (s.size() == 2 && s[0] == '0'))
-      fail(ErrorCategory::kUsage, "--persistent-splits {}: expected 0 (automatic) or a whole number of splits, 1 to 64",
-           s.substr(0, 40));
-  }
+      return -1;
+    return std::stoi(s);
+  };
+  const int stages = small_count(f.persistent_stages), most = model::CudaEngineOptions::kMaxPersistentStages;
+  if (stages < 0 || stages == 1 || stages > most)
+    fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most {}) or 2 to {}",
+         f.persistent_stages.substr(0, 40), model::CudaEngineOptions::kAutoPersistentStages, most);
+  const int splits = small_count(f.persistent_splits);
+  if (splits < 0 || splits > 64)
+    fail(ErrorCategory::kUsage, "--persistent-splits {}: expected 0 (automatic) or a whole number of splits, 1 to 64",
+         f.persistent_splits.substr(0, 40));
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
   for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-attention"})
