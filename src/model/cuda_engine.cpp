@@ -81,6 +81,14 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_layers_tc_g2_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_decode_layers_tc_g4_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_decode_layers_tc_g8_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g1_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g2_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g4_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g8_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g1_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g2_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g4_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_tc_um_g8_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
 };
@@ -160,12 +168,14 @@ int64_t decode_layers_region(const Qwen3Config& c, int64_t t) {
 // dims 64 and 128; 8 warps a part, 8 keys a warp's tile.
 bool decode_layers_tc_supported(const Qwen3Config& c) { return c.head_dim == 64 || c.head_dim == 128; }
 constexpr int64_t kDlTcKeysPerPart = 64;
-// The persistent kernel's entry: engine_decode_layers_g<G> (CUDA-core attention parts) or
-// engine_decode_layers_tc_g<G>_d<head_dim>.
+// The persistent kernel's entry: engine_decode_layers_g<G> (CUDA-core attention parts),
+// engine_decode_layers_tc_g<G>_d<head_dim>, or engine_decode_layers_tc_um_g<G>_d<head_dim> (the
+// tensor-core parts with the unified max).
 std::string decode_layers_entry(const Qwen3Config& c, const CudaEngineOptions& o) {
   const std::string g = std::to_string(c.heads / c.kv_heads);
-  return o.persistent_tc_attention ? "engine_decode_layers_tc_g" + g + "_d" + std::to_string(c.head_dim)
-                                   : "engine_decode_layers_g" + g;
+  if (!o.persistent_tc_attention) return "engine_decode_layers_g" + g;
+  return std::string(o.persistent_unified_max ? "engine_decode_layers_tc_um_g" : "engine_decode_layers_tc_g") + g + "_d" +
+         std::to_string(c.head_dim);
 }
 // Attention splits of the persistent kernel: at most kDlAttnGroups parts per block over B x NKV
 // (sequence, KV head) pairs (its parallel merge needs every part of a pair running at once), and
@@ -188,10 +198,13 @@ int64_t decode_attention_ws_bytes(const Qwen3Config& c, int64_t b, int64_t split
   const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads);
   return decode_attention_counter_bytes(b, c.kv_heads) + parts * 2 * 4 + parts * c.head_dim * 4;
 }
+// Then (16-byte aligned) the unified-max sums: two buffers of b x heads x (head_dim + 1) f32,
+// each rounded up to 4 floats (the kernel's engine_dl_um and engine_dl_um_floats).
 int64_t decode_layers_ws_bytes(const Qwen3Config& c, int64_t b, int64_t splits) {
   const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads), qkv = (c.heads + 2 * c.kv_heads) * c.head_dim;
-  return decode_layers_counter_bytes(c.layers) + parts * (2 + c.head_dim) * 8 + b * qkv / 2 * 8 +
-         b * c.heads * c.head_dim / 2 * 8;
+  const int64_t tagged = decode_layers_counter_bytes(c.layers) + parts * (2 + c.head_dim) * 8 + b * qkv / 2 * 8 +
+                         b * c.heads * c.head_dim / 2 * 8;
+  return (tagged + 15) / 16 * 16 + 2 * (b * c.heads * (c.head_dim + 1) + 3) / 4 * 4 * 4;
 }
 bool gemv_supported(const Qwen3Config& c) {
   return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
@@ -207,7 +220,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
-  o.persistent_splits = 0;
+  o.persistent_splits = 0, o.persistent_unified_max = false;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -219,6 +232,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.persistent_decode = o.persistent_decode && o.engine_decode_attention && decode_attention_fuses_qk(c, o) &&
                         swiglu_fused_at(c, o, o.batch) && norm_fused_at(c, o, o.batch);
   o.persistent_tc_attention = o.persistent_tc_attention && o.persistent_decode && decode_layers_tc_supported(c);
+  o.persistent_unified_max = o.persistent_unified_max && o.persistent_tc_attention;
   if (!o.persistent_decode) persistent_off(o);
   return o;
 }
@@ -577,6 +591,13 @@ std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, cons
   return out;
 }
 
+double unified_max_bound(double q_norm_max, double k_norm_max, int64_t head_dim) {
+  if (head_dim < 1 || !std::isfinite(q_norm_max) || !std::isfinite(k_norm_max) || q_norm_max < 0 || k_norm_max < 0)
+    fail(ErrorCategory::kUsage, "unified_max_bound: head_dim {}, norm magnitudes {} and {}: expected head_dim >= 1 and finite magnitudes >= 0",
+         head_dim, q_norm_max, k_norm_max);
+  return 1.4426950408889634 * std::sqrt(double(head_dim)) * q_norm_max * k_norm_max * 1.04;
+}
+
 CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir, const config::Config& run_cfg,
                                  const CudaEngineOptions& opts, const KernelRegistry& registry)
     : impl_(std::make_unique<Impl>()), registry_(registry) {
@@ -618,6 +639,23 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
   const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
 
+  // The unified max needs a bound on every score from the q/k norm weights (a few KiB to read).
+  if (m.opts.persistent_unified_max) {
+    Checkpoint ck(dir);
+    std::map<std::string, StTensorInfo> norms;
+    for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) norms[t.name] = t;
+    double worst = 0;
+    for (int64_t l = 0; l < cfg.layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+      const auto max_abs = [&](const std::string& name) {
+        double v = 0;
+        for (float x : load_tensor_f32(ck, norms.at(p + name))) v = std::max(v, std::fabs(double(ops::bf16_to_float(ops::float_to_bf16(x)))));
+        return v;
+      };
+      worst = std::max(worst, unified_max_bound(max_abs("q_norm.weight"), max_abs("k_norm.weight"), D));
+    }
+    if (worst > kUnifiedMaxLimit) m.opts.persistent_unified_max = false;
+  }
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
                                                        "kernels/cuda/engine/qwen3_engine.cu");

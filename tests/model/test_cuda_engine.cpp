@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tests/support/test_support.hpp"
@@ -19,6 +20,8 @@
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/model/cuda_engine.hpp"
+#include "thrive/model/safetensors.hpp"
+#include "thrive/ops/dtype.hpp"
 
 namespace thrive::model {
 namespace {
@@ -532,6 +535,115 @@ TEST_P(CudaEnginePersistentSplits, MatchTheLayeredPathAndTheCpu) {
 INSTANTIATE_TEST_SUITE_P(BatchSplitsAndParts, CudaEnginePersistentSplits,
                          ::testing::Values(std::tuple{1, 1, true}, std::tuple{1, 3, true}, std::tuple{1, 1, false},
                                            std::tuple{4, 40, true}));
+
+// The largest unified_max_bound over the layers of the checkpoint in `dir` (its bf16 q_norm and
+// k_norm weights), as the engine computes it.
+double checkpoint_unified_bound(const std::string& dir, const Qwen3Config& cfg) {
+  Checkpoint ck(dir);
+  double worst = 0;
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    const auto max_abs = [&](const std::string& name) {
+      double v = 0;
+      for (float x : ck.to_f32(p + name)) v = std::max(v, double(std::fabs(x)));
+      return v;
+    };
+    worst = std::max(worst, unified_max_bound(max_abs("q_norm.weight"), max_abs("k_norm.weight"), cfg.head_dim));
+  }
+  return worst;
+}
+
+// Multiplies every layer's k_norm weights of the checkpoint in `dir` by `factor` (bf16), so that
+// the unified max's score bound grows by about the same factor.
+void scale_k_norms(const std::string& dir, const Qwen3Config& cfg, double factor) {
+  std::vector<StTensorOut> out;
+  {
+    Checkpoint ck(dir);
+    for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) {
+      auto v = ck.to_f32(t.name);
+      const bool k_norm = t.name.size() > 23 && t.name.compare(t.name.size() - 23, 23, "self_attn.k_norm.weight") == 0;
+      StTensorOut o{t.name, StDtype::kBF16, t.shape, std::vector<uint8_t>(v.size() * 2)};
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t h = ops::float_to_bf16(k_norm ? float(v[i] * factor) : v[i]);
+        std::memcpy(&o.bytes[i * 2], &h, 2);
+      }
+      out.push_back(std::move(o));
+    }
+  }
+  write_safetensors(dir + "/model.safetensors", out);
+}
+
+// The tensor-core parts' two ways of combining (CudaEngineOptions::persistent_unified_max): the
+// unified max (the default: one score bound a query head, the parts' sums added at L2) with the
+// tiny preset's norm weights (about 1 +- 0.3: a bound near 20 at head dim 64) and with k_norm
+// scaled so that the bound is 38, next to the limit of 40 (the sharpest softmax the engine lets
+// it take); the merge asked for; and k_norm scaled to a bound of 60, where the engine falls back
+// to the merge by itself (at 300, the sharper model's logits moved by up to 23% between the
+// float32 CPU engine and either bf16 path on the H200, 2026-12-04: past this test's tolerance,
+// with no fault in the merge). Each against the layered path and the float32 CPU engine, at batch 1
+// and 3 (10 splits of a 600-token context). Parameters: batch, the bound to scale to (0: as
+// written), unified asked for, unified expected.
+class CudaEnginePersistentSoftmax : public ::testing::TestWithParam<std::tuple<int, double, bool, bool>> {};
+
+TEST_P(CudaEnginePersistentSoftmax, UnifiedMaxAndMergeMatchTheLayeredPathAndTheCpu) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [batch, bound, unified, expect_unified] = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto dir = tiny_checkpoint(home, cfg, 37);
+  if (bound > 0) {
+    scale_k_norms(dir, cfg, bound / checkpoint_unified_bound(dir, cfg));
+    const double got = checkpoint_unified_bound(dir, cfg);
+    EXPECT_NEAR(got, bound, 0.01 * bound);  // bf16 rounding of the scaled weights
+    EXPECT_EQ(got <= kUnifiedMaxLimit, expect_unified || !unified);
+  }
+  auto o = options(batch, 404, 600, true);
+  o.persistent_decode = true;
+  o.persistent_unified_max = unified;
+  auto layered_o = o;
+  layered_o.persistent_decode = false;
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(gpu.options().persistent_decode) << "the persistent kernel did not take this configuration";
+  ASSERT_TRUE(gpu.options().persistent_tc_attention);
+  EXPECT_EQ(gpu.options().persistent_unified_max, expect_unified);
+  CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  EXPECT_FALSE(layered.options().persistent_unified_max);
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 600);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {  // 400, 337, 274 tokens
+    prompts.emplace_back();
+    for (int i = 0; i < 400 - 63 * b; ++i) prompts.back().push_back(int32_t((3 + 41 * b + 11 * i) % cfg.vocab));
+  }
+  expect_decode_matches_layered_and_cpu(gpu, layered, cpu, prompts, 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(BoundsAndBatches, CudaEnginePersistentSoftmax,
+                         ::testing::Values(std::tuple{1, 0.0, true, true}, std::tuple{3, 0.0, true, true},
+                                           std::tuple{1, 38.0, true, true}, std::tuple{3, 38.0, true, true},
+                                           std::tuple{1, 0.0, false, false}, std::tuple{1, 60.0, true, false}));
+
+// The unified max's score bound: log2(e) sqrt(D) q_norm_max k_norm_max 1.04 (no GPU needed), and
+// bad arguments are usage errors that name them.
+TEST(CudaEngineOptions, UnifiedMaxBoundAndItsArguments) {
+  EXPECT_NEAR(unified_max_bound(1.0, 1.0, 128), 1.4426950408889634 * std::sqrt(128.0) * 1.04, 1e-12);
+  EXPECT_NEAR(unified_max_bound(2.0, 1.5, 64), 1.4426950408889634 * 8.0 * 3.0 * 1.04, 1e-12);
+  EXPECT_EQ(unified_max_bound(0.0, 5.0, 64), 0.0);
+  EXPECT_LE(unified_max_bound(1.35, 1.35, 128), kUnifiedMaxLimit);  // the random presets' norm weights
+  EXPECT_GT(unified_max_bound(1.35, 16.0, 64), kUnifiedMaxLimit);
+  for (const auto& [q, k, d] : {std::tuple{1.0, 1.0, int64_t(0)}, std::tuple{-1.0, 1.0, int64_t(64)},
+                                std::tuple{1.0, std::numeric_limits<double>::quiet_NaN(), int64_t(64)},
+                                std::tuple{std::numeric_limits<double>::infinity(), 1.0, int64_t(64)}}) {
+    try {
+      unified_max_bound(q, k, d);
+      ADD_FAILURE() << q << " " << k << " " << d << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+      EXPECT_NE(std::string(e.what()).find("unified_max_bound: head_dim " + std::to_string(d)), std::string::npos) << e.what();
+    }
+  }
+}
 
 TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
   std::string why;

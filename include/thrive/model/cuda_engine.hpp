@@ -138,7 +138,26 @@ struct CudaEngineOptions {
   /// head). About 64 keys a part instead of 32; the softmax weights enter the P V product as two
   /// bf16 terms each (hi + lo). See engine_dl_attention_part_tc in kernels/cuda/engine/qwen3_engine.cu.
   bool persistent_tc_attention = true;
+  /// The tensor-core parts with a unified max (engine_dl_attention_part_tc<.., UM = true> in
+  /// kernels/cuda/engine/qwen3_engine.cu; FlashDecoding++, Hong et al. 2023): every part weighs
+  /// its keys by 2^(s - M) with one M a query head that bounds every score (|q~| times the
+  /// largest |k~| the k_norm weights allow), so the parts' sums add at L2 and the o stage divides:
+  /// no per-part max, no merge of the parts. The engine keeps it off (false in options()) where
+  /// the checkpoint's q_norm / k_norm weights allow a bound above kUnifiedMaxLimit
+  /// (unified_max_bound), with the tensor-core parts off, and whenever persistent_decode is off.
+  bool persistent_unified_max = true;
 };
+
+/// The largest score bound M (log2 units) of the unified max for a layer whose q_norm and k_norm
+/// weights have largest magnitudes q_norm_max and k_norm_max (head dim head_dim, softmax scale
+/// 1 / sqrt(head_dim), Qwen3's config): log2(e) / sqrt(D) |q~| |k~| with |q~| <= sqrt(D) q_norm_max
+/// and |k~| <= sqrt(D) k_norm_max (an RMSNorm output has unit RMS; RoPE is a rotation), times 1.04
+/// for the bf16 roundings. Throws Error (kUsage) for head_dim < 1 or a non-finite or negative magnitude.
+double unified_max_bound(double q_norm_max, double k_norm_max, int64_t head_dim);
+/// The engine runs the unified max only where every layer's unified_max_bound is at most this:
+/// the largest weight of a query, 2^(s_max - M) >= 2^(-2 M), stays >= 2^-80, far above f32's
+/// smallest normal (2^-126).
+inline constexpr double kUnifiedMaxLimit = 40.0;
 
 /// One call site of a THRIVE op in the engine: the op at the engine's shape.
 struct OpCallSite {

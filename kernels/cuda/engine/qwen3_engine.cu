@@ -668,6 +668,13 @@ struct EngineAttention {
   const unsigned long long* qkv_ll;
   unsigned long long *parts_ml_ll, *parts_acc_ll, *out_ll;
   unsigned tag;
+  // Unified max (UM: the persistent kernel's tensor-core parts, engine_dl_attention_part_tc<.., true>):
+  // every part of a (sequence, KV head) weighs its keys by 2^(s - M) with one M a query head that
+  // bounds every score, so the parts' results add: um_acc [B, NQ, D] f32 and um_l [B, NQ] f32
+  // (the softmax numerators and denominators, f32 reductions at L2), um_count (one count a part
+  // once its reductions are done) and um_kq, the bound's factor: M = |q~| um_kq (log2 units).
+  float *um_acc, *um_l;
+  unsigned* um_count;
 };
 __device__ __forceinline__ unsigned long long engine_globaltimer_ns() {
   unsigned long long t;
@@ -1503,6 +1510,20 @@ template <int G>
 __device__ __forceinline__ unsigned long long* engine_dl_qkv_ll(const ThriveCudaArgs& a, int S) {
   return (unsigned long long*)engine_dl_attention_ws(a) + a.dims[0] * a.dims[3] * S * G * (2 + a.dims[4]);
 }
+// The unified-max sums after the tagged words (16-byte aligned): two buffers (layer parity) of
+// um_acc [T, NQ, D] f32 then um_l [T, NQ] f32 (EngineAttention). Layer l adds into buffer l % 2
+// and every block zeroes its share of it in layer l's gate/up stage (all its readers, the o
+// stage's blocks, are past the o barrier then; its next writers are layer l + 2's parts).
+template <int G>
+__device__ __forceinline__ float* engine_dl_um(const ThriveCudaArgs& a, int S) {
+  const unsigned long long* end =
+      engine_dl_qkv_ll<G>(a, S) + a.dims[0] * (a.dims[2] + 2 * a.dims[3]) * a.dims[4] / 2 + a.dims[0] * a.dims[2] * a.dims[4] / 2;
+  return (float*)(((unsigned long long)end + 15) / 16 * 16);
+}
+// Floats a buffer of the unified-max sums, rounded up to 4 (the second one 16-byte aligned too).
+__device__ __forceinline__ long long engine_dl_um_floats(long long T, long long NQ, long long D) {
+  return (T * NQ * (D + 1) + 3) / 4 * 4;
+}
 // This launch's tag for layer l: 1 + (epoch layers + l) mod (2^32 - 1), never 0 (zeroed words).
 __device__ __forceinline__ unsigned engine_dl_tag(unsigned epoch, long long layers, long long l) {
   return (unsigned)(((unsigned long long)epoch * (unsigned long long)layers + (unsigned long long)l) % 0xffffffffull) + 1u;
@@ -1529,6 +1550,9 @@ __device__ __forceinline__ EngineAttention engine_dl_attention(const ThriveCudaA
   const unsigned long long* row = tab + l * kDlTableCols;
   at.tag = tag;
   at.qk_w = qk_w, at.k_cache = (bf16_t*)row[kDlKCache], at.v_cache = (bf16_t*)row[kDlVCache];
+  at.um_acc = engine_dl_um<G>(a, S) + (l & 1) * engine_dl_um_floats(at.B, at.NQ, at.D);
+  at.um_l = at.um_acc + at.B * at.NQ * at.D;
+  at.um_count = (unsigned*)a.workspace + kDlStages * l + kDlAttn;
   return at;
 }
 // Part i of the attention stage: split s, KV head g, sequence b (32-bit: i < kDlAttnGroups gridDim).
@@ -1569,6 +1593,15 @@ __device__ __forceinline__ void engine_mma_bf16_k8(float c[4], unsigned a0, unsi
 // Two floats that are bf16 values (already rounded) as one bf16x2 word, lo in the low half.
 __device__ __forceinline__ unsigned engine_bf16x2_of(float lo, float hi) {
   return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+// acc[0..3] += v (f32, 16-byte aligned, global memory): one vector reduction at L2 (PTX ISA 8.1,
+// red.add.v4.f32, sm_90).
+__device__ __forceinline__ void engine_red_add_v4(float* acc, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(acc), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+#endif
 }
 // The first n of N pieces of eight bf16 (four tagged words each, the i-th at p + i stride, 16-byte
 // aligned; zeros past n) once they all carry `tag`: engine_ll_issue8n puts every piece's loads in
@@ -1677,7 +1710,17 @@ constexpr int kDlTcWarps = 8;
 // elements. The warps' (max, sum, accumulator) go to shared memory and are merged there into the
 // part's result. Against the CUDA-core parts (16 lanes a key, a shuffle reduction and an online
 // softmax update a key and head) the chain of dependent instructions a warp runs is a fraction.
-template <int G, int D, class Sync>
+// UM (unified max): instead of each warp's running max and the parts' merge, every weight is
+// 2^(s - M_r) with M_r = |q~_r| |k~|max (log2 units), a bound on every score of query head r
+// (Cauchy-Schwarz; |k~| <= sqrt(D) max|k_norm| (1 + 2^-9)^2 for RMSNorm's unit-RMS output times
+// k_norm, RoPE a rotation, two bf16 roundings; a factor 1.02 covers them), the same
+// for every part, so the parts' numerators and denominators add (FlashDecoding++, Hong et al.
+// 2023, section 3: a unified max value for the partial softmaxes). Weights are <= 1 (no overflow);
+// the host runs this only where M_r <= 40 for every possible query (the norm weights' bound,
+// unified_max_bound in src/model/cuda_engine.cpp), so the largest weight is >= 2^-80, far from
+// f32's underflow. The part adds its result into um_acc / um_l and counts itself in um_count;
+// the o stage waits for the count and divides.
+template <int G, int D, bool UM, class Sync>
 __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttention& a, int s, int g, int b, int S,
                                                             int tid, EngineAttentionSmem<G>& sm, Sync sync) {
   static_assert(D == 64 || D == 128, "tensor-core parts: head dim 64 or 128");
@@ -1728,6 +1771,7 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
     }
   };
   if (warp < tiles) load_tile(warp, false);  // before the qkv rows: it does not depend on them
+  float m_fix = 0.f;  // UM: M_r of this lane's query head r
   // Query head r of the group (quads r < G) as the A fragments of the k-steps
   unsigned qa[KS][2];
   const int passes = G == 8 && pw ? 2 : 1;
@@ -1752,6 +1796,26 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
 #pragma unroll
       for (int i = 0; i < D / 4; ++i) x[i] = 0.f;
     engine_tc_norm_rope<D>(x, isk ? a.qk_w + D : a.qk_w, cs, c, a.eps);  // zeros stay zeros
+    if (UM && pass == 0) {
+      // M_r = qs |q~_r| sqrt(D) max|k_norm| 1.02 for query head r (quads r < G; the other rows'
+      // are never used); the quad's four lanes hold all D elements and all D k_norm weights
+      float qn = 0.f, km = 0.f;
+#pragma unroll
+      for (int i = 0; i < D / 4; ++i) qn += x[i] * x[i];
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const uint4 wv = *(const uint4*)(a.qk_w + D + 32 * i + 8 * c);
+        const unsigned ww[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          km = fmaxf(km, fmaxf(fabsf(__uint_as_float(ww[e] << 16)), fabsf(__uint_as_float(ww[e] & 0xffff0000u))));
+      }
+      qn += __shfl_xor_sync(0xffffffffu, qn, 1);
+      km = fmaxf(km, __shfl_xor_sync(0xffffffffu, km, 1));
+      qn += __shfl_xor_sync(0xffffffffu, qn, 2);
+      km = fmaxf(km, __shfl_xor_sync(0xffffffffu, km, 2));
+      m_fix = sqrtf(qn) * km * (qs * sqrtf((float)D) * 1.02f);
+    }
     engine_tc_pack<D>(x, raw);
     // rows past G: zeros, but the new key in quad 7 of the p warp (their scores, weights and
     // output columns are never used, and the products keep rows and columns apart; zeroing them
@@ -1794,19 +1858,25 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
     }
     const float s0 = ja < hi ? (sc[0][0] + sc[1][0]) * qs : -__int_as_float(0x7f800000);
     const float s1 = ja + 1 < hi ? (sc[0][1] + sc[1][1]) * qs : -__int_as_float(0x7f800000);
-    float mt = fmaxf(s0, s1);
-    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
-    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
-    const float mn = fmaxf(m_run, mt), mu = mn == -__int_as_float(0x7f800000) ? 0.f : mn;
-    const float corr = exp2f(m_run - mu);  // 0 before the first key
+    float corr = 1.f, p0, p1;
+    if constexpr (UM) {
+      p0 = exp2f(s0 - m_fix), p1 = exp2f(s1 - m_fix);  // <= 1: m_fix bounds every score
+      l_run += p0 + p1;
+    } else {
+      float mt = fmaxf(s0, s1);
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+      const float mn = fmaxf(m_run, mt), mu = mn == -__int_as_float(0x7f800000) ? 0.f : mn;
+      corr = exp2f(m_run - mu);  // 0 before the first key
+      p0 = exp2f(s0 - mu), p1 = exp2f(s1 - mu);
+      l_run = l_run * corr + (p0 + p1);
+      m_run = mn;
+    }
     // the weights as bf16 pairs hi + lo (lo = bf16 of the rest: about 16 significant bits together,
     // where hi alone moved the test model's logits by up to 1.4% against the CUDA-core parts)
-    const float p0 = exp2f(s0 - mu), p1 = exp2f(s1 - mu);
     const unsigned pb = engine_pack_bf16x2(p0, p1);
     const unsigned pl = engine_pack_bf16x2(p0 - __uint_as_float(pb << 16), p1 - __uint_as_float(pb & 0xffff0000u));
-    l_run = l_run * corr + (p0 + p1);
-    m_run = mn;
-    if (t != warp) {  // rescale the accumulators of heads 2c and 2c+1 (their corr from quads 2c, 2c+1)
+    if (!UM && t != warp) {  // rescale the accumulators of heads 2c and 2c+1 (their corr from quads 2c, 2c+1)
       const float ca = __shfl_sync(0xffffffffu, corr, 8 * c), cb = __shfl_sync(0xffffffffu, corr, 8 * c + 4);
 #pragma unroll
       for (int k = 0; k < KS; ++k) o[k][0] *= ca, o[k][2] *= ca, o[k][1] *= cb, o[k][3] *= cb;
@@ -1836,6 +1906,33 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
         *(float4*)(dst + 2 * k) = make_float4(o[k][hh], o[k][2 + hh], o[k + 1][hh], o[k + 1][2 + hh]);
     }
   sync();
+  if constexpr (UM) {
+    // The part's result, the warps' sums (one scale: no weights), added into um_acc and um_l; then
+    // counted (the group barrier orders every thread's reductions before thread 0's fence and
+    // count, as engine_dl_signal). A part without keys adds nothing.
+    float* acc_out = a.um_acc + ((long long)b * NQ + g * G) * D;
+    for (int e = 4 * tid; e < G * D && tiles > 0; e += 4 * kThreads) {
+      float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int i = 0; i < kDlTcWarps; ++i) {
+        const float4 v = *(const float4*)(sm.acc + i * G * D + e);  // head e / D, element e % D of warp i
+        A.x += v.x, A.y += v.y, A.z += v.z, A.w += v.w;
+      }
+      engine_red_add_v4(acc_out + e, A);
+    }
+    if (tid < G && tiles > 0) {
+      float Ls = 0.f;
+#pragma unroll
+      for (int i = 0; i < kDlTcWarps; ++i) Ls += sm.ml[i][tid][1];
+      atomicAdd(a.um_l + (long long)b * NQ + g * G + tid, Ls);
+    }
+    sync();
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(a.um_count, 1u);
+    }
+    return;
+  }
   // The part's result: per element of the G D outputs, the warps' accumulators weighted by
   // 2^(m_w - M), as tagged words
   const long long bg = (long long)b * NKV + g;
@@ -1865,7 +1962,7 @@ __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttentio
 }
 // The attention stage with tensor-core parts: part i = (b, g, s) on block i % gridDim, group i /
 // gridDim (two groups of kDlTcWarps warps a block: parts spread over the SMs first).
-template <int G, int D>
+template <int G, int D, bool UM>
 __device__ __forceinline__ void engine_dl_attention_stage_tc(const EngineAttention& at, int S, EngineAttentionSmem<G>* sm) {
   static_assert(kDlTcWarps * 32 * kDlAttnGroups == 512, "two groups of 256 threads fill the 512-thread block");
   const int half = threadIdx.x >> 8, tid = threadIdx.x & 255;
@@ -1874,14 +1971,16 @@ __device__ __forceinline__ void engine_dl_attention_stage_tc(const EngineAttenti
   for (int i = blockIdx.x + half * (int)gridDim.x; i < parts; i += kDlAttnGroups * (int)gridDim.x) {
     int s, g, b;
     engine_dl_part(i, S, NKV, s, g, b);
-    engine_dl_attention_part_tc<G, D>(at, s, g, b, S, tid, sm[half], sync);
+    engine_dl_attention_part_tc<G, D, UM>(at, s, g, b, S, tid, sm[half], sync);
     sync();  // the part's shared memory is free for the next one
   }
 }
 extern __shared__ __align__(128) unsigned char engine_dl_smem[];
 // TD: 0 = the CUDA-core attention parts (engine_dl_attention_stage), 64 or 128 = the tensor-core
 // parts at that head dim (engine_dl_attention_stage_tc; dims[4] must be TD, the host checks).
-template <int G, int TD>
+// UM: the tensor-core parts with the unified max (engine_dl_attention_part_tc), the o stage's input
+// from their sums.
+template <int G, int TD, bool UM>
 __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const EngineDecodeDims d{a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.dims[4], a.dims[5], a.dims[6], a.dims[7]};
@@ -1973,7 +2072,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
     // attention
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
-    if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD>(at, S, attn_sm);
+    if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD, UM>(at, S, attn_sm);
     else engine_dl_attention_stage<G>(at, S, attn_sm);
     // h += attn . Wo^T: the input's loads wait for the attention output's tagged words (a block
     // with no o rows skips them, which only saves time; block 0 waits anyway when it records the
@@ -1982,7 +2081,19 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     {
       long long o0, o1;
       engine_dl_groups(H, o0, o1);
-      if (o0 < o1 || stamps != nullptr && blockIdx.x == 0)
+      if (UM && (o0 < o1 || stamps != nullptr && blockIdx.x == 0)) {
+        // every part has added its sums (the count), then out = um_acc / um_l in bf16 (0 for a
+        // sequence without keys), read through L2 (the reductions happen there)
+        engine_dl_wait(at.um_count, (unsigned)(T * NKV * S));
+        for (int i = (int)threadIdx.x * 8; i < T * NQ * D; i += (int)blockDim.x * 8) {
+          const float ls = __ldcg(at.um_l + i / D);
+          const float4 x0 = __ldcg((const float4*)(at.um_acc + i)), x1 = __ldcg((const float4*)(at.um_acc + i + 4));
+          const float inv = ls > 0.f ? 1.f / ls : 0.f;
+          const uint4 v = make_uint4(engine_pack_bf16x2(x0.x * inv, x0.y * inv), engine_pack_bf16x2(x0.z * inv, x0.w * inv),
+                                     engine_pack_bf16x2(x1.x * inv, x1.y * inv), engine_pack_bf16x2(x1.z * inv, x1.w * inv));
+          engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), v);
+        }
+      } else if (!UM && (o0 < o1 || stamps != nullptr && blockIdx.x == 0))
         for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
           engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
     }
@@ -1993,6 +2104,11 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_globaltimer_ns();
+    if (UM && blockIdx.x == gridDim.x - 1) {  // this layer's sums are read (every block is past the o barrier): zero them for layer l + 2
+      float4* um = (float4*)(engine_dl_um<G>(a, S) + (l & 1) * engine_dl_um_floats(T, NQ, D));
+      for (int i = (int)threadIdx.x; i < (int)(engine_dl_um_floats(T, NQ, D) / 4); i += (int)blockDim.x)
+        um[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
     engine_gemv_norm_input<true>(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
     engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
@@ -2023,13 +2139,19 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 }
 #define ENGINE_DECODE_LAYERS_ENTRY(g)                                                                      \
   extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_g##g(ThriveCudaArgs a) {  \
-    engine_decode_layers<g, 0>(a);                                                                   \
+    engine_decode_layers<g, 0, false>(a);                                                            \
   }                                                                                                  \
   extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_g##g##_d64(ThriveCudaArgs a) { \
-    engine_decode_layers<g, 64>(a);                                                                  \
+    engine_decode_layers<g, 64, false>(a);                                                           \
   }                                                                                                  \
   extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_g##g##_d128(ThriveCudaArgs a) { \
-    engine_decode_layers<g, 128>(a);                                                                 \
+    engine_decode_layers<g, 128, false>(a);                                                          \
+  }                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_um_g##g##_d64(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 64, true>(a);                                                            \
+  }                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_um_g##g##_d128(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 128, true>(a);                                                           \
   }
 ENGINE_DECODE_LAYERS_ENTRY(1)
 ENGINE_DECODE_LAYERS_ENTRY(2)

@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -54,6 +54,7 @@ struct E2eFlags {
   std::string persistent_splits = "0";
   std::string persistent_kv_prefetch = "off";
   std::string persistent_attention = "tc";
+  std::string persistent_softmax = "unified";
   std::string seed = "1";
   bool json = false;
 };
@@ -327,6 +328,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_splits = std::stoi(f.persistent_splits);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
+  o.persistent_unified_max = f.persistent_softmax == "unified";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -424,6 +426,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_splits", eo.persistent_splits},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
+             {"persistent_softmax", eo.persistent_unified_max ? "unified" : eo.persistent_decode ? "merge" : "off"},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -494,9 +497,10 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
     if (doc["persistent_decode"].get<bool>())
-      fmt::print("persistent decode kernel: on (ring stages {}, attention splits {}, {} attention parts, KV prefetch {})\n",
+      fmt::print("persistent decode kernel: on (ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {})\n",
                  doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
                  doc["persistent_attention"].get<std::string>() == "tc" ? "tensor-core" : "CUDA-core",
+                 doc.value("persistent_softmax", std::string("merge")) == "unified" ? "unified-max" : "merged",
                  doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off");
     else
       fmt::print("persistent decode kernel: off (decode runs a launch per stage)\n");
@@ -550,7 +554,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          f.persistent_splits.substr(0, 40));
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-attention"})
+  if (f.persistent_softmax != "unified" && f.persistent_softmax != "merge")
+    fail(ErrorCategory::kUsage, "--persistent-softmax {}: expected unified or merge", f.persistent_softmax.substr(0, 40));
+  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-attention",
+                           "--persistent-softmax"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
         !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
@@ -686,6 +693,11 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "8 keys a warp's tile, where head_dim is 64 or 128; the default takes the CUDA-core parts at other "
                   "head dims, and tc given on the command line is then an error) | cores (16 lanes a key on the CUDA "
                   "cores)");
+  cmd->add_option("--persistent-softmax", f.persistent_softmax,
+                  "How the tensor-core attention parts combine: unified (default; one score bound M a query head from "
+                  "the q/k norm weights, the parts' sums added at L2, no merge; the engine falls back to merge where "
+                  "the checkpoint's norm weights allow a bound above 40, as the JSON's persistent_softmax shows) | "
+                  "merge (a running max a part, then a parallel merge of the parts)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -707,7 +719,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
                              "--persistent-kv-prefetch",
-                             "--persistent-attention"})
+                             "--persistent-attention", "--persistent-softmax"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
   });
