@@ -15,6 +15,7 @@
 //   l2 pair  : the same grid without clusters' help: block 0 and block 64 pass a flag back and
 //              forth through global memory (volatile polls), with and without every other block
 //              streaming DRAM; half the round trip is one L2 handoff.
+// Last, the cost of thread 0's release with the ring's copies in flight (fence_kernel).
 // Build and run (sm_90): nvcc -O3 -arch=sm_90 -std=c++17 -o cluster_probe cluster_probe.cu &&
 // ./cluster_probe. Output: one line a measurement, cycles at the median of the blocks.
 #include <cuda_runtime.h>
@@ -209,6 +210,72 @@ __global__ void __launch_bounds__(512, 1) l2_pair_kernel(int peer, int load, int
   stream_warps(load, stages, stream, stream_n, stop, sink, pair_smem);
 }
 
+// How long does thread 0's release (the persistent kernel's stage signal) take while the ring's
+// copies are in flight? Every block first puts `groups` commit groups of 2 KiB a warp in flight
+// from DRAM, from every warp (copy 1: 16-byte cp.async, evict-first, as the engine's ring;
+// copy 2: one 2 KiB cp.async.bulk a warp a group, mbarrier completion: the copy engine's path) or
+// none (copy 0); then thread 0 times (clock64) one release of kind `op`: 0 __threadfence()
+// (fence.sc.gpu), 1 fence.acq_rel.gpu, 2 red.release.gpu.global.add.u32, 3 atom.release.gpu
+// (result used), 4 a relaxed red (no ordering: the floor); cycles[block] = its cycles.
+__global__ void __launch_bounds__(512, 1) fence_kernel(int copy, int op, int groups, const uint4* stream, long long stream_n,
+                                                       long long* cycles, unsigned* sink, unsigned* counter) {
+  extern __shared__ __align__(128) unsigned char fence_smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned base = (unsigned)__cvta_generic_to_shared(fence_smem) + warp * 2048 * 6,
+                 bar = (unsigned)__cvta_generic_to_shared(fence_smem) + 16 * 2048 * 6 + warp * 64;
+  long long idx = ((long long)blockIdx.x * 16 + warp) * 128;
+  if (copy == 1) {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    for (int g = 0; g < groups; ++g) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(base + (g % 6) * 2048 + (u * 32 + lane) * 16),
+                     "l"(stream + (idx + u * 32 + lane) % stream_n), "l"(policy)
+                     : "memory");
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      idx += (long long)gridDim.x * 16 * 128;
+    }
+  } else if (copy == 2 && lane == 0) {
+    for (int g = 0; g < groups; ++g) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar + 8 * g) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 2048;" ::"r"(bar + 8 * g) : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, [%2];" ::"r"(
+                       base + g * 2048),
+                   "l"(stream + idx % stream_n), "r"(bar + 8 * g)
+                   : "memory");
+      idx += (long long)gridDim.x * 16 * 128;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned r = 0;
+    const long long t0 = clock64();
+    switch (op) {
+      case 0: __threadfence(); break;
+      case 1: asm volatile("fence.acq_rel.gpu;" ::: "memory"); break;
+      case 2: asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory"); break;
+      case 3: asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;" : "=r"(r) : "l"(counter) : "memory"); break;
+      default: asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory"); break;
+    }
+    const long long t1 = clock64();
+    cycles[blockIdx.x] = t1 - t0 + (r == 0xffffffffu);
+  }
+  if (copy == 1) asm volatile("cp.async.wait_all;" ::: "memory");
+  if (copy == 2 && lane == 0)
+    for (int g = 0; g < groups; ++g) {
+      unsigned ok = 0;
+      while (!ok)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(ok)
+                     : "r"(bar + 8 * g)
+                     : "memory");
+    }
+  __syncthreads();
+  if (((const unsigned*)fence_smem)[threadIdx.x] == 0x12345678u) sink[0] = 1;
+}
+
 int main() {
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -280,5 +347,20 @@ int main() {
     CHECK(cudaMemcpy(&c, cycles, sizeof(c), cudaMemcpyDeviceToHost));
     std::printf("L2 flag round trip, block 0 <-> 64, %-42s: %5lld cycles (one handoff about %lld)\n", k.what, c, c / 2);
   }
+  CHECK(cudaFuncSetAttribute(fence_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  const char* copies[] = {"no copies in flight", "cp.async ring, 5 groups", "bulk ring, 5 groups"};
+  const char* ops[] = {"__threadfence", "fence.acq_rel.gpu", "red.release.gpu", "atom.release.gpu", "red.relaxed (floor)"};
+  for (int copy = 0; copy < 3; ++copy)
+    for (int op = 0; op < 5; ++op) {
+      for (int rep = 0; rep < 3; ++rep)
+        fence_kernel<<<prop.multiProcessorCount, 512, 200 * 1024>>>(copy, op, 5, stream, stream_n, cycles, sink, flag);
+      CHECK(cudaGetLastError());
+      CHECK(cudaDeviceSynchronize());
+      std::vector<long long> c(prop.multiProcessorCount);
+      CHECK(cudaMemcpy(c.data(), cycles, c.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+      std::sort(c.begin(), c.end());
+      std::printf("thread 0's %-20s with %-24s: %5lld cycles (median over blocks; min %lld, max %lld)\n", ops[op],
+                  copies[copy], c[c.size() / 2], c[0], c.back());
+    }
   return 0;
 }
