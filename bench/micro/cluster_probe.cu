@@ -44,6 +44,16 @@ __device__ __forceinline__ unsigned cluster_rank() {
   return r;
 }
 
+// Spins until the mbarrier at shared address `bar` completes the phase of parity `phase`.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned phase) {
+  unsigned ok = 0;
+  while (!ok)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(phase)
+                 : "memory");
+}
+
 // mode 0: barrier alone; 1: barrier with DRAM loads in flight; 2: DSMEM exchange + barrier.
 // cycles[block] = clock64 cycles per iteration (thread 0's).
 __global__ void __launch_bounds__(512, 1) barrier_kernel(int mode, const uint4* stream, long long stream_n,
@@ -144,13 +154,7 @@ __device__ __forceinline__ void stream_warps(int load, int stages, const uint4* 
       while (*stop == 0u) {
         if (issued >= stages - 1) {  // the oldest of the stages - 1 in flight lands first
           const int o = (s + 6 - (stages - 1)) % 6;
-          unsigned ok = 0;
-          while (!ok)
-            asm volatile(
-                "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                : "=r"(ok)
-                : "r"(bar + 8 * o), "r"(phase[o])
-                : "memory");
+          mbar_wait(bar + 8 * o, phase[o]);
           phase[o] ^= 1u;
         }
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 2048;" ::"r"(bar + 8 * s) : "memory");
@@ -164,13 +168,7 @@ __device__ __forceinline__ void stream_warps(int load, int stages, const uint4* 
       }
       for (int k = 1; k < stages && k <= issued; ++k) {  // drain before the block exits
         const int o = (s + 6 - k) % 6;
-        unsigned ok = 0;
-        while (!ok)
-          asm volatile(
-              "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-              : "=r"(ok)
-              : "r"(bar + 8 * o), "r"(phase[o])
-              : "memory");
+        mbar_wait(bar + 8 * o, phase[o]);
         phase[o] ^= 1u;
       }
     }
@@ -265,12 +263,7 @@ __global__ void __launch_bounds__(512, 1) fence_kernel(int copy, int op, int gro
   if (copy == 1) asm volatile("cp.async.wait_all;" ::: "memory");
   if (copy == 2 && lane == 0)
     for (int g = 0; g < groups; ++g) {
-      unsigned ok = 0;
-      while (!ok)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(ok)
-                     : "r"(bar + 8 * g)
-                     : "memory");
+      mbar_wait(bar + 8 * g, 0u);
     }
   __syncthreads();
   if (((const unsigned*)fence_smem)[threadIdx.x] == 0x12345678u) sink[0] = 1;
