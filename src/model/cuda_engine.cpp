@@ -2,6 +2,7 @@
 #include "thrive/model/cuda_engine.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -200,11 +201,12 @@ int64_t decode_attention_ws_bytes(const Qwen3Config& c, int64_t b, int64_t split
 }
 // Then (16-byte aligned) the unified-max sums: two buffers of b x heads x (head_dim + 1) f32,
 // each rounded up to 4 floats (the kernel's engine_dl_um and engine_dl_um_floats).
+int64_t decode_layers_um_floats(const Qwen3Config& c, int64_t b) { return (b * c.heads * (c.head_dim + 1) + 3) / 4 * 4; }
 int64_t decode_layers_ws_bytes(const Qwen3Config& c, int64_t b, int64_t splits) {
   const int64_t parts = b * c.kv_heads * splits * (c.heads / c.kv_heads), qkv = (c.heads + 2 * c.kv_heads) * c.head_dim;
   const int64_t tagged = decode_layers_counter_bytes(c.layers) + parts * (2 + c.head_dim) * 8 + b * qkv / 2 * 8 +
                          b * c.heads * c.head_dim / 2 * 8;
-  return (tagged + 15) / 16 * 16 + 2 * (b * c.heads * (c.head_dim + 1) + 3) / 4 * 4 * 4;
+  return (tagged + 15) / 16 * 16 + 2 * decode_layers_um_floats(c, b) * 4;
 }
 bool gemv_supported(const Qwen3Config& c) {
   return c.hidden % 8 == 0 && c.intermediate % 8 == 0 && (c.heads * c.head_dim) % 8 == 0;
@@ -591,6 +593,7 @@ std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, cons
   return out;
 }
 
+
 double unified_max_bound(double q_norm_max, double k_norm_max, int64_t head_dim) {
   if (head_dim < 1 || !std::isfinite(q_norm_max) || !std::isfinite(k_norm_max) || q_norm_max < 0 || k_norm_max < 0)
     fail(ErrorCategory::kUsage, "unified_max_bound: head_dim {}, norm magnitudes {} and {}: expected head_dim >= 1 and finite magnitudes >= 0",
@@ -639,22 +642,33 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
   const int64_t B = opts.batch, Tmax = B * opts.max_prompt, L = opts.max_context, P = opts.max_prompt;
 
-  // The unified max needs a bound on every score from the q/k norm weights (a few KiB to read).
+  // The unified max needs a bound on every score from the q/k norm weights (a few KiB to read),
+  // as the engine will hold them: in bf16.
   if (m.opts.persistent_unified_max) {
     Checkpoint ck(dir);
     std::map<std::string, StTensorInfo> norms;
     for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) norms[t.name] = t;
     double worst = 0;
+    int64_t worst_layer = 0;
     for (int64_t l = 0; l < cfg.layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
       const auto max_abs = [&](const std::string& name) {
         double v = 0;
-        for (float x : load_tensor_f32(ck, norms.at(p + name))) v = std::max(v, std::fabs(double(ops::bf16_to_float(ops::float_to_bf16(x)))));
+        const auto values = load_tensor_f32(ck, norms.at(p + name));
+        std::vector<uint16_t> bits(values.size());
+        ops::floats_to_bf16_checked(values.data(), values.size(), bits.data(), "tensor " + p + name);
+        for (uint16_t b : bits) v = std::max(v, std::fabs(double(ops::bf16_to_float(b))));
         return v;
       };
-      worst = std::max(worst, unified_max_bound(max_abs("q_norm.weight"), max_abs("k_norm.weight"), D));
+      const double bound = unified_max_bound(max_abs("q_norm.weight"), max_abs("k_norm.weight"), D);
+      if (bound > worst) worst = bound, worst_layer = l;
     }
-    if (worst > kUnifiedMaxLimit) m.opts.persistent_unified_max = false;
+    if (worst > kUnifiedMaxLimit) {
+      m.opts.persistent_unified_max = false;
+      spdlog::warn("engine: the unified max was asked for, but layer {}'s q_norm and k_norm weights allow a score bound "
+                   "of {:.1f} (log2 units) above {}: the attention parts merge instead",
+                   worst_layer, worst, kUnifiedMaxLimit);
+    }
   }
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
@@ -712,7 +726,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   auto put = [&](const std::string& name, void* dst) {
     const auto f = load_tensor_f32(ck, layout.at(name));
     staging.resize(f.size());
-    for (size_t i = 0; i < f.size(); ++i) staging[i] = ops::float_to_bf16(f[i]);
+    ops::floats_to_bf16_checked(f.data(), f.size(), staging.data(), "tensor " + name);
     m.be->upload(dst, staging.data(), int64_t(staging.size()) * 2);
     m.be->synchronize();  // staging is reused
   };

@@ -35,6 +35,18 @@ DType dtype_from_name(const std::string& name) {
   fail(ErrorCategory::kInput, "dtype '{}': expected one of bf16, f32, i32, i64", name);
 }
 
+void floats_to_bf16_checked(const float* f, size_t n, uint16_t* out, const std::string& what) {
+  uint16_t bad = 0;  // a branch-free pass first: the engine converts every weight through here
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = float_to_bf16(f[i]);
+    bad |= uint16_t((out[i] & 0x7f80u) == 0x7f80u);
+  }
+  if (bad == 0) return;
+  for (size_t i = 0; i < n; ++i)
+    if ((out[i] & 0x7f80u) == 0x7f80u)
+      fail(ErrorCategory::kInput, "{}: element {} = {} does not fit bf16 (largest finite about 3.39e38)", what, i, f[i]);
+}
+
 const char* role_name(Role role) {
   switch (role) {
     case Role::kIn: return "in";

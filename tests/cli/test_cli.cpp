@@ -534,6 +534,10 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", ""},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-attention", "cores"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-attention", "tc"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-softmax", "Unified"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-softmax", ""},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-softmax", "merge"},
+           {"e2e", "--device", "cpu", "--model", dir, "--persistent-softmax", "merge"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent", "off"},
            {"optimize", "--system", "--model", dir, "--budget", ""},
            {"optimize", "--system", "--model", dir, "--r-t", "inf"},
@@ -574,6 +578,29 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "tc"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("take head_dim 64 or 128, and " + dir + " has 16"), std::string::npos) << r.err;
+  // the unified max combines the tensor-core parts: asked for with the CUDA-core parts, or on a
+  // head dim the tensor-core parts do not take, an error before any GPU work; merge (the
+  // default) spelled out goes on to the GPU
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-softmax", "softmax"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-softmax softmax: expected unified or merge"), std::string::npos) << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "cores", "--persistent-softmax",
+                        "unified"},
+                       env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-softmax unified: it combines the tensor-core attention parts, and "
+                       "--persistent-attention cores"),
+            std::string::npos)
+      << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-softmax", "unified"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("which take head_dim 64 or 128, and " + dir + " has 16 (use --persistent-softmax merge)"),
+            std::string::npos)
+      << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-softmax", "merge", "--gen", "2", "--prompt",
+                        "4"},
+                       env());
+  EXPECT_NE(r.exit_code, 2) << r.err;
   // A stored best system with a thread count no machine has: reset with a warning, not obeyed
   const std::vector<std::string> loop = {"optimize", "--system", "--model", dir, "--batch", "1", "--prompt", "4",
                                          "--gen", "2", "--budget", "0", "--metric", "mix:1", "--json"};

@@ -574,7 +574,7 @@ void scale_k_norms(const std::string& dir, const Qwen3Config& cfg, double factor
 }
 
 // The tensor-core parts' two ways of combining (CudaEngineOptions::persistent_unified_max): the
-// unified max (the default: one score bound a query head, the parts' sums added at L2) with the
+// unified max (asked for: one score bound a query head, the parts' sums added at L2) with the
 // tiny preset's norm weights (about 1 +- 0.3: a bound near 20 at head dim 64) and with k_norm
 // scaled so that the bound is 38, next to the limit of 40 (the sharpest softmax the engine lets
 // it take); the merge asked for; and k_norm scaled to a bound of 60, where the engine falls back

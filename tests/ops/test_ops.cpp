@@ -80,6 +80,29 @@ TEST(Bf16, NanStaysNan) {
   EXPECT_TRUE(std::isnan(round_bf16(std::numeric_limits<double>::quiet_NaN())));
 }
 
+// The checked conversion the CUDA engine loads weights with: values that round to a finite bf16
+// pass (bf16's largest finite, 0x7F7F, included), a finite float that rounds past it is an input
+// error naming the tensor, the index and the value.
+TEST(Bf16, CheckedConversionRefusesValuesPastTheRange) {
+  const std::vector<float> ok = {0.f, -0.f, 1.5f, -3.0e38f, bf16_to_float(0x7F7F), 1e-40f};
+  std::vector<uint16_t> out(ok.size());
+  floats_to_bf16_checked(ok.data(), ok.size(), out.data(), "tensor t");
+  for (size_t i = 0; i < ok.size(); ++i) EXPECT_EQ(out[i], float_to_bf16(ok[i]));
+  for (const float bad : {3.4e38f, -3.4e38f, std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    const std::vector<float> v = {1.f, 2.f, bad};
+    std::vector<uint16_t> o(v.size());
+    try {
+      floats_to_bf16_checked(v.data(), v.size(), o.data(), "tensor model.layers.3.self_attn.k_norm.weight");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("tensor model.layers.3.self_attn.k_norm.weight: element 2 = "), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // The kernel ABI header and the host agree bit for bit on a spread of float patterns.
 TEST(Bf16, KernelHeaderMatchesHost) {
   for (uint64_t u = 0; u <= 0xffffffffull; u += 9973) {

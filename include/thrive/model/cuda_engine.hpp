@@ -142,10 +142,16 @@ struct CudaEngineOptions {
   /// kernels/cuda/engine/qwen3_engine.cu; FlashDecoding++, Hong et al. 2023): every part weighs
   /// its keys by 2^(s - M) with one M a query head that bounds every score (|q~| times the
   /// largest |k~| the k_norm weights allow), so the parts' sums add at L2 and the o stage divides:
-  /// no per-part max, no merge of the parts. The engine keeps it off (false in options()) where
-  /// the checkpoint's q_norm / k_norm weights allow a bound above kUnifiedMaxLimit
-  /// (unified_max_bound), with the tensor-core parts off, and whenever persistent_decode is off.
-  bool persistent_unified_max = true;
+  /// no per-part max, no merge of the parts. On the H200 at batch 1 (Qwen3-1.7B, prompt 512) a
+  /// step took 1.326-1.339 ms against 1.352 with the merge (2026-12-04,
+  /// bench/results/h200-unified-max-2026-12-04/). Off by default: the sums are float atomics
+  /// added in the order the parts finish, so the logits vary in their last bits from run to run
+  /// and a greedy token can flip where two logits nearly tie (random Qwen3-1.7B weights: first
+  /// at steps 19-56 of 64 between runs); the merge adds in a fixed order and repeats bit for bit.
+  /// The engine turns it off (false in options(), with a warning) where the checkpoint's q_norm /
+  /// k_norm weights allow a bound above kUnifiedMaxLimit (unified_max_bound), and whenever the
+  /// tensor-core parts or persistent_decode are off.
+  bool persistent_unified_max = false;
 };
 
 /// The largest score bound M (log2 units) of the unified max for a layer whose q_norm and k_norm

@@ -35,6 +35,12 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+/// f[0..n) converted to bf16 bits into out[0..n) (float_to_bf16: round to nearest even). A finite
+/// value past bf16's range (|f| >= about 3.3961e38, which rounds to infinity) throws
+/// Error(kInput) naming `what` (a tensor), the element's index and value; infinities and NaN in
+/// f also throw (the checkpoint loader refuses them before this).
+void floats_to_bf16_checked(const float* f, size_t n, uint16_t* out, const std::string& what);
+
 /// Rounds a double through bf16 (double -> float -> bf16 -> double).
 inline double round_bf16(double v) {
   return bf16_to_float(float_to_bf16(static_cast<float>(v)));

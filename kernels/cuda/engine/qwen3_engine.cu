@@ -1512,8 +1512,8 @@ __device__ __forceinline__ unsigned long long* engine_dl_qkv_ll(const ThriveCuda
 }
 // The unified-max sums after the tagged words (16-byte aligned): two buffers (layer parity) of
 // um_acc [T, NQ, D] f32 then um_l [T, NQ] f32 (EngineAttention). Layer l adds into buffer l % 2
-// and every block zeroes its share of it in layer l's gate/up stage (all its readers, the o
-// stage's blocks, are past the o barrier then; its next writers are layer l + 2's parts).
+// and the last block zeroes it in layer l's gate/up stage (all its readers, the o stage's
+// blocks, are past the o barrier then; its next writers are layer l + 2's parts).
 template <int G>
 __device__ __forceinline__ float* engine_dl_um(const ThriveCudaArgs& a, int S) {
   const unsigned long long* end =
@@ -1719,7 +1719,9 @@ constexpr int kDlTcWarps = 8;
 // the host runs this only where M_r <= 40 for every possible query (the norm weights' bound,
 // unified_max_bound in src/model/cuda_engine.cpp), so the largest weight is >= 2^-80, far from
 // f32's underflow. The part adds its result into um_acc / um_l and counts itself in um_count;
-// the o stage waits for the count and divides.
+// the o stage waits for the count and divides. The float reductions add in the order the parts
+// finish, so the output varies in its last bits from run to run (the merge path's does not): the
+// host runs this only when asked (CudaEngineOptions::persistent_unified_max).
 template <int G, int D, bool UM, class Sync>
 __device__ __forceinline__ void engine_dl_attention_part_tc(const EngineAttention& a, int s, int g, int b, int S,
                                                             int tid, EngineAttentionSmem<G>& sm, Sync sync) {

@@ -54,7 +54,7 @@ struct E2eFlags {
   std::string persistent_splits = "0";
   std::string persistent_kv_prefetch = "off";
   std::string persistent_attention = "tc";
-  std::string persistent_softmax = "unified";
+  std::string persistent_softmax = "merge";
   std::string seed = "1";
   bool json = false;
 };
@@ -586,6 +586,19 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
            "cores, or leave the flag out: the default then takes the CUDA-core parts)",
            f.model, c.head_dim);
   }
+  // the unified max is a way of the tensor-core parts: asked for where they cannot run, an error
+  // (where the checkpoint's norm weights allow too large a bound the engine merges, with a warning)
+  if (f.device != "cpu" && f.persistent_softmax == "unified") {
+    if (f.persistent_attention == "cores")
+      fail(ErrorCategory::kUsage, "--persistent-softmax unified: it combines the tensor-core attention parts, and "
+           "--persistent-attention cores asks for the CUDA-core parts (use tc, or --persistent-softmax merge)");
+    const auto& c = model_config();
+    if (c.head_dim != 64 && c.head_dim != 128)
+      fail(ErrorCategory::kUsage,
+           "--persistent-softmax unified: it combines the tensor-core attention parts, which take head_dim 64 or 128, "
+           "and {} has {} (use --persistent-softmax merge)",
+           f.model, c.head_dim);
+  }
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && !engine_flags_given.empty())
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
@@ -694,10 +707,13 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "head dims, and tc given on the command line is then an error) | cores (16 lanes a key on the CUDA "
                   "cores)");
   cmd->add_option("--persistent-softmax", f.persistent_softmax,
-                  "How the tensor-core attention parts combine: unified (default; one score bound M a query head from "
-                  "the q/k norm weights, the parts' sums added at L2, no merge; the engine falls back to merge where "
-                  "the checkpoint's norm weights allow a bound above 40, as the JSON's persistent_softmax shows) | "
-                  "merge (a running max a part, then a parallel merge of the parts)");
+                  "How the tensor-core attention parts combine: merge (default; a running max a part, then a parallel "
+                  "merge of the parts in a fixed order: runs repeat bit for bit) | unified (one score bound M a query "
+                  "head from the q/k norm weights, the parts' sums added by float atomics at L2, no merge: about 1% "
+                  "faster at batch 1 on the H200, but the logits vary in their last bits from run to run; where the "
+                  "checkpoint's norm weights allow a bound above 40 the engine merges instead, with a warning, as the "
+                  "JSON's persistent_softmax shows; an error with --persistent-attention cores or a head_dim other "
+                  "than 64 or 128)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
