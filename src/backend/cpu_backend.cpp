@@ -208,6 +208,15 @@ void CpuBackend::memset(void* dst, uint8_t value, int64_t bytes) {
 int CpuBackend::launch(const Module& module, const LaunchArgs& args) {
   const auto& m = static_cast<const CpuModule&>(module);
   if (CpuExecutor* x = m.executor()) {
+    if (capturing_) {
+      if (capture_executor_ != nullptr && capture_executor_ != x) capture_mixed_ = true;
+      capture_executor_ = x;
+      captured_.push_back(CpuExecutor::encode_call(args.tensors.data(), int32_t(args.tensors.size()),
+                                                   args.dims.data(), int32_t(args.dims.size()), args.scalars.data(),
+                                                   int32_t(args.scalars.size()), args.workspace,
+                                                   args.workspace_bytes, threads_));
+      return 0;
+    }
     const int status = x->call(args.tensors.data(), int32_t(args.tensors.size()), args.dims.data(),
                                int32_t(args.dims.size()), args.scalars.data(), int32_t(args.scalars.size()),
                                args.workspace, args.workspace_bytes, threads_);
@@ -226,6 +235,32 @@ double CpuBackend::time_us(const std::function<void()>& body) {
   body();
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   return std::max(0.0, us - pending_overhead_us_);
+}
+
+double CpuBackend::time_graph_us(const std::function<void()>& body, int calls) {
+  if (calls < 1) fail(ErrorCategory::kUsage, "CpuBackend::time_graph_us: {} calls; expected >= 1", calls);
+  captured_.clear();
+  capture_executor_ = nullptr;
+  capture_mixed_ = false;
+  capturing_ = true;
+  double direct_us = 0;
+  try {
+    direct_us = time_us(body);  // in-process modules run (and are timed) here
+  } catch (...) {
+    capturing_ = false;
+    throw;
+  }
+  capturing_ = false;
+  if (captured_.empty()) return direct_us / calls;
+  if (capture_mixed_) return 0;
+  CpuExecutor* x = capture_executor_;
+  const std::vector<std::string> batch = std::move(captured_);
+  captured_.clear();
+  const auto start = std::chrono::steady_clock::now();
+  const int status = x->call_batch(batch);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (status != 0) return 0;
+  return std::max(0.0, us - x->last_call_overhead_us()) / double(batch.size());
 }
 
 std::string DeviceInfo::key() const {

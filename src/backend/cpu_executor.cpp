@@ -25,7 +25,7 @@ namespace thrive::backend {
 namespace {
 
 constexpr int64_t kAlign = 256;
-constexpr uint32_t kPing = 1, kLoad = 2, kCall = 3;
+constexpr uint32_t kPing = 1, kLoad = 2, kCall = 3, kBatch = 4;
 constexpr uint32_t kMaxPayload = 1u << 20;  // a call's arguments are a few hundred bytes
 
 struct CommandHeader {
@@ -57,6 +57,31 @@ uint64_t fresh_nonce() {
   return n;
 }
 
+using EntryFn = int (*)(const ThriveArgs*);
+
+// One call's payload (CallHeader, then the tensor pointers, dims and scalars, 8 bytes each) run
+// through the entry point; a malformed payload ends the executor (a worker bug, not a result).
+int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
+  CallHeader c;
+  if (bytes < sizeof c) _exit(0);
+  std::memcpy(&c, data, sizeof c);
+  const size_t need = sizeof c + 8 * (size_t(c.num_tensors) + c.num_dims + c.num_scalars);
+  if (bytes != need) _exit(0);
+  std::vector<void*> tensors(c.num_tensors);
+  std::vector<int64_t> dims(c.num_dims);
+  std::vector<double> scalars(c.num_scalars);
+  const uint8_t* p = data + sizeof c;
+  std::memcpy(tensors.data(), p, 8 * tensors.size());
+  p += 8 * tensors.size();
+  std::memcpy(dims.data(), p, 8 * dims.size());
+  p += 8 * dims.size();
+  std::memcpy(scalars.data(), p, 8 * scalars.size());
+  const ThriveArgs a{tensors.data(), int32_t(c.num_tensors), dims.data(), int32_t(c.num_dims),
+                     scalars.data(), int32_t(c.num_scalars), reinterpret_cast<void*>(c.workspace),
+                     c.workspace_bytes, c.num_threads};
+  return fn(&a);
+}
+
 // The executor: THRIVE's code up to the load, the candidate's from then on. Never returns.
 [[noreturn]] void executor_main(int fd, pid_t worker, const std::string& so, const std::string& entry,
                                 const CpuExecutor::Confine& confine) {
@@ -70,7 +95,6 @@ uint64_t fresh_nonce() {
     _exit(1);
   }
   if (!send_reply(fd, 0, 0, summary)) _exit(1);
-  using EntryFn = int (*)(const ThriveArgs*);
   EntryFn fn = nullptr;
   std::vector<uint8_t> payload;
   for (;;) {
@@ -81,6 +105,13 @@ uint64_t fresh_nonce() {
     if (h.kind == kPing) {
       if (!send_reply(fd, h.nonce, 0, "")) _exit(0);
     } else if (h.kind == kLoad) {
+      // An OpenMP pool spins after each parallel region before it sleeps (libgomp: 300,000 spins
+      // by default) and, in a paired comparison, the idle executor's spinning threads took the
+      // cores from the one being timed (an eager baseline read 232 us paired against 22 us alone
+      // on a 2-core machine, 2026-12-04). 10,000 spins keep a pool warm across back-to-back calls
+      // but let it sleep soon after a batch. A value the user set stands (libgomp reads it when
+      // the candidate's dlopen loads it).
+      setenv("GOMP_SPINCOUNT", "10000", 0);
       // candidate code (static constructors) runs from here on
       void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
       std::string why;
@@ -89,24 +120,25 @@ uint64_t fresh_nonce() {
         why = "entry '" + entry + "' is not exported (declare it THRIVE_EXPORT int " + entry +
               "(const ThriveArgs*))";
       if (!send_reply(fd, h.nonce, why.empty() ? 0 : 1, why)) _exit(0);
-    } else if (h.kind == kCall && fn != nullptr && payload.size() >= sizeof(CallHeader)) {
-      CallHeader c;
-      std::memcpy(&c, payload.data(), sizeof c);
-      const size_t need = sizeof c + 8 * (size_t(c.num_tensors) + c.num_dims + c.num_scalars);
-      if (payload.size() != need) _exit(0);
-      std::vector<void*> tensors(c.num_tensors);
-      std::vector<int64_t> dims(c.num_dims);
-      std::vector<double> scalars(c.num_scalars);
-      const uint8_t* p = payload.data() + sizeof c;
-      std::memcpy(tensors.data(), p, 8 * tensors.size());
-      p += 8 * tensors.size();
-      std::memcpy(dims.data(), p, 8 * dims.size());
-      p += 8 * dims.size();
-      std::memcpy(scalars.data(), p, 8 * scalars.size());
-      const ThriveArgs a{tensors.data(), int32_t(c.num_tensors), dims.data(), int32_t(c.num_dims),
-                         scalars.data(), int32_t(c.num_scalars), reinterpret_cast<void*>(c.workspace),
-                         c.workspace_bytes, c.num_threads};
-      const int status = fn(&a);
+    } else if (h.kind == kCall && fn != nullptr) {
+      const int status = run_call(fn, payload.data(), payload.size());
+      if (!send_reply(fd, h.nonce, status, "")) _exit(0);
+    } else if (h.kind == kBatch && fn != nullptr && payload.size() >= 4) {
+      // [u32 n][n x (u32 bytes, call payload)]: the calls back to back, stopping at the first
+      // non-zero status, which the reply carries
+      uint32_t n = 0;
+      std::memcpy(&n, payload.data(), 4);
+      size_t at = 4;
+      int status = 0;
+      for (uint32_t i = 0; i < n && status == 0; ++i) {
+        uint32_t len = 0;
+        if (payload.size() - at < 4) _exit(0);
+        std::memcpy(&len, payload.data() + at, 4);
+        at += 4;
+        if (payload.size() - at < len) _exit(0);
+        status = run_call(fn, payload.data() + at, len);
+        at += len;
+      }
       if (!send_reply(fd, h.nonce, status, "")) _exit(0);
     } else {
       _exit(0);
@@ -293,9 +325,9 @@ void CpuExecutor::violation(const std::string& what) {
   _exit(3);
 }
 
-int CpuExecutor::call(void* const* tensors, int32_t num_tensors, const int64_t* dims, int32_t num_dims,
-                      const double* scalars, int32_t num_scalars, void* workspace, int64_t workspace_bytes,
-                      int32_t num_threads) {
+std::string CpuExecutor::encode_call(void* const* tensors, int32_t num_tensors, const int64_t* dims,
+                                     int32_t num_dims, const double* scalars, int32_t num_scalars, void* workspace,
+                                     int64_t workspace_bytes, int32_t num_threads) {
   const CallHeader c{uint32_t(num_tensors), uint32_t(num_dims), uint32_t(num_scalars), num_threads,
                      reinterpret_cast<uint64_t>(workspace), workspace_bytes};
   std::string payload(sizeof c + 8 * (size_t(num_tensors) + num_dims + num_scalars), '\0');
@@ -307,9 +339,39 @@ int CpuExecutor::call(void* const* tensors, int32_t num_tensors, const int64_t* 
   std::memcpy(p, dims, 8 * size_t(num_dims));
   p += 8 * size_t(num_dims);
   std::memcpy(p, scalars, 8 * size_t(num_scalars));
+  return payload;
+}
+
+int CpuExecutor::call(void* const* tensors, int32_t num_tensors, const int64_t* dims, int32_t num_dims,
+                      const double* scalars, int32_t num_scalars, void* workspace, int64_t workspace_bytes,
+                      int32_t num_threads) {
+  return round_trip(kCall, encode_call(tensors, num_tensors, dims, num_dims, scalars, num_scalars, workspace,
+                                       workspace_bytes, num_threads));
+}
+
+int CpuExecutor::call_batch(const std::vector<std::string>& calls) {
+  if (calls.empty()) fail(ErrorCategory::kUsage, "CpuExecutor::call_batch: no calls; expected at least one");
+  size_t bytes = 4;
+  for (const auto& c : calls) bytes += 4 + c.size();
+  if (bytes > kMaxPayload)
+    fail(ErrorCategory::kUsage, "CpuExecutor::call_batch: {} calls take {} bytes; expected at most {}",
+         calls.size(), bytes, kMaxPayload);
+  std::string payload;
+  payload.reserve(bytes);
+  const uint32_t n = uint32_t(calls.size());
+  payload.append(reinterpret_cast<const char*>(&n), 4);
+  for (const auto& c : calls) {
+    const uint32_t len = uint32_t(c.size());
+    payload.append(reinterpret_cast<const char*>(&len), 4);
+    payload += c;
+  }
+  return round_trip(kBatch, payload);
+}
+
+int CpuExecutor::round_trip(uint32_t kind, const std::string& payload) {
   const auto t0 = std::chrono::steady_clock::now();  // as the calibration's pings
   const uint64_t nonce = fresh_nonce();
-  send_command(kCall, nonce, payload);
+  send_command(kind, nonce, payload);
   const int32_t status = read_reply(nonce, nullptr);
   const auto t1 = std::chrono::steady_clock::now();
   // Re-calibrate with pings when a whole call (IPC + candidate) came back faster than the

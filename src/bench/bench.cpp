@@ -369,20 +369,66 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
     }
   }
   summarize(samples, stats);
-  // Graph mode: kGraphCalls launches over rotating argument sets captured once and
-  // replayed; the per-call time excludes launch overhead. Same stopping rule.
-  if (backend.device().backend != "cpu") {
-    constexpr int kGraphCalls = 20;
-    std::vector<double> graph_samples;
+  // Graph mode: a batch of launches over rotating argument sets, timed per call without the
+  // launch overhead. CUDA: kGraphCalls launches captured once into a graph and replayed. CPU
+  // (CpuBackend::time_graph_us): the launches go to the candidate's executor as one command, so
+  // the IPC round trip (and its wake-up jitter, tens of µs against kernels of a few µs) is paid
+  // once a batch; a batch lasts about kCpuBatchUs (at least 8 calls, at most kCpuMaxCalls). One
+  // CPU batch, at a random position, ends in a checked call (checked_call: perturbed inputs,
+  // outputs compared) right after calls on other sets, so a kernel that skips work when called
+  // back to back is caught. Same stopping rule.
+  const bool cpu = backend.device().backend == "cpu";
+  {
+    constexpr int kGraphCalls = 20, kCpuMaxCalls = 2000;
+    constexpr double kCpuBatchUs = 1000;
     int next_set = 0;
+    auto batch_us = [&](int n) {
+      return backend.time_graph_us(
+          [&] {
+            for (int c = 0; c < n; ++c) status |= backend.launch(module, arg_sets[size_t(next_set++ % sets)]);
+          },
+          n);
+    };
+    // CPU batch size: from two untimed probes (8 calls, then as many as the first suggests), since
+    // the launched median may be mostly IPC
+    int calls = kGraphCalls;
+    if (cpu) {
+      calls = 8;
+      for (int probe = 0; probe < 2; ++probe) {
+        const double us = batch_us(calls);
+        if (us <= 0 || status != 0) break;
+        calls = int(std::clamp(std::ceil(kCpuBatchUs / us), 8.0, double(kCpuMaxCalls)));
+      }
+    }
+    const int check_batch = cpu && check ? int(rng() % uint64_t(std::max(1, options.min_reps))) : -1;
+    std::vector<double> graph_samples;
     const auto graph_start = std::chrono::steady_clock::now();
     for (;;) {
-      const double us = backend.time_graph_us(
-          [&] {
-            for (int c = 0; c < kGraphCalls; ++c)
-              status |= backend.launch(module, arg_sets[size_t(next_set++ % sets)]);
-          },
-          kGraphCalls);
+      double us = 0;
+      if (int(graph_samples.size()) == check_batch) {
+        // the checked call's set is not launched before it in the batch (its in-out tensors
+        // must hold what the check gave them); with one set the batch is the checked call alone
+        const int mine = next_set++ % sets;
+        const int others = sets > 1 ? calls - 1 : 0;
+        const std::string why = checked_call(
+            backend, module, arg_sets[size_t(mine)], host, rows, options, rng, status,
+            [&](const std::function<void()>& call) {
+              us = backend.time_graph_us(
+                  [&] {
+                    for (int c = 0; c < others; ++c) {
+                      int s = next_set++ % sets;
+                      if (s == mine) s = next_set++ % sets;
+                      status |= backend.launch(module, arg_sets[size_t(s)]);
+                    }
+                    call();
+                  },
+                  others + 1);
+            });
+        if (check_failure.empty() && !why.empty())
+          check_failure = fmt::format("in a batch of {} back-to-back calls: {}", others + 1, why);
+      } else {
+        us = batch_us(calls);
+      }
       if (us <= 0 || status != 0) break;
       graph_samples.push_back(us);
       const double elapsed =
@@ -432,15 +478,37 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
     backend.synchronize();
     if (status != 0) return out;
   }
+  // On the CPU each side of a pair is a batch of calls in one executor command
+  // (CpuBackend::time_graph_us, as benchmark_kernel's batches): one call a side would leave each
+  // executor's IPC jitter in the ratio, and that differs between two executors by which core
+  // each one wakes on (the eager baseline paired with itself read 0.2x and 3.4x, 2026-12-04).
+  const bool cpu = backend.device().backend == "cpu";
+  int calls = 1;
+  auto side_us = [&](const backend::Module& m, int first_set) {
+    if (!cpu) return backend.time_us([&] { status |= backend.launch(m, sets.args[size_t(first_set % n)]); });
+    return backend.time_graph_us(
+        [&] {
+          for (int c = 0; c < calls; ++c) status |= backend.launch(m, sets.args[size_t((first_set + c) % n)]);
+        },
+        calls);
+  };
+  if (cpu) {  // batch size from untimed probes of both: about 1 ms a side for the slower one
+    calls = 8;
+    for (int probe = 0; probe < 2; ++probe) {
+      const double us = std::max(side_us(a, 0), side_us(b, 0));
+      if (status != 0 || !(us > 0)) return out;
+      calls = int(std::clamp(std::ceil(1000.0 / us), 8.0, 2000.0));
+    }
+  }
   std::vector<double> ta, tb, ratio;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0;; ++i) {
-    const auto& args = sets.args[size_t(i % n)];
+    const int set = i * calls;
     // Alternate which kernel goes first, so neither always runs on a warmer cache.
     const bool a_first = (i % 2) == 0;
-    double first = backend.time_us([&] { status |= backend.launch(a_first ? a : b, args); });
-    double second = backend.time_us([&] { status |= backend.launch(a_first ? b : a, args); });
-    if (status != 0) return PairedStats{};
+    double first = side_us(a_first ? a : b, set);
+    double second = side_us(a_first ? b : a, set);
+    if (status != 0 || (cpu && !(first > 0 && second > 0))) return PairedStats{};
     const double us_a = a_first ? first : second, us_b = a_first ? second : first;
     ta.push_back(us_a);
     tb.push_back(us_b);

@@ -283,6 +283,30 @@ sandbox::EvalResult Toolbox::compare(const backend::KernelSource& candidate,
   return r;
 }
 
+ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, const ops::ShapeCase& shape,
+                                          double best_us, double unpaired_eager_us) {
+  ConfirmedSpeedup c;
+  c.eager_us = unpaired_eager_us;
+  c.speedup = best_us > 0 ? unpaired_eager_us / best_us : 0;
+  const auto r = compare(best, eager_kernel(best.op), shape);
+  const auto& p = r.paired;
+  if (r.status != sandbox::Status::kPassed || p.pairs == 0 || !(p.ratio > 0) || !std::isfinite(p.ratio)) {
+    c.note = r.status != sandbox::Status::kPassed
+                 ? fmt::format("not paired: the best's re-evaluation {} ({}); unpaired figures",
+                               sandbox::status_name(r.status), r.detail.substr(0, 120))
+                 : "not paired: no interleaved pairs were timed; unpaired figures";
+    return c;
+  }
+  c.pairs = p.pairs;
+  c.ratio_ci = p.ratio_ci;
+  c.speedup = 1.0 / p.ratio;
+  c.eager_us = best_us * c.speedup;
+  c.note = fmt::format("paired with the eager baseline over {} pairs: {:.4g} vs {:.4g} us (time ratio {:.3f} +- "
+                       "{:.3f}); the eager's first measurement was {:.4g} us",
+                       p.pairs, p.b_median_us, p.a_median_us, p.ratio, p.ratio_ci, unpaired_eager_us);
+  return c;
+}
+
 sandbox::EvalResult Toolbox::eager_result(const std::string& op, const ops::ShapeCase& shape) {
   const std::string key = op + "|" + shape.label;
   auto it = eager_cache_.find(key);

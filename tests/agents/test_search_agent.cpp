@@ -216,6 +216,11 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   // The library's best (what `thrive leaderboard` lists) is the kernel the search kept, even
   // when a reverted candidate happened to time faster once.
   EXPECT_EQ(best->kernel_id, cold.best_kernel_id);
+  // The reported speedup is the paired one, and the stored best carries it.
+  EXPECT_NE(std::find(phases.begin(), phases.end(), "paired"), phases.end());
+  EXPECT_NEAR(cold.eager_us / cold.best_us, cold.speedup, 1e-9 * cold.speedup);
+  EXPECT_NEAR(best->speedup, cold.speedup, 1e-9 * cold.speedup);
+  EXPECT_NEAR(best->eager_us, cold.eager_us, 1e-9 * cold.eager_us);
 
   const auto cold_changes = store.trajectory(0, op.name(), shape.label, tools.device_key());
   // A change that was kept was measured twice (a second, fresh worker) and timed paired
@@ -240,6 +245,27 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
     if (a.phase == "optimize") {
       EXPECT_EQ(seen.count(a.change), 0u) << a.change;
     }
+}
+
+// The reported speedup comes from the best and the eager timed interleaved in one worker, not
+// from the eager's one measurement at the task's start: given a stale eager figure 1000x too
+// slow (what a busy neighbour once did on a shared CPU), the eager paired with itself still
+// reads about 1x, and the eager time reported is on the best's footing.
+TEST(SearchAgent, ConfirmedSpeedupIgnoresAStaleEagerFigure) {
+  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  AgentRig rig;
+  auto& [home, cfg, store, tools, agent] = rig;
+  const auto& op = ops::find_op("swiglu_act");
+  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
+  const auto eager = tools.eager_kernel(op.name());
+  const double best_us = tools.benchmark(eager, shape).bench.time_us();
+  ASSERT_GT(best_us, 0.0);
+  const auto c = tools.confirm_speedup(eager, shape, best_us, 1000.0 * best_us);
+  ASSERT_GT(c.pairs, 0) << c.note;
+  EXPECT_GT(c.speedup, 0.5) << c.note;
+  EXPECT_LT(c.speedup, 2.0) << c.note;
+  EXPECT_NEAR(c.eager_us, best_us * c.speedup, 1e-9 * c.eager_us);
+  EXPECT_NE(c.note.find("paired with the eager baseline"), std::string::npos) << c.note;
 }
 
 TEST(SearchAgent, ASimplestStartGeneratesEveryParameterAtItsFirstValue) {

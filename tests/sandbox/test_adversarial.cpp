@@ -1,7 +1,7 @@
 // The adversarial suite of issue 4 on the CPU backend: one candidate per trick a kernel agent
 // might find (unwritten or partial output, constant output, input mutation, cached results,
 // work deferred to another thread, out-of-bounds writes, run-to-run differences, lowered
-// precision, going wrong after N calls, a time below the physical floor, hangs, segfaults,
+// precision, skipping work in back-to-back calls, going wrong after N calls, a time below the physical floor, hangs, segfaults,
 // wild pointers, illegal instructions). Each goes through the agents' own path
 // (Toolbox::benchmark: a fresh worker, verification, timing, post-verification), must end with
 // the expected status, and its verdict must be in the kernel archive. The honest kernels pass.
@@ -82,6 +82,15 @@ std::vector<Trick> tricks() {
        out + "honest(a); if (calls++ % 2) o[0] ^= 1; return 0;", {Status::kIncorrect}},
       // f32 output rounded through bf16: 2^-9 relative error, far outside f32's 1e-4
       {"precision_drop", "softmax", "", softmax_body("thrive_bf16_to_f32(thrive_f32_to_bf16(p))"), {Status::kIncorrect}},
+      // skips the work when called within 2 us of its last return: only the back-to-back calls of
+      // a timing batch (CpuBackend::time_graph_us) do that, so its batch time would be a fraction
+      // of the honest one; caught by the checked call at the end of one batch
+      {"skips_back_to_back_calls", "rmsnorm_residual",
+       H + "#include <time.h>\nstatic long long last_ret;\nstatic long long now_ns(void) { struct timespec t; "
+           "clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }",
+       "const long long t = now_ns(); if (last_ret && t - last_ret < 2000) { last_ret = now_ns(); return 0; }"
+       "honest(a); last_ret = now_ns(); return 0;",
+       {Status::kIncorrect}},
       {"fails_after_n_calls", "rmsnorm_residual", H + "static int calls;",
        out + "honest(a); if (++calls > 60) o[n / 3] ^= 0x4000; return 0;", {Status::kIncorrect}},
       // an honest kernel measured against an absurd ceiling: below the physical floor, so

@@ -29,7 +29,7 @@ struct Task {
 
 /// A progress event for live output (one line each).
 struct Progress {
-  std::string op, shape, phase;   ///< phase: eager | recall | generate | repair | optimize | done
+  std::string op, shape, phase;   ///< phase: eager | recall | generate | repair | optimize | paired | done
   int round = 0, rounds = 0;
   std::string change;             ///< card title / param change
   std::string status;             ///< sandbox status of the attempt
@@ -43,9 +43,9 @@ using ProgressSink = std::function<void(const Progress&)>;
 /// What a task produced.
 struct TaskResult {
   std::string op, shape;
-  double eager_us = 0;
-  double best_us = 0;
-  double speedup = 0;             ///< eager_us / best_us
+  double eager_us = 0;            ///< µs: the eager baseline on the best's footing (Toolbox::confirm_speedup)
+  double best_us = 0;             ///< µs: the best kernel's benchmark median
+  double speedup = 0;             ///< eager_us / best_us: 1 / the paired time ratio, or unpaired when that failed
   double bandwidth_gbps = 0;
   double percent_of_peak = 0;
   std::string best_kernel_id;

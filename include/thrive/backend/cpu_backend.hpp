@@ -31,6 +31,15 @@ class CpuBackend final : public Backend {
   /// round-trip overhead of the executor calls `body` made (CpuExecutor::last_call_overhead_us
   /// of each), never below 0 (conservative: a call's IPC jitter stays in its time).
   double time_us(const std::function<void()>& body) override;
+  /// Per-call time, µs, of the `calls` launches `body` issues, run back to back: with isolation
+  /// they are recorded (not run) while `body` runs and then sent to the module's executor as one
+  /// batch (CpuExecutor::call_batch), so the IPC round trip is paid once and subtracted once,
+  /// instead of leaving its jitter (tens of µs of wake-up latency on a loaded or idle CPU) in
+  /// every call; the CPU's counterpart of a CUDA graph. Without isolation, steady_clock around
+  /// `body` / calls. Returns 0 (the caller keeps the launched figure) when `body` launches
+  /// modules of more than one executor or the batch returns non-zero; `calls` must be >= 1
+  /// (Error(kUsage) otherwise).
+  double time_graph_us(const std::function<void()>& body, int calls) override;
   void isolate_candidates(std::function<std::string(int keep_fd)> confine) override {
     confine_ = std::move(confine);
     isolated_ = true;
@@ -52,6 +61,11 @@ class CpuBackend final : public Backend {
   // addresses.
   std::unique_ptr<SharedArena> arena_;
   double pending_overhead_us_ = 0;  // executor round trips made inside the current time_us
+  // time_graph_us's capture: while capturing_, launch() on an isolated module appends its call
+  // here instead of running it
+  bool capturing_ = false, capture_mixed_ = false;
+  CpuExecutor* capture_executor_ = nullptr;
+  std::vector<std::string> captured_;
 };
 
 }  // namespace thrive::backend

@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace thrive::backend {
 
@@ -77,6 +78,17 @@ class CpuExecutor {
            const double* scalars, int32_t num_scalars, void* workspace, int64_t workspace_bytes,
            int32_t num_threads);
 
+  /// One call's payload for call_batch(): the same arguments as call().
+  static std::string encode_call(void* const* tensors, int32_t num_tensors, const int64_t* dims, int32_t num_dims,
+                                 const double* scalars, int32_t num_scalars, void* workspace,
+                                 int64_t workspace_bytes, int32_t num_threads);
+  /// Runs the encoded calls (encode_call()) back to back in one command, stopping at the first
+  /// non-zero status, which it returns (0 when all returned 0): the executor's round trip is
+  /// paid once for the batch, so a batch's wall time divided by its calls times the candidate
+  /// without the IPC cost and its jitter (CpuBackend::time_graph_us). Same protocol guarantees
+  /// and violations as call(); last_call_overhead_us() then covers the one round trip. Throws
+  /// Error(kUsage) for an empty batch or one over 1 MiB of arguments (about 4,000 calls).
+  int call_batch(const std::vector<std::string>& calls);
   /// What the executor reported about its confinement ("" when `confine` was empty).
   const std::string& confinement() const { return confinement_; }
   /// Round-trip overhead of one command, µs: the fastest of the 64 no-op commands timed before
@@ -102,6 +114,7 @@ class CpuExecutor {
   void send_command(uint32_t kind, uint64_t nonce, const std::string& payload);
   int32_t read_reply(uint64_t nonce, std::string* text);
   double fastest_ping_us(int n);
+  int round_trip(uint32_t kind, const std::string& payload);  // one command, timed and calibrated as call()
 
   pid_t pid_ = -1;
   int fd_ = -1;

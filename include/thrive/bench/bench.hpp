@@ -49,7 +49,10 @@ bool timed_call_check_failed(const std::string& check);
 /// One benchmark's figures. Times in microseconds, bandwidth in GB/s (1e9 bytes/s).
 struct BenchStats {
   double median_us = 0, min_us = 0, max_us = 0;   ///< "launched": one launch per sample
-  double graph_us = 0, graph_min_us = 0, graph_max_us = 0;  ///< per call under CUDA-graph replay (0 = n/a)
+  /// Per call, launch overhead excluded: under CUDA-graph replay (20 calls a graph), or on the CPU
+  /// in batches of back-to-back calls in one executor command (about 1 ms a batch, 8-2000 calls:
+  /// CpuBackend::time_graph_us); 0 = n/a
+  double graph_us = 0, graph_min_us = 0, graph_max_us = 0;
   int reps = 0;
   double rel_ci = 0;            ///< achieved relative CI half-width of the median
   int64_t bytes = 0;            ///< the op's minimum bytes at this shape

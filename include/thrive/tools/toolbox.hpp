@@ -46,6 +46,16 @@ struct Submission {
   bool new_best = false;        ///< it became the best kernel of its op/shape/device
 };
 
+/// A task's reported speedup over the eager baseline, from paired timing (Toolbox::confirm_speedup).
+struct ConfirmedSpeedup {
+  double speedup = 0;   ///< eager time / best time: 1 / the median per-pair time ratio (best / eager)
+  double eager_us = 0;  ///< µs: best_us x speedup, the eager baseline on the best's footing (paired),
+                        ///< or the unpaired figure given (pairs == 0)
+  double ratio_ci = 0;  ///< relative 95% CI half-width of the median ratio (paired only)
+  int pairs = 0;        ///< interleaved pairs timed; 0: no pairing (note says why), unpaired figures stand
+  std::string note;     ///< one line for people
+};
+
 class Toolbox {
  public:
   /// `backend_name` must be resolved ("cpu"/"cuda"). Throws Error(kBackend) if the
@@ -88,6 +98,17 @@ class Toolbox {
   /// eager_result() that must pass: throws Error(kBackend) naming the op, shape, status and
   /// why otherwise (the search and tune have no speedup to report without it).
   sandbox::EvalResult eager(const std::string& op, const ops::ShapeCase& shape);
+
+  /// The speedup a task reports for its best kernel `best` (measured `best_us` µs at `shape`):
+  /// the best and the eager baseline timed paired and interleaved in one fresh worker
+  /// (compare(): A = eager, B = best), so that load on the machine or clock drift between the
+  /// eager's one cached measurement at the task's start and the best's cannot inflate or deflate
+  /// the ratio (on a shared CPU a busy neighbour made an eager baseline of 27.7 µs read 53.7 ms).
+  /// When the pairing does not run (the re-evaluation fails, or the best timed below the
+  /// floor), returns the unpaired figures (`unpaired_eager_us` / best_us) with pairs = 0 and a
+  /// note saying why. Throws only what compare() throws (infrastructure faults).
+  ConfirmedSpeedup confirm_speedup(const backend::KernelSource& best, const ops::ShapeCase& shape, double best_us,
+                                   double unpaired_eager_us);
 
   /// The analyst's diagnosis of a benchmarked result.
   Profile profile(const ops::Op& op, const ops::ShapeCase& shape, const bench::BenchStats& b);
