@@ -478,27 +478,34 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
     backend.synchronize();
     if (status != 0) return out;
   }
-  // On the CPU each side of a pair is a batch of calls in one executor command
-  // (CpuBackend::time_graph_us, as benchmark_kernel's batches): one call a side would leave each
-  // executor's IPC jitter in the ratio, and that differs between two executors by which core
-  // each one wakes on (the eager baseline paired with itself read 0.2x and 3.4x, 2026-12-04).
+  // Each side of a pair is timed as benchmark_kernel's graph figure, which the search optimizes
+  // and BenchStats::time_us() reports: on CUDA 20 calls in a CUDA graph (launched one at a time
+  // the launch overhead dominates small kernels, and an eager baseline of six launches read 49.7
+  // us against its 11.3 in a graph on the H200, 2026-12-04); on the CPU a batch of calls in one
+  // executor command (CpuBackend::time_graph_us): one call a side would leave each executor's
+  // IPC jitter in the ratio, and that differs between two executors by which core each one wakes
+  // on (the eager baseline paired with itself read 0.2x and 3.4x, 2026-12-04). A backend whose
+  // graph capture fails is timed one launch a side.
   const bool cpu = backend.device().backend == "cpu";
-  int calls = 1;
+  int calls = cpu ? 8 : 20;
+  bool batched = true;
   auto side_us = [&](const backend::Module& m, int first_set) {
-    if (!cpu) return backend.time_us([&] { status |= backend.launch(m, sets.args[size_t(first_set % n)]); });
+    if (!batched) return backend.time_us([&] { status |= backend.launch(m, sets.args[size_t(first_set % n)]); });
     return backend.time_graph_us(
         [&] {
           for (int c = 0; c < calls; ++c) status |= backend.launch(m, sets.args[size_t((first_set + c) % n)]);
         },
         calls);
   };
-  if (cpu) {  // batch size from untimed probes of both: about 1 ms a side for the slower one
-    calls = 8;
-    for (int probe = 0; probe < 2; ++probe) {
-      const double us = std::max(side_us(a, 0), side_us(b, 0));
-      if (status != 0 || !(us > 0)) return out;
-      calls = int(std::clamp(std::ceil(1000.0 / us), 8.0, 2000.0));
+  for (int probe = 0; probe < (cpu ? 2 : 1); ++probe) {  // untimed; on the CPU: about 1 ms a side
+    const double us = std::max(side_us(a, 0), side_us(b, 0));
+    if (status != 0) return out;
+    if (!(us > 0)) {
+      if (cpu) return out;  // a batch returned non-zero
+      batched = false;
+      break;
     }
+    if (cpu) calls = int(std::clamp(std::ceil(1000.0 / us), 8.0, 2000.0));
   }
   std::vector<double> ta, tb, ratio;
   const auto start = std::chrono::steady_clock::now();
@@ -508,7 +515,7 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
     const bool a_first = (i % 2) == 0;
     double first = side_us(a_first ? a : b, set);
     double second = side_us(a_first ? b : a, set);
-    if (status != 0 || (cpu && !(first > 0 && second > 0))) return PairedStats{};
+    if (status != 0 || (batched && !(first > 0 && second > 0))) return PairedStats{};
     const double us_a = a_first ? first : second, us_b = a_first ? second : first;
     ta.push_back(us_a);
     tb.push_back(us_b);
