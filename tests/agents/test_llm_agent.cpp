@@ -7,6 +7,8 @@
 // clear error, no retries, the key never echoed) and the USD budget stop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -215,10 +217,19 @@ TEST_F(LlmAgentTest, AnthropicHappyPathReachesAVerifiedKernelAndPricesEveryCall)
   push(anthropic_text("a scalar kernel, verified"));
   push(anthropic_text("no faster idea this round"));  // the optimizer round
   auto a = agent("anthropic", settings());
-  const auto r = a.run(task(), {});
+  std::vector<agents::Progress> events;
+  const auto r = a.run(task(), [&](const agents::Progress& p) { events.push_back(p); });
   EXPECT_TRUE(r.verified);
   EXPECT_GT(r.best_us, 0);
   EXPECT_GT(r.speedup, 0);
+  // the reported speedup is the best paired with the eager baseline, and the stored best says so
+  const auto paired = std::find_if(events.begin(), events.end(), [](const auto& p) { return p.phase == "paired"; });
+  ASSERT_NE(paired, events.end());
+  EXPECT_EQ(paired->status, "passed") << paired->note;
+  EXPECT_NEAR(r.eager_us / r.best_us, r.speedup, 1e-9 * r.speedup);
+  const auto stored = store.best("rmsnorm_residual", task().shape.label, tools.device_key());
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_NEAR(stored->speedup, r.speedup, 1e-9 * r.speedup);
   const auto reqs = server.requests();
   ASSERT_EQ(reqs.size(), 4u);
   EXPECT_EQ(reqs[0].path, "/v1/messages");
