@@ -491,22 +491,31 @@ TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
     // a kernel `benchmark` recorded is stored again with that eager time and speedup
     const auto k = backend::KernelSource::parse(run.best->source, run.best->kernel_id);
     const auto confirmed = tools_.confirm_speedup(k, task.shape, result.best_us, result.eager_us);
+    if (confirmed.rejected) {  // wrong when paired: not reported, and no longer the stored best
+      tools_.store().demote_kernel(run.best->kernel_id, task.shape.label, tools_.device_key());
+      result.verified = false;
+    }
+    result.speedup = confirmed.rejected ? 0 : confirmed.speedup;
+    // the stored row keeps its benchmark time, with the eager time the paired ratio implies
+    if (confirmed.pairs > 0 && !confirmed.rejected && run.best->submitted)
+      tools_.store().record_kernel(tools_.kernel_record(k, task.shape, *run.best->submitted,
+                                                        run.best->time_us * confirmed.speedup, task.command));
+    const double scale = confirmed.best_us > 0 ? run.best->time_us / confirmed.best_us : 1.0;
     result.eager_us = confirmed.eager_us;
-    result.speedup = confirmed.speedup;
-    if (confirmed.pairs > 0 && run.best->submitted)
-      tools_.store().record_kernel(
-          tools_.kernel_record(k, task.shape, *run.best->submitted, result.eager_us, task.command));
+    result.best_us = confirmed.best_us;
     if (progress)
       progress({.op = task.op, .shape = task.shape.label, .phase = "paired", .change = "best vs eager, interleaved",
-                .status = confirmed.pairs > 0 ? "passed" : "unpaired", .best_us = result.best_us,
+                .status = confirmed.rejected ? "incorrect" : confirmed.pairs > 0 ? "passed" : "unpaired",
+                .best_us = result.best_us,
                 .speedup = result.speedup, .note = confirmed.note});
-    result.bandwidth_gbps = run.best->bench.bandwidth_gbps;
-    result.percent_of_peak = run.best->bench.percent_of_peak;
+    result.bandwidth_gbps = run.best->bench.bandwidth_gbps * scale;
+    result.percent_of_peak = run.best->bench.percent_of_peak * scale;
     if (task.target_speedup > 0 && result.speedup >= task.target_speedup) result.round_reached_target = result.rounds_to_best;
   }
   result.wall_s = std::chrono::duration<double>(Clock::now() - run.t0).count();
   if (progress)
-    progress({.op = task.op, .shape = task.shape.label, .phase = "done", .status = run.best ? "passed" : "no kernel",
+    progress({.op = task.op, .shape = task.shape.label, .phase = "done",
+              .status = !run.best ? "no kernel" : result.verified ? "passed" : "incorrect",
               .best_us = result.best_us, .speedup = result.speedup,
               .note = fmt::format("${:.4f} spent{}{}", total_usd(), stop_reason_.empty() ? "" : "; ", stop_reason_)});
   return result;

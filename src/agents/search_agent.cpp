@@ -326,15 +326,26 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   //    baseline (the eager's one measurement at the start may have met other load on the
   //    machine); the stored best then carries that eager time and speedup.
   const auto confirmed = tools_.confirm_speedup(best->kernel, task.shape, best->result.bench.time_us(), result.eager_us);
-  result.eager_us = confirmed.eager_us;
+  if (confirmed.rejected) {  // wrong when paired: it stops being the best, and the task has none
+    store.demote_kernel(best->id, task.shape.label, device);
+    result.wall_s = since_start();
+    emit({.phase = "paired", .change = "best vs eager, interleaved", .status = "incorrect", .note = confirmed.note});
+    emit({.phase = "done", .status = "incorrect", .note = "the best failed its paired re-evaluation"});
+    return result;
+  }
+  // the stored best keeps its benchmark time, with the eager time the paired ratio implies
+  result.eager_us = best->result.bench.time_us() * confirmed.speedup;
   if (confirmed.pairs > 0) record_kernel(*best, true);
+  result.eager_us = confirmed.eager_us;
   emit({.phase = "paired", .change = "best vs eager, interleaved",
         .status = confirmed.pairs > 0 ? "passed" : "unpaired", .best_us = best->result.bench.time_us(),
         .speedup = confirmed.speedup, .note = confirmed.note});
-  result.best_us = best->result.bench.time_us();
+  // the task reports the paired figures (time, and GB/s scaled to that time)
+  const double scale = confirmed.best_us > 0 ? best->result.bench.time_us() / confirmed.best_us : 1.0;
+  result.best_us = confirmed.best_us;
   result.speedup = confirmed.speedup;
-  result.bandwidth_gbps = best->result.bench.bandwidth_gbps;
-  result.percent_of_peak = best->result.bench.percent_of_peak;
+  result.bandwidth_gbps = best->result.bench.bandwidth_gbps * scale;
+  result.percent_of_peak = best->result.bench.percent_of_peak * scale;
   result.best_kernel_id = best->id;
   result.best_params = backend::params_to_string(best->kernel.params);
   result.verified = true;

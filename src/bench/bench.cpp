@@ -242,29 +242,37 @@ RowSample sample_rows(const ops::Op& op, const ops::Shape& shape, const BenchOpt
 // output already holds a result, results cached by pointer, call order or sampled input values,
 // work done only on some argument sets) are wrong at the changed elements. `time` wraps the call
 // (the timed loop passes its timer). Returns "" when the outputs are right, else what was wrong.
-std::string checked_call(backend::Backend& backend, const backend::Module& module, const backend::LaunchArgs& args,
-                         const std::vector<ops::HostTensor>& host, const RowSample& rows,
-                         const BenchOptions& options, std::mt19937_64& rng, int& status,
-                         const std::function<void(const std::function<void()>&)>& time) {
-  auto download_all = [&] {
-    auto t = rows.cut(host);
-    for (size_t i = 0; i < t.size(); ++i) rows.transfer(backend, t[i], args.tensors[i], false);
-    return t;
-  };
-  auto before = download_all();
-  const auto given = rows.cut_copy(host);  // what the read-only inputs must still hold
-  for (size_t t = 0; t < before.size(); ++t)
-    if (before[t].spec.role == ops::Role::kIn && before[t].bytes != given[t].bytes)
-      return fmt::format("input '{}' changed during the benchmark (a kernel may not write its inputs)",
-                         before[t].spec.name);
+// A checked call in two halves, around the call: prepare_check() reads the set's sampled rows,
+// fails when a read-only input changed, restores in-out tensors to what the set was given and
+// swaps a few input elements (a kept or cached result then no longer matches); finish_check()
+// compares the outputs after the call with the reference and restores the read-only inputs.
+struct PreparedCheck {
+  const backend::LaunchArgs* args = nullptr;
+  std::vector<ops::HostTensor> before, given;
   std::vector<size_t> swapped;
-  for (size_t t = 0; t < before.size(); ++t) {
-    auto& ht = before[t];
+  std::string failure;  // found while preparing: the call need not run
+};
+
+PreparedCheck prepare_check(backend::Backend& backend, const backend::LaunchArgs& args,
+                            const std::vector<ops::HostTensor>& host, const RowSample& rows, std::mt19937_64& rng) {
+  PreparedCheck c;
+  c.args = &args;
+  c.before = rows.cut(host);
+  for (size_t i = 0; i < c.before.size(); ++i) rows.transfer(backend, c.before[i], args.tensors[i], false);
+  c.given = rows.cut_copy(host);  // what the read-only inputs must still hold
+  for (size_t t = 0; t < c.before.size(); ++t)
+    if (c.before[t].spec.role == ops::Role::kIn && c.before[t].bytes != c.given[t].bytes) {
+      c.failure = fmt::format("input '{}' changed during the benchmark (a kernel may not write its inputs)",
+                              c.before[t].spec.name);
+      return c;
+    }
+  for (size_t t = 0; t < c.before.size(); ++t) {
+    auto& ht = c.before[t];
     if (ht.spec.role == ops::Role::kOut || ht.spec.shared_across_sets) continue;
     // An in-out tensor has accumulated the loop's calls (residual += x each call): the check
     // runs on the values the set was given, inside the distribution the tolerances are for.
     const bool in_out = ht.spec.role == ops::Role::kInOut;
-    if (in_out) ht.bytes = given[t].bytes;
+    if (in_out) ht.bytes = c.given[t].bytes;
     const size_t esize = ops::dtype_bytes(ht.spec.dtype);
     const size_t n = ht.bytes.size() / esize;
     if (n < 2) {
@@ -276,21 +284,72 @@ std::string checked_call(backend::Backend& backend, const backend::Module& modul
       for (size_t b = 0; b < esize; ++b) std::swap(ht.bytes[x * esize + b], ht.bytes[y * esize + b]);
     }
     rows.transfer(backend, ht, args.tensors[t], true);
-    swapped.push_back(t);
+    c.swapped.push_back(t);
   }
+  return c;
+}
+
+std::string finish_check(backend::Backend& backend, PreparedCheck& c, const RowSample& rows,
+                         const std::vector<ops::HostTensor>& host, const BenchOptions& options) {
+  auto after = rows.cut(host);
+  for (size_t i = 0; i < after.size(); ++i) rows.transfer(backend, after[i], c.args->tensors[i], false);
+  const std::string why = options.check_timed_call(rows.shape, c.before, after);
+  // read-only inputs go back to what the set was given (changed_input() checks every set)
+  for (size_t t : c.swapped)
+    if (c.before[t].spec.role == ops::Role::kIn) {
+      auto original = c.given[t];
+      rows.transfer(backend, original, c.args->tensors[t], true);
+    }
+  backend.synchronize();
+  return why;
+}
+
+std::string checked_call(backend::Backend& backend, const backend::Module& module, const backend::LaunchArgs& args,
+                         const std::vector<ops::HostTensor>& host, const RowSample& rows,
+                         const BenchOptions& options, std::mt19937_64& rng, int& status,
+                         const std::function<void(const std::function<void()>&)>& time) {
+  auto c = prepare_check(backend, args, host, rows, rng);
+  if (!c.failure.empty()) return c.failure;
   backend.synchronize();
   time([&] { status |= backend.launch(module, args); });
   if (status != 0) return "";
   backend.synchronize();
-  const std::string why = options.check_timed_call(rows.shape, before, download_all());
-  // read-only inputs go back to what the set was given (changed_input() checks every set)
-  for (size_t t : swapped)
-    if (before[t].spec.role == ops::Role::kIn) {
-      auto original = given[t];
-      rows.transfer(backend, original, args.tensors[t], true);
-    }
+  return finish_check(backend, c, rows, host, options);
+}
+
+// One CPU batch (time_graph_us) of `calls` calls on distinct argument sets from `first` on (calls
+// <= the number of sets), with `checks` of its positions, drawn at random, checked as
+// checked_call checks one call: a kernel that skips work at some positions of a batch (it can
+// tell them apart by the gaps between calls) is caught unless it skips none of the checked ones.
+// `us` gets the batch's per-call time (0: a call returned non-zero, `status` then non-zero).
+std::string checked_batch(backend::Backend& backend, const backend::Module& module, const ArgumentSets& sets,
+                          int first, int calls, int checks, const RowSample& rows, const BenchOptions& options,
+                          std::mt19937_64& rng, int& status, double& us) {
+  const int n = int(sets.args.size());
+  std::vector<int> pos(static_cast<size_t>(calls));
+  std::iota(pos.begin(), pos.end(), 0);
+  std::shuffle(pos.begin(), pos.end(), rng);
+  pos.resize(size_t(std::min(calls, checks)));
+  std::vector<PreparedCheck> prepared;
+  for (int p : pos) {
+    prepared.push_back(prepare_check(backend, sets.args[size_t((first + p) % n)], sets.host, rows, rng));
+    if (!prepared.back().failure.empty()) return prepared.back().failure;
+  }
   backend.synchronize();
-  return why;
+  us = backend.time_graph_us(
+      [&] {
+        for (int c = 0; c < calls; ++c) status |= backend.launch(module, sets.args[size_t((first + c) % n)]);
+      },
+      calls);
+  if (!(us > 0)) status |= 1;
+  if (status != 0) return "";
+  backend.synchronize();
+  for (size_t k = 0; k < prepared.size(); ++k) {
+    const std::string why = finish_check(backend, prepared[k], rows, sets.host, options);
+    if (!why.empty())
+      return fmt::format("in a batch of {} back-to-back calls, at call {}: {}", calls, pos[k] + 1, why);
+  }
+  return "";
 }
 
 // After a loop of calls: every set's read-only inputs compared with what it was given, then one
@@ -373,62 +432,51 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
   // launch overhead. CUDA: kGraphCalls launches captured once into a graph and replayed. CPU
   // (CpuBackend::time_graph_us): the launches go to the candidate's executor as one command, so
   // the IPC round trip (and its wake-up jitter, tens of µs against kernels of a few µs) is paid
-  // once a batch; a batch lasts about kCpuBatchUs (at least 8 calls, at most kCpuMaxCalls). One
-  // CPU batch, at a random position, ends in a checked call (checked_call: perturbed inputs,
-  // outputs compared) right after calls on other sets, so a kernel that skips work when called
-  // back to back is caught. Same stopping rule.
+  // once a batch; a batch lasts about kCpuBatchUs (8-kCpuMaxCalls calls, never more than the
+  // argument sets: each set at most once a batch, so a kernel cannot skip a set it already did
+  // in the same command). A CPU call that returns non-zero in a batch fails the benchmark, as a
+  // launched one does. One CPU batch, at a random position, has kChecks of its calls, drawn at
+  // random, checked (checked_batch). Same stopping rule.
   const bool cpu = backend.device().backend == "cpu";
   {
-    constexpr int kGraphCalls = 20, kCpuMaxCalls = 2000;
+    constexpr int kGraphCalls = 20, kCpuMaxCalls = 2000, kChecks = 8;
     constexpr double kCpuBatchUs = 1000;
+    const int check_batch = cpu && check ? int(rng() % uint64_t(std::max(1, options.min_reps))) : -1;
     int next_set = 0;
     auto batch_us = [&](int n) {
-      return backend.time_graph_us(
+      const double us = backend.time_graph_us(
           [&] {
             for (int c = 0; c < n; ++c) status |= backend.launch(module, arg_sets[size_t(next_set++ % sets)]);
           },
           n);
+      if (cpu && !(us > 0)) status |= 1;  // a call of the batch returned non-zero
+      return us;
     };
-    // CPU batch size: from two untimed probes (8 calls, then as many as the first suggests), since
-    // the launched median may be mostly IPC
+    // CPU batch size: from two untimed probes (as many calls as fit the sets, then as many as the
+    // first suggests), since the launched median may be mostly IPC
     int calls = kGraphCalls;
     if (cpu) {
-      calls = 8;
+      calls = std::min(8, sets);
       for (int probe = 0; probe < 2; ++probe) {
         const double us = batch_us(calls);
-        if (us <= 0 || status != 0) break;
+        if (status != 0) return BenchStats{};
         calls = int(std::clamp(std::ceil(kCpuBatchUs / us), 8.0, double(kCpuMaxCalls)));
+        calls = std::min(calls, sets);
       }
     }
-    const int check_batch = cpu && check ? int(rng() % uint64_t(std::max(1, options.min_reps))) : -1;
     std::vector<double> graph_samples;
     const auto graph_start = std::chrono::steady_clock::now();
     for (;;) {
       double us = 0;
       if (int(graph_samples.size()) == check_batch) {
-        // the checked call's set is not launched before it in the batch (its in-out tensors
-        // must hold what the check gave them); with one set the batch is the checked call alone
-        const int mine = next_set++ % sets;
-        const int others = sets > 1 ? calls - 1 : 0;
-        const std::string why = checked_call(
-            backend, module, arg_sets[size_t(mine)], host, rows, options, rng, status,
-            [&](const std::function<void()>& call) {
-              us = backend.time_graph_us(
-                  [&] {
-                    for (int c = 0; c < others; ++c) {
-                      int s = next_set++ % sets;
-                      if (s == mine) s = next_set++ % sets;
-                      status |= backend.launch(module, arg_sets[size_t(s)]);
-                    }
-                    call();
-                  },
-                  others + 1);
-            });
-        if (check_failure.empty() && !why.empty())
-          check_failure = fmt::format("in a batch of {} back-to-back calls: {}", others + 1, why);
+        const std::string why =
+            checked_batch(backend, module, sets_, next_set, calls, kChecks, rows, options, rng, status, us);
+        next_set += calls;
+        if (check_failure.empty() && !why.empty()) check_failure = why;
       } else {
         us = batch_us(calls);
       }
+      if (cpu && status != 0) return BenchStats{};
       if (us <= 0 || status != 0) break;
       graph_samples.push_back(us);
       const double elapsed =
@@ -505,16 +553,30 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
       batched = false;
       break;
     }
-    if (cpu) calls = int(std::clamp(std::ceil(1000.0 / us), 8.0, 2000.0));
+    if (cpu) calls = std::min(n, int(std::clamp(std::ceil(1000.0 / us), 8.0, 2000.0)));  // each set once a batch
   }
+  if (cpu) calls = std::min(calls, n);
+  // On the CPU one of the candidate's batches, at a random pair, has 8 of its calls checked
+  // (checked_batch, as in benchmark_kernel): a kernel honest there could otherwise skip work here.
+  const bool check_here = cpu && batched && bool(options.check_timed_call);
+  const RowSample rows = options.check_timed_call ? sample_rows(op, shape.shape, options, rng) : RowSample{};
+  const int check_pair = check_here ? int(rng() % uint64_t(std::max(1, options.min_reps))) : -1;
   std::vector<double> ta, tb, ratio;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0;; ++i) {
-    const int set = i * calls;
+    const int set = int((int64_t(i) * calls) % n);
     // Alternate which kernel goes first, so neither always runs on a warmer cache.
     const bool a_first = (i % 2) == 0;
-    double first = side_us(a_first ? a : b, set);
-    double second = side_us(a_first ? b : a, set);
+    auto b_side = [&] {
+      if (i != check_pair) return side_us(b, set);
+      double us = 0;
+      const std::string why = checked_batch(backend, b, sets, set, calls, 8, rows, options, rng, status, us);
+      if (out.timed_call_check.empty() && !why.empty()) out.timed_call_check = why;
+      return us;
+    };
+    double first = a_first ? side_us(a, set) : b_side();
+    double second = a_first ? b_side() : side_us(a, set);
+    if (!out.timed_call_check.empty()) return out;  // wrong outputs: pairs stays 0, the check says why
     if (status != 0 || (batched && !(first > 0 && second > 0))) return PairedStats{};
     const double us_a = a_first ? first : second, us_b = a_first ? second : first;
     ta.push_back(us_a);
@@ -527,7 +589,6 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
     }
   }
   if (options.check_timed_call) {  // the candidate's outputs, as in benchmark_kernel
-    const RowSample rows = sample_rows(op, shape.shape, options, rng);
     const std::string why = check_after_loop(backend, b, sets, rows, options, rng, status, "paired loop");
     if (status != 0) return PairedStats{};
     out.timed_call_check = why.empty() ? "passed" : why;

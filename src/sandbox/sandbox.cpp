@@ -150,6 +150,15 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
                                            request.bench_shape, cfg.model, popts, seed + 3);
         r.bench_s += seconds_since(t3);
         if (wrong_outputs(r.paired.timed_call_check)) return r;
+        // The candidate returned non-zero in the paired loop (or the baseline did: either way
+        // there is no comparison): a kernel that fails when paired is not accepted on its
+        // unpaired figures. (Its outputs there are checked too: checked_batch.)
+        if (r.paired.pairs == 0) {
+          r.status = Status::kIncorrect;
+          r.detail = "paired timing against the baseline failed: a call returned non-zero";
+          r.wall_s = seconds_since(start);
+          return r;
+        }
       }
     }
     if (r.bench.below_floor) {

@@ -287,9 +287,12 @@ ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, con
                                           double best_us, double unpaired_eager_us) {
   ConfirmedSpeedup c;
   c.eager_us = unpaired_eager_us;
+  c.best_us = best_us;
   c.speedup = best_us > 0 ? unpaired_eager_us / best_us : 0;
   const auto r = compare(best, eager_kernel(best.op), shape);
   const auto& p = r.paired;
+  c.rejected = r.status == sandbox::Status::kIncorrect || r.status == sandbox::Status::kCrashed ||
+               r.status == sandbox::Status::kCompileFailed;
   if (r.status != sandbox::Status::kPassed || p.pairs == 0 || !(p.ratio > 0) || !std::isfinite(p.ratio)) {
     c.note = r.status != sandbox::Status::kPassed
                  ? fmt::format("not paired: the best's re-evaluation {} ({}); unpaired figures",
@@ -300,7 +303,8 @@ ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, con
   c.pairs = p.pairs;
   c.ratio_ci = p.ratio_ci;
   c.speedup = 1.0 / p.ratio;
-  c.eager_us = best_us * c.speedup;
+  c.eager_us = p.a_median_us;
+  c.best_us = p.b_median_us;
   c.note = fmt::format("paired with the eager baseline over {} pairs: {:.4g} vs {:.4g} us (time ratio {:.3f} +- "
                        "{:.3f}); the eager's first measurement was {:.4g} us",
                        p.pairs, p.b_median_us, p.a_median_us, p.ratio, p.ratio_ci, unpaired_eager_us);

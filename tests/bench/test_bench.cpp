@@ -156,8 +156,11 @@ TEST_F(BenchTest, BigShapesAreCheckedOnSampledRows) {
   const auto h = benchmark_kernel(*backend_, op, *honest, shape, test::small_model(), opts, 0.0, 7);
   EXPECT_EQ(h.timed_call_check, "passed on 3 of 64 rows of T");
   EXPECT_FALSE(h.timed_call_check_failed());  // the sandbox keeps it
-  // one checked call inside the timed loop, one ending a batch, one after both on a random set
-  ASSERT_EQ(checked_rows, (std::vector<int64_t>{3, 3, 3}));
+  // one checked call inside the timed loop, up to 8 at random positions of one batch, one after
+  // both on a random set
+  ASSERT_GE(checked_rows.size(), 3u);
+  ASSERT_LE(checked_rows.size(), 10u);
+  for (const auto rows : checked_rows) EXPECT_EQ(rows, 3);
   auto stale = compile("static int calls = 0; if (calls++ >= 1) return 0;" + test::rmsnorm_body());
   const auto s = benchmark_kernel(*backend_, op, *stale, shape, test::small_model(), opts, 0.0, 7);
   EXPECT_NE(s.timed_call_check.find("max_rel_err"), std::string::npos) << s.timed_call_check;

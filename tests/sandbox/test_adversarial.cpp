@@ -91,6 +91,22 @@ std::vector<Trick> tricks() {
        "const long long t = now_ns(); if (last_ret && t - last_ret < 2000) { last_ret = now_ns(); return 0; }"
        "honest(a); last_ret = now_ns(); return 0;",
        {Status::kIncorrect}},
+      // works only at some positions of an executor command (told apart by the gap since its last
+      // return): the first call, then every eighth; caught by a batch with random positions checked
+      {"skips_some_batch_calls", "rmsnorm_residual",
+       H + "#include <time.h>\nstatic long long last_ret; static long idx;\nstatic long long now_ns(void) { struct "
+           "timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }",
+       "const long long t = now_ns(); idx = last_ret && t - last_ret < 2000 ? idx + 1 : 0; int rc = 0;"
+       "if (idx == 0 || idx % 8 == 7) rc = honest(a); last_ret = now_ns(); return rc;",
+       {Status::kIncorrect}},
+      // returns non-zero when called back to back (a batch), so that timing falls back to single
+      // calls or skips its checks: a non-zero return in a batch fails the benchmark
+      {"fails_only_in_batches", "rmsnorm_residual",
+       H + "#include <time.h>\nstatic long long last_ret;\nstatic long long now_ns(void) { struct timespec t; "
+           "clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }",
+       "const long long t = now_ns(); int rc = last_ret && t - last_ret < 2000 ? 1 : honest(a);"
+       "last_ret = now_ns(); return rc;",
+       {Status::kIncorrect, Status::kLaunchFailed}},
       {"fails_after_n_calls", "rmsnorm_residual", H + "static int calls;",
        out + "honest(a); if (++calls > 60) o[n / 3] ^= 0x4000; return 0;", {Status::kIncorrect}},
       // an honest kernel measured against an absurd ceiling: below the physical floor, so

@@ -43,9 +43,9 @@ using ProgressSink = std::function<void(const Progress&)>;
 /// What a task produced.
 struct TaskResult {
   std::string op, shape;
-  double eager_us = 0;            ///< µs: the eager baseline on the best's footing (Toolbox::confirm_speedup)
-  double best_us = 0;             ///< µs: the best kernel's benchmark median
-  double speedup = 0;             ///< eager_us / best_us: 1 / the paired time ratio, or unpaired when that failed
+  double eager_us = 0;            ///< µs a call: the eager baseline, paired with the best (Toolbox::confirm_speedup)
+  double best_us = 0;             ///< µs a call: the best kernel, paired (its benchmark figure when unpaired)
+  double speedup = 0;             ///< 1 / the median paired time ratio (about eager_us / best_us)
   double bandwidth_gbps = 0;
   double percent_of_peak = 0;
   std::string best_kernel_id;

@@ -48,12 +48,15 @@ struct Submission {
 
 /// A task's reported speedup over the eager baseline, from paired timing (Toolbox::confirm_speedup).
 struct ConfirmedSpeedup {
-  double speedup = 0;   ///< eager time / best time: 1 / the median per-pair time ratio (best / eager)
-  double eager_us = 0;  ///< µs: best_us x speedup, the eager baseline on the best's footing (paired),
-                        ///< or the unpaired figure given (pairs == 0)
+  double speedup = 0;   ///< 1 / the median per-pair time ratio (best / eager): about eager_us / best_us
+  double eager_us = 0;  ///< µs a call: the eager baseline's paired median, or the unpaired figure given
+  double best_us = 0;   ///< µs a call: the best's paired median, or the best_us given (pairs == 0)
   double ratio_ci = 0;  ///< relative 95% CI half-width of the median ratio (paired only)
   int pairs = 0;        ///< interleaved pairs timed; 0: no pairing (note says why), unpaired figures stand
   std::string note;     ///< one line for people
+  /// The best's re-evaluation found it wrong (incorrect, crashed, no longer compiles; e.g. a
+  /// kernel that behaves differently when paired): the caller must not report or keep it.
+  bool rejected = false;
 };
 
 class Toolbox {

@@ -36,8 +36,10 @@ void bench_file(Context& ctx, const KernelFileFlags& f) {
              format_us(b.median_us), format_us(b.min_us), format_us(b.max_us), b.reps,
              100 * b.rel_ci, b.argument_sets, double(b.working_set_bytes) / (1 << 20));
   if (b.graph_us > 0)
-    fmt::print("  graph    median {} per call (min {}, max {}; 20 launches per CUDA graph)\n",
-               format_us(b.graph_us), format_us(b.graph_min_us), format_us(b.graph_max_us));
+    fmt::print("  graph    median {} per call (min {}, max {}; {})\n", format_us(b.graph_us),
+               format_us(b.graph_min_us), format_us(b.graph_max_us),
+               r.device_key.rfind("cpu", 0) == 0 ? "batches of back-to-back calls, one executor command each"
+                                                 : "20 launches per CUDA graph");
   fmt::print("  traffic {} bytes -> {:.2f} GB/s = {:.1f}% of the {:.1f} GB/s ceiling; {:.4f} TFLOP/s\n",
              b.bytes, b.bandwidth_gbps, b.percent_of_peak, b.peak_bw_gbps, b.tflops);
   fmt::print("  eager  {} -> speedup {:.2f}x{}\n", format_us(k.eager_us), k.speedup,
