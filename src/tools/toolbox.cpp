@@ -291,8 +291,11 @@ ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, con
   c.speedup = best_us > 0 ? unpaired_eager_us / best_us : 0;
   const auto r = compare(best, eager_kernel(best.op), shape);
   const auto& p = r.paired;
-  c.rejected = r.status == sandbox::Status::kIncorrect || r.status == sandbox::Status::kCrashed ||
-               r.status == sandbox::Status::kCompileFailed;
+  // wrong, not merely timed oddly: a "suspect timing" verdict (faster than the ceiling allows,
+  // which a loaded machine or a ceiling measured low can also produce) leaves the best standing
+  c.rejected = (r.status == sandbox::Status::kIncorrect && r.detail.rfind("suspect timing", 0) != 0) ||
+               r.status == sandbox::Status::kCrashed || r.status == sandbox::Status::kCompileFailed ||
+               r.status == sandbox::Status::kLaunchFailed;
   if (r.status != sandbox::Status::kPassed || p.pairs == 0 || !(p.ratio > 0) || !std::isfinite(p.ratio)) {
     c.note = r.status != sandbox::Status::kPassed
                  ? fmt::format("not paired: the best's re-evaluation {} ({}); unpaired figures",

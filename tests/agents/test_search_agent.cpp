@@ -220,7 +220,7 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   // The reported speedup is the paired one, and the stored best carries it.
   EXPECT_NE(std::find(phases.begin(), phases.end(), "paired"), phases.end());
   // (the median of the pairs' ratios, so about the ratio of the paired medians)
-  EXPECT_NEAR(cold.eager_us / cold.best_us, cold.speedup, 0.25 * cold.speedup);
+  EXPECT_NEAR(cold.eager_us / cold.best_us, cold.speedup, 0.5 * cold.speedup);
   EXPECT_NEAR(best->speedup, cold.speedup, 1e-9 * cold.speedup);
   EXPECT_NEAR(best->eager_us, best->time_us * cold.speedup, 1e-9 * best->eager_us);
 
@@ -264,9 +264,10 @@ TEST(SearchAgent, ConfirmedSpeedupIgnoresAStaleEagerFigure) {
   ASSERT_GT(best_us, 0.0);
   const auto c = tools.confirm_speedup(eager, shape, best_us, 1000.0 * best_us);
   ASSERT_GT(c.pairs, 0) << c.note;
-  EXPECT_GT(c.speedup, 0.5) << c.note;
-  EXPECT_LT(c.speedup, 2.0) << c.note;
-  EXPECT_NEAR(c.eager_us, c.best_us * c.speedup, 0.25 * c.eager_us);
+  // (loose: the tests may share two cores with others; the stale figure would read about 0.001x)
+  EXPECT_GT(c.speedup, 0.33) << c.note;
+  EXPECT_LT(c.speedup, 3.0) << c.note;
+  EXPECT_NEAR(c.eager_us, c.best_us * c.speedup, 0.5 * c.eager_us);
   EXPECT_LT(c.eager_us, 100.0 * best_us) << "the eager time is the paired one, not the stale figure";
   EXPECT_NE(c.note.find("paired with the eager baseline"), std::string::npos) << c.note;
 }
