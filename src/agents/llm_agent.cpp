@@ -490,7 +490,7 @@ TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
     // the reported figure: the best timed paired with the eager baseline (Toolbox::confirm_speedup);
     // a kernel `benchmark` recorded is stored again with that eager time and speedup
     const auto k = backend::KernelSource::parse(run.best->source, run.best->kernel_id);
-    const auto confirmed = tools_.confirm_speedup(k, task.shape, result.best_us, result.eager_us);
+    const auto confirmed = tools_.confirm_speedup(k, task.shape, run.best->bench, result.eager_us);
     if (confirmed.rejected) {  // wrong when paired: not reported, and no longer the stored best
       tools_.store().demote_kernel(run.best->kernel_id, task.shape.label, tools_.device_key());
       result.verified = false;
@@ -500,7 +500,6 @@ TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
     if (confirmed.pairs > 0 && !confirmed.rejected && run.best->submitted)
       tools_.store().record_kernel(tools_.kernel_record(k, task.shape, *run.best->submitted,
                                                         run.best->time_us * confirmed.speedup, task.command));
-    const double scale = confirmed.best_us > 0 ? run.best->time_us / confirmed.best_us : 1.0;
     result.eager_us = confirmed.eager_us;
     result.best_us = confirmed.best_us;
     if (progress)
@@ -508,8 +507,8 @@ TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
                 .status = confirmed.rejected ? "incorrect" : confirmed.pairs > 0 ? "passed" : "unpaired",
                 .best_us = result.best_us,
                 .speedup = result.speedup, .note = confirmed.note});
-    result.bandwidth_gbps = run.best->bench.bandwidth_gbps * scale;
-    result.percent_of_peak = run.best->bench.percent_of_peak * scale;
+    result.bandwidth_gbps = confirmed.bandwidth_gbps;
+    result.percent_of_peak = confirmed.percent_of_peak;
     if (task.target_speedup > 0 && result.speedup >= task.target_speedup) result.round_reached_target = result.rounds_to_best;
   }
   result.wall_s = std::chrono::duration<double>(Clock::now() - run.t0).count();

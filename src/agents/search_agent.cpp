@@ -142,8 +142,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   };
   // may_become_best: false for a candidate this search reverted (its faster first time was not
   // a gain beyond the paired spread), so the library's best stays the kernel the search kept
-  auto record_kernel = [&](const Current& c, bool may_become_best) {
-    auto k = tools_.kernel_record(c.kernel, task.shape, c.result, result.eager_us, task.command);
+  auto record_kernel = [&](const Current& c, bool may_become_best, double eager_us) {
+    auto k = tools_.kernel_record(c.kernel, task.shape, c.result, eager_us, task.command);
     k.kernel_id = c.id;
     k.parent_id = c.parent_id;
     k.card_id = c.card_id;
@@ -229,7 +229,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     emit({.phase = "done", .status = "incorrect", .note = "no correct kernel found"});
     return result;
   }
-  record_kernel(*best, true);
+  record_kernel(*best, true, result.eager_us);
   const double first_verified_us = best->result.bench.time_us();
   auto speedup_of = [&](const Current& c) { return result.eager_us / c.result.bench.time_us(); };
   auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -296,7 +296,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
                                           pick.card.id, pick.score, change, remeasured);
     record_attempt("optimize", round, child, tools_.kernel_id(child), pick.card.id, r, notes);
     Current cand{child, r, tools_.kernel_id(child), best->id, pick.card.id};
-    if (passed) record_kernel(cand, improved);
+    if (passed) record_kernel(cand, improved, result.eager_us);
     std::string verdict;
     if (!passed)
       verdict = "repairer: backed out (" + std::string(sandbox::status_name(r.status)) + ")";
@@ -325,7 +325,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   // 5. The figure the task reports: the best timed paired and interleaved with the eager
   //    baseline (the eager's one measurement at the start may have met other load on the
   //    machine); the stored best then carries that eager time and speedup.
-  const auto confirmed = tools_.confirm_speedup(best->kernel, task.shape, best->result.bench.time_us(), result.eager_us);
+  const auto confirmed = tools_.confirm_speedup(best->kernel, task.shape, best->result.bench, result.eager_us);
   if (confirmed.rejected) {  // wrong when paired: it stops being the best, and the task has none
     store.demote_kernel(best->id, task.shape.label, device);
     result.wall_s = since_start();
@@ -334,18 +334,15 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     return result;
   }
   // the stored best keeps its benchmark time, with the eager time the paired ratio implies
-  result.eager_us = best->result.bench.time_us() * confirmed.speedup;
-  if (confirmed.pairs > 0) record_kernel(*best, true);
+  if (confirmed.pairs > 0) record_kernel(*best, true, best->result.bench.time_us() * confirmed.speedup);
   result.eager_us = confirmed.eager_us;
   emit({.phase = "paired", .change = "best vs eager, interleaved",
         .status = confirmed.pairs > 0 ? "passed" : "unpaired", .best_us = best->result.bench.time_us(),
         .speedup = confirmed.speedup, .note = confirmed.note});
-  // the task reports the paired figures (time, and GB/s scaled to that time)
-  const double scale = confirmed.best_us > 0 ? best->result.bench.time_us() / confirmed.best_us : 1.0;
   result.best_us = confirmed.best_us;
   result.speedup = confirmed.speedup;
-  result.bandwidth_gbps = best->result.bench.bandwidth_gbps * scale;
-  result.percent_of_peak = best->result.bench.percent_of_peak * scale;
+  result.bandwidth_gbps = confirmed.bandwidth_gbps;
+  result.percent_of_peak = confirmed.percent_of_peak;
   result.best_kernel_id = best->id;
   result.best_params = backend::params_to_string(best->kernel.params);
   result.verified = true;

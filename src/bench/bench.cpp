@@ -317,15 +317,30 @@ std::string checked_call(backend::Backend& backend, const backend::Module& modul
   return finish_check(backend, c, rows, host, options);
 }
 
+// Per-call time of `calls` launches of `module` on the argument sets from `first` on (cycling),
+// timed as one batch (Backend::time_graph_us: a CUDA graph, or one CPU executor command); on the
+// CPU a batch that gives 0 (a call returned non-zero) sets `status`.
+double time_batch(backend::Backend& backend, const backend::Module& module,
+                  const std::vector<backend::LaunchArgs>& args, int64_t first, int calls, int& status) {
+  const int64_t n = int64_t(args.size());
+  const double us = backend.time_graph_us(
+      [&] {
+        for (int c = 0; c < calls; ++c) status |= backend.launch(module, args[size_t((first + c) % n)]);
+      },
+      calls);
+  if (backend.device().backend == "cpu" && !(us > 0)) status |= 1;
+  return us;
+}
+
 // One CPU batch (time_graph_us) of `calls` calls on distinct argument sets from `first` on (calls
 // <= the number of sets), with `checks` of its positions, drawn at random, checked as
 // checked_call checks one call: a kernel that skips work at some positions of a batch (it can
 // tell them apart by the gaps between calls) is caught unless it skips none of the checked ones.
 // `us` gets the batch's per-call time (0: a call returned non-zero, `status` then non-zero).
 std::string checked_batch(backend::Backend& backend, const backend::Module& module, const ArgumentSets& sets,
-                          int first, int calls, int checks, const RowSample& rows, const BenchOptions& options,
+                          int64_t first, int calls, int checks, const RowSample& rows, const BenchOptions& options,
                           std::mt19937_64& rng, int& status, double& us) {
-  const int n = int(sets.args.size());
+  const int64_t n = int64_t(sets.args.size());
   std::vector<int> pos(static_cast<size_t>(calls));
   std::iota(pos.begin(), pos.end(), 0);
   std::shuffle(pos.begin(), pos.end(), rng);
@@ -336,12 +351,7 @@ std::string checked_batch(backend::Backend& backend, const backend::Module& modu
     if (!prepared.back().failure.empty()) return prepared.back().failure;
   }
   backend.synchronize();
-  us = backend.time_graph_us(
-      [&] {
-        for (int c = 0; c < calls; ++c) status |= backend.launch(module, sets.args[size_t((first + c) % n)]);
-      },
-      calls);
-  if (!(us > 0)) status |= 1;
+  us = time_batch(backend, module, sets.args, first, calls, status);
   if (status != 0) return "";
   backend.synchronize();
   for (size_t k = 0; k < prepared.size(); ++k) {
@@ -442,14 +452,10 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
     constexpr int kGraphCalls = 20, kCpuMaxCalls = 2000, kChecks = 8;
     constexpr double kCpuBatchUs = 1000;
     const int check_batch = cpu && check ? int(rng() % uint64_t(std::max(1, options.min_reps))) : -1;
-    int next_set = 0;
+    int64_t next_set = 0;
     auto batch_us = [&](int n) {
-      const double us = backend.time_graph_us(
-          [&] {
-            for (int c = 0; c < n; ++c) status |= backend.launch(module, arg_sets[size_t(next_set++ % sets)]);
-          },
-          n);
-      if (cpu && !(us > 0)) status |= 1;  // a call of the batch returned non-zero
+      const double us = time_batch(backend, module, arg_sets, next_set, n, status);
+      next_set += n;
       return us;
     };
     // CPU batch size: from two untimed probes (as many calls as fit the sets, then as many as the
@@ -539,17 +545,12 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
   bool batched = true;
   auto side_us = [&](const backend::Module& m, int first_set) {
     if (!batched) return backend.time_us([&] { status |= backend.launch(m, sets.args[size_t(first_set % n)]); });
-    return backend.time_graph_us(
-        [&] {
-          for (int c = 0; c < calls; ++c) status |= backend.launch(m, sets.args[size_t((first_set + c) % n)]);
-        },
-        calls);
+    return time_batch(backend, m, sets.args, first_set, calls, status);
   };
   for (int probe = 0; probe < (cpu ? 2 : 1); ++probe) {  // untimed; on the CPU: about 1 ms a side
     const double us = std::max(side_us(a, 0), side_us(b, 0));
     if (status != 0) return out;
-    if (!(us > 0)) {
-      if (cpu) return out;  // a batch returned non-zero
+    if (!(us > 0)) {  // graph capture failed (a CPU batch that fails sets status, above)
       batched = false;
       break;
     }

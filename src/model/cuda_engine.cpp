@@ -593,7 +593,6 @@ std::vector<OpCallSite> CudaQwen3Engine::call_sites(const Qwen3Config& cfg, cons
   return out;
 }
 
-
 double unified_max_bound(double q_norm_max, double k_norm_max, int64_t head_dim) {
   if (head_dim < 1 || !std::isfinite(q_norm_max) || !std::isfinite(k_norm_max) || q_norm_max < 0 || k_norm_max < 0)
     fail(ErrorCategory::kUsage, "unified_max_bound: head_dim {}, norm magnitudes {} and {}: expected head_dim >= 1 and finite magnitudes >= 0",

@@ -284,8 +284,11 @@ sandbox::EvalResult Toolbox::compare(const backend::KernelSource& candidate,
 }
 
 ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, const ops::ShapeCase& shape,
-                                          double best_us, double unpaired_eager_us) {
+                                          const bench::BenchStats& best_bench, double unpaired_eager_us) {
+  const double best_us = best_bench.time_us();
   ConfirmedSpeedup c;
+  c.bandwidth_gbps = best_bench.bandwidth_gbps;
+  c.percent_of_peak = best_bench.percent_of_peak;
   c.eager_us = unpaired_eager_us;
   c.best_us = best_us;
   c.speedup = best_us > 0 ? unpaired_eager_us / best_us : 0;
@@ -308,6 +311,10 @@ ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, con
   c.speedup = 1.0 / p.ratio;
   c.eager_us = p.a_median_us;
   c.best_us = p.b_median_us;
+  if (c.best_us > 0) {
+    c.bandwidth_gbps *= best_us / c.best_us;
+    c.percent_of_peak *= best_us / c.best_us;
+  }
   c.note = fmt::format("paired with the eager baseline over {} pairs: {:.4g} vs {:.4g} us (time ratio {:.3f} +- "
                        "{:.3f}); the eager's first measurement was {:.4g} us",
                        p.pairs, p.b_median_us, p.a_median_us, p.ratio, p.ratio_ci, unpaired_eager_us);

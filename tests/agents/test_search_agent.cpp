@@ -260,9 +260,10 @@ TEST(SearchAgent, ConfirmedSpeedupIgnoresAStaleEagerFigure) {
   const auto& op = ops::find_op("swiglu_act");
   const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
   const auto eager = tools.eager_kernel(op.name());
-  const double best_us = tools.benchmark(eager, shape).bench.time_us();
+  const auto bench = tools.benchmark(eager, shape).bench;
+  const double best_us = bench.time_us();
   ASSERT_GT(best_us, 0.0);
-  const auto c = tools.confirm_speedup(eager, shape, best_us, 1000.0 * best_us);
+  const auto c = tools.confirm_speedup(eager, shape, bench, 1000.0 * best_us);
   ASSERT_GT(c.pairs, 0) << c.note;
   // (loose: the tests may share two cores with others; the stale figure would read about 0.001x)
   EXPECT_GT(c.speedup, 0.33) << c.note;

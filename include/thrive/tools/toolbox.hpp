@@ -51,6 +51,8 @@ struct ConfirmedSpeedup {
   double speedup = 0;   ///< 1 / the median per-pair time ratio (best / eager): about eager_us / best_us
   double eager_us = 0;  ///< µs a call: the eager baseline's paired median, or the unpaired figure given
   double best_us = 0;   ///< µs a call: the best's paired median, or the best_us given (pairs == 0)
+  double bandwidth_gbps = 0;   ///< GB/s: the best's benchmark figure, scaled to best_us
+  double percent_of_peak = 0;  ///< the same, as % of the measured ceiling
   double ratio_ci = 0;  ///< relative 95% CI half-width of the median ratio (paired only)
   int pairs = 0;        ///< interleaved pairs timed; 0: no pairing (note says why), unpaired figures stand
   std::string note;     ///< one line for people
@@ -102,16 +104,16 @@ class Toolbox {
   /// why otherwise (the search and tune have no speedup to report without it).
   sandbox::EvalResult eager(const std::string& op, const ops::ShapeCase& shape);
 
-  /// The speedup a task reports for its best kernel `best` (measured `best_us` µs at `shape`):
+  /// The speedup a task reports for its best kernel `best` (benchmarked as `best_bench` at `shape`):
   /// the best and the eager baseline timed paired and interleaved in one fresh worker
   /// (compare(): A = eager, B = best), so that load on the machine or clock drift between the
   /// eager's one cached measurement at the task's start and the best's cannot inflate or deflate
   /// the ratio (on a shared CPU a busy neighbour made an eager baseline of 27.7 µs read 53.7 ms).
   /// When the pairing does not run (the re-evaluation fails, or the best timed below the
-  /// floor), returns the unpaired figures (`unpaired_eager_us` / best_us) with pairs = 0 and a
+  /// floor), returns the unpaired figures (`unpaired_eager_us` / its time) with pairs = 0 and a
   /// note saying why. Throws only what compare() throws (infrastructure faults).
-  ConfirmedSpeedup confirm_speedup(const backend::KernelSource& best, const ops::ShapeCase& shape, double best_us,
-                                   double unpaired_eager_us);
+  ConfirmedSpeedup confirm_speedup(const backend::KernelSource& best, const ops::ShapeCase& shape,
+                                   const bench::BenchStats& best_bench, double unpaired_eager_us);
 
   /// The analyst's diagnosis of a benchmarked result.
   Profile profile(const ops::Op& op, const ops::ShapeCase& shape, const bench::BenchStats& b);

@@ -577,14 +577,15 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   // asked for by name, the tensor-core parts are an error where they cannot run (the default
   // falls back to the CUDA-core parts, as the JSON's persistent_attention shows); before the GPU
   // is probed
+  // the tensor-core attention parts take head_dim 64 or 128
+  const auto tc_parts_fit = [&] { return model_config().head_dim == 64 || model_config().head_dim == 128; };
   if (f.device != "cpu" && f.persistent_attention == "tc" &&
       std::find(engine_flags_given.begin(), engine_flags_given.end(), "--persistent-attention") != engine_flags_given.end()) {
-    const auto& c = model_config();
-    if (c.head_dim != 64 && c.head_dim != 128)
+    if (!tc_parts_fit())
       fail(ErrorCategory::kUsage,
            "--persistent-attention tc: the tensor-core attention parts take head_dim 64 or 128, and {} has {} (use "
            "cores, or leave the flag out: the default then takes the CUDA-core parts)",
-           f.model, c.head_dim);
+           f.model, model_config().head_dim);
   }
   // the unified max is a way of the tensor-core parts: asked for where they cannot run, an error
   // (where the checkpoint's norm weights allow too large a bound the engine merges, with a warning)
@@ -592,12 +593,11 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     if (f.persistent_attention == "cores")
       fail(ErrorCategory::kUsage, "--persistent-softmax unified: it combines the tensor-core attention parts, and "
            "--persistent-attention cores asks for the CUDA-core parts (use tc, or --persistent-softmax merge)");
-    const auto& c = model_config();
-    if (c.head_dim != 64 && c.head_dim != 128)
+    if (!tc_parts_fit())
       fail(ErrorCategory::kUsage,
            "--persistent-softmax unified: it combines the tensor-core attention parts, which take head_dim 64 or 128, "
            "and {} has {} (use --persistent-softmax merge)",
-           f.model, c.head_dim);
+           f.model, model_config().head_dim);
   }
   const std::string device = backend::resolve_backend_name(f.device);
   if (device == "cpu" && !engine_flags_given.empty())
