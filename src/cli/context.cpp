@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -41,11 +43,22 @@ void check_values(const CLI::App& app, Context& ctx, std::vector<std::string>& p
 }
 }  // namespace
 
-std::string usage_message(const std::string& cli11_text) {
+std::string usage_message(const std::string& cli11_text, const std::vector<std::string>& argv) {
   static const std::regex kAtMostOne(R"(^(\S+): At Most 1 required but received (\d+)$)");
+  static const std::regex kNotExpected(R"(^The following arguments* (?:was|were) not expected: (.*)$)");
   std::smatch m;
   if (std::regex_match(cli11_text, m, kAtMostOne))
     return fmt::format("{} given {} times: expected it once", m[1].str(), m[2].str());
+  if (std::regex_match(cli11_text, m, kNotExpected)) {
+    // CLI11 lists the leftover words last first; name them in the command line's order
+    std::vector<std::string> words;
+    std::istringstream in(m[1].str());
+    for (std::string w; in >> w;) words.push_back(w);
+    const auto at = [&](const std::string& w) { return std::find(argv.begin(), argv.end(), w) - argv.begin(); };
+    std::stable_sort(words.begin(), words.end(), [&](const auto& a, const auto& b) { return at(a) < at(b); });
+    return fmt::format("{} not expected here: {}", words.size() == 1 ? "this word was" : "these words were",
+                       fmt::join(words, " "));
+  }
   return cli11_text;
 }
 

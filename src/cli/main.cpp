@@ -43,6 +43,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // A flag before the command word (`thrive --home DIR bench ...`): every flag belongs to a
+  // command, and CLI11 would list the stray words (in reverse order) as unexpected
+  for (int i = 1; i < argc && argv[i][0] == '-'; ++i) {
+    const std::string a = argv[i], name = a.substr(0, a.find('='));
+    if (name == "--help" || name == "-h" || name == "--version") break;
+    const std::string command = [&] {  // the first word that is neither a flag nor a flag's value
+      for (int j = 1; j < argc; ++j) {
+        if (argv[j][0] != '-') return std::string(argv[j]);
+        if (std::string(argv[j]).find('=') == std::string::npos) ++j;  // its value
+      }
+      return std::string("COMMAND");
+    }();
+    fmt::print(stderr, "thrive: usage error: {} before the command: a flag follows the command it belongs to "
+               "(thrive {} --help lists its flags)\n", name, command);
+    return 2;
+  }
   // CLI11 reads `--home= X` as --home X (the next word becomes the value); an empty value after
   // '=' is refused here, naming the flag, like `--home ""` (refuse_bad_values)
   for (int i = 1; i < argc; ++i) {
@@ -64,7 +80,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fflush(stdout);
     fmt::print(stderr, "thrive: usage error: {} (thrive --help lists the commands and flags)\n",
-               thrive::cli::usage_message(e.what()));
+               thrive::cli::usage_message(e.what(), std::vector<std::string>(argv, argv + argc)));
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {  // e.g. a symlink loop in a given path
     std::fflush(stdout);

@@ -1078,5 +1078,24 @@ TEST_F(Cli, NoSubcommandIsUsage) {
   EXPECT_NE(v.out.find("thrive"), std::string::npos);
 }
 
+// A flag before the command word is named with where it goes, and leftover words are listed in
+// the command line's order (CLI11 lists them last first), before any command runs.
+TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
+  const std::string home = files.path() + "/never-made";
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--home", home, "memory", "show"},
+                                                                 {"--log-level=info", "--home", home, "memory", "show"}}) {
+    const auto r = test::run_thrive(args, env());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    expect_one_line_error(r, args[0].substr(0, args[0].find('=')) + " before the command");
+    EXPECT_NE(r.err.find("thrive memory --help"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(home));
+  const auto stray = test::run_thrive({"ops", "first", "second", "third"}, env());
+  EXPECT_EQ(stray.exit_code, 2) << stray.out;
+  expect_one_line_error(stray, "not expected here: first second third");
+  // --help and --version before a command still answer
+  EXPECT_EQ(test::run_thrive({"--help"}, env()).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace thrive
