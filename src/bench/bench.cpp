@@ -1,6 +1,7 @@
 #include "thrive/bench/bench.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -609,6 +610,20 @@ PairedStats paired_benchmark(backend::Backend& backend, const ops::Op& op, const
 void to_json(nlohmann::json& j, const PairedStats& s) {
   j = {{"a_median_us", s.a_median_us}, {"b_median_us", s.b_median_us}, {"ratio", s.ratio},
        {"ratio_ci", s.ratio_ci}, {"pairs", s.pairs}, {"timed_call_check", s.timed_call_check}};
+}
+
+std::string busy_cpu_note(const std::string& backend, double load1, int64_t cores) {
+  if (backend != "cpu" || cores < 1 || !(load1 >= 0.5 * double(cores))) return "";
+  return fmt::format("note: the machine is busy (1-minute load {:.1f} on {} core(s)): other work shares the cores, "
+                     "caches and DRAM with the timed kernels, so these timings run slower than on an idle machine, "
+                     "and `thrive bench` records them as measured",
+                     load1, cores);
+}
+
+std::string busy_cpu_note_now(const std::string& backend, int64_t cores) {
+  double load[1] = {0.0};
+  if (getloadavg(load, 1) != 1) return "";
+  return busy_cpu_note(backend, load[0], cores);
 }
 
 int64_t copy_buffer_bytes(const backend::DeviceInfo& device) {

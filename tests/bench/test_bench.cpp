@@ -255,6 +255,19 @@ TEST_F(BenchTest, CopyBandwidthIsPositive) {
   EXPECT_LT(gbps, 1e5);
 }
 
+// A CPU run on a machine whose 1-minute load is at least half its cores is told so, naming the
+// load and the cores; an idle CPU, a GPU backend, or a failed count says nothing.
+TEST(BenchBusyMachine, ACpuRunUnderLoadIsToldSo) {
+  const auto note = busy_cpu_note("cpu", 1.5, 2);
+  EXPECT_NE(note.find("load 1.5 on 2 core(s)"), std::string::npos) << note;
+  EXPECT_NE(note.find("slower than on an idle machine"), std::string::npos) << note;
+  EXPECT_NE(busy_cpu_note("cpu", 1.0, 2), "");
+  EXPECT_EQ(busy_cpu_note("cpu", 0.9, 2), "");
+  EXPECT_EQ(busy_cpu_note("cuda", 50.0, 132), "");
+  EXPECT_EQ(busy_cpu_note("cpu", 3.0, 0), "");
+  EXPECT_EQ(busy_cpu_note("cpu", std::nan(""), 2), "");
+}
+
 // The copy ceiling's buffers: 8x the last-level cache where the arena holds two of them with room
 // to spare, else a third of the arena each while that is at least twice the cache, else an
 // error naming the setting (a cache figure is not a DRAM ceiling).

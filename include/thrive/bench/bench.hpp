@@ -111,6 +111,16 @@ void to_json(nlohmann::json& j, const PairedStats& s);
 /// relative 95% CI half-width of the median.
 void summarize(std::vector<double>& samples_us, BenchStats& stats);
 
+/// A warning for a run that times kernels on a busy CPU, or "" when there is nothing to say:
+/// `load1` is the 1-minute load average (getloadavg), `cores` the cores the backend runs on
+/// (DeviceInfo::compute_units). Said on the cpu backend when load1 is at least half the cores:
+/// other work then shares the cores, caches and DRAM with the timed kernels, every figure comes out
+/// slower, and `thrive bench` records what it measures. The CUDA backend's timings run on the GPU:
+/// no warning there.
+std::string busy_cpu_note(const std::string& backend, double load1, int64_t cores);
+/// busy_cpu_note for this machine now (getloadavg; "" where it fails).
+std::string busy_cpu_note_now(const std::string& backend, int64_t cores);
+
 /// Bytes of each of measure_copy_bandwidth's two buffers: 8x the last-level cache, at least 256
 /// MiB (cpu) or 1 GiB (cuda), and on the CPU at most a third of DeviceInfo::memory_bytes (the
 /// arena: 2 GiB, 4x the cache, on a 24 GiB machine with 480 MiB of L3). Throws kBackend, naming

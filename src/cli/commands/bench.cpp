@@ -9,6 +9,7 @@
 
 #include "src/cli/commands/kernel_file.hpp"
 #include "src/cli/context.hpp"
+#include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 
@@ -58,6 +59,10 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
   nlohmann::json rows = nlohmann::json::array();
   fmt::print("Device {} ({}); copy ceiling {:.1f} GB/s\n", tb.device_key(),
              tb.device().value("driver", ""), peak);
+  if (const auto note = bench::busy_cpu_note_now(tb.device().value("backend", ""),
+                                                 tb.device().value("compute_units", int64_t{0}));
+      !note.empty())
+    fmt::print("{}\n", note);
   fmt::print("{:<21} {:<11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>7}\n", "op", "shape",
              "eager", "eager graph", "best", "best graph", "speedup", "GB/s", "%copy");
   // per op: log-sum of the speedups over eager (graph time where measured) and their count
