@@ -69,22 +69,6 @@ std::optional<memory::KernelRecord> Toolbox::best_or_nearest(const ops::Op& op, 
   return nearest;
 }
 
-std::optional<memory::KernelRecord> Toolbox::engine_best(const ops::Op& op, const ops::ShapeCase& shape,
-                                                         std::string* why_not) {
-  auto rec = best_or_nearest(op, shape);
-  if (!rec) {
-    if (why_not) *why_not = "no kernel in memory for this op on this device";
-    return std::nullopt;
-  }
-  if (rec->speedup > 0 && rec->speedup < 1.0) {
-    if (why_not)
-      *why_not = fmt::format("memory's best {} measured {:.2f}x of the eager baseline at {}: slower, not used",
-                             rec->kernel_id, rec->speedup, rec->shape_class);
-    return std::nullopt;
-  }
-  return rec;
-}
-
 double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   if (cfg_.peak_bw_gbps > 0) return cfg_.peak_bw_gbps;
   if (peak_ && !remeasure) return *peak_;

@@ -174,27 +174,6 @@ TEST_F(LibraryRecall, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
   EXPECT_NE(store.best(op.name(), shape.label, tools.device_key())->kernel_id, bad.kernel_id);
 }
 
-// An engine call site (`e2e --kernels best`) takes memory's best only where it beat the eager
-// baseline: a best kept from a search that never did (speedup below 1) is passed over, by name.
-TEST_F(LibraryRecall, AnEngineCallSiteSkipsABestSlowerThanEager) {
-  const auto& op = ops::find_op("softmax");
-  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
-  const auto k = tools.op_template(op.name()).instantiate({});
-  std::string why;
-  EXPECT_FALSE(tools.engine_best(op, shape, &why));
-  EXPECT_NE(why.find("no kernel in memory"), std::string::npos) << why;
-  const auto slow = planted(op, shape, tools.kernel_id(k), k.source, 20.0);  // eager 10 µs: 0.50x
-  ASSERT_TRUE(store.record_kernel(slow));
-  ASSERT_TRUE(tools.best_or_nearest(op, shape));  // the agents still start from it
-  EXPECT_FALSE(tools.engine_best(op, shape, &why));
-  EXPECT_NE(why.find(slow.kernel_id + " measured 0.50x of the eager baseline"), std::string::npos) << why;
-  const auto fast = planted(op, shape, "softmax.cpu.imported~0000000000000002", k.source, 5.0);  // 2x
-  ASSERT_TRUE(store.record_kernel(fast));
-  const auto taken = tools.engine_best(op, shape, &why);
-  ASSERT_TRUE(taken);
-  EXPECT_EQ(taken->kernel_id, fast.kernel_id);
-}
-
 // Stored figures are claims until re-measured: an honest kernel imported with an impossible
 // time keeps its place only with the time measured at recall.
 TEST_F(LibraryRecall, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {

@@ -124,12 +124,6 @@ class Toolbox {
   /// the best of the nearest other benchmark shape of the op (by |log| of the min-bytes ratio);
   /// nullopt when memory has neither. The caller re-verifies before trusting it.
   std::optional<memory::KernelRecord> best_or_nearest(const ops::Op& op, const ops::ShapeCase& shape);
-  /// best_or_nearest() for an engine's call site (`thrive e2e --kernels best`), but nullopt for
-  /// a best whose recorded speedup over the eager baseline is below 1 (a search that never beat
-  /// eager still keeps its best kernel): the engine then runs the template's defaults. `why_not`,
-  /// when given, gets the reason in words (no kernel in memory, or the slow best's id and speedup).
-  std::optional<memory::KernelRecord> engine_best(const ops::Op& op, const ops::ShapeCase& shape,
-                                                  std::string* why_not = nullptr);
   /// Adds a learned strategy card (id must be new).
   void record_strategy(const memory::StrategyCard& card);
 

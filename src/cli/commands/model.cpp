@@ -270,8 +270,7 @@ std::set<std::string> parse_fusions(const std::string& v) {
 
 // The registry of the CUDA engine: per call site, the template's simplest variant (baseline),
 // or the best verified kernel in memory for that shape (else the nearest shape's), re-verified
-// in the sandbox before it is trusted, falling back to the template's defaults (also for a best
-// that measured slower than the eager baseline: Toolbox::engine_best). Runs before the
+// in the sandbox before it is trusted, falling back to the template's defaults. Runs before the
 // engine creates its CUDA context: verification forks sandbox workers.
 model::KernelRegistry resolve_registry(Context& ctx, const std::vector<model::OpCallSite>& sites,
                                        const std::set<std::string>& best_ops) {
@@ -285,7 +284,7 @@ model::KernelRegistry resolve_registry(Context& ctx, const std::vector<model::Op
     if (!best_ops.count(site.op)) {
       k.kernel = tmpl.instantiate(tmpl.simplest());
       k.origin = "baseline: template, simplest variant";
-    } else if (std::string why_not; auto rec = tb.engine_best(op, site.shape, &why_not)) {
+    } else if (auto rec = tb.best_or_nearest(op, site.shape)) {
       auto cand = backend::KernelSource::parse(rec->source, "memory:" + rec->kernel_id);
       const auto v = tb.verify(cand, site.shape);
       if (v.status == sandbox::Status::kPassed) {
@@ -298,7 +297,7 @@ model::KernelRegistry resolve_registry(Context& ctx, const std::vector<model::Op
       }
     } else {
       k.kernel = tmpl.instantiate({});
-      k.origin = "template defaults (" + why_not + ")";
+      k.origin = "template defaults (no kernel in memory for this op on this device)";
     }
     k.kernel_id = tb.kernel_id(k.kernel);
     reg[site.key()] = k;
