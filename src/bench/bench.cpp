@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
@@ -614,16 +615,19 @@ void to_json(nlohmann::json& j, const PairedStats& s) {
 
 std::string busy_cpu_note(const std::string& backend, double load1, int64_t cores) {
   if (backend != "cpu" || cores < 1 || !(load1 >= 0.5 * double(cores))) return "";
-  return fmt::format("note: the machine is busy (1-minute load {:.1f} on {} core(s)): other work shares the cores, "
-                     "caches and DRAM with the timed kernels, so these timings run slower than on an idle machine, "
-                     "and `thrive bench` records them as measured",
+  return fmt::format("note: the machine is busy (1-minute load {:.1f} on {} core(s), thrive's own earlier work "
+                     "included): whatever else runs shares the cores, caches and DRAM with the timed kernels, so "
+                     "these timings can run slower than on an idle machine, and memory records them as measured",
                      load1, cores);
 }
 
-std::string busy_cpu_note_now(const std::string& backend, int64_t cores) {
+double load_average_1min() {
   double load[1] = {0.0};
-  if (getloadavg(load, 1) != 1) return "";
-  return busy_cpu_note(backend, load[0], cores);
+  return getloadavg(load, 1) == 1 ? load[0] : std::nan("");
+}
+
+std::string busy_cpu_note_now(const std::string& backend) {
+  return busy_cpu_note(backend, load_average_1min(), int64_t(std::thread::hardware_concurrency()));
 }
 
 int64_t copy_buffer_bytes(const backend::DeviceInfo& device) {

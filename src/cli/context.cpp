@@ -43,19 +43,19 @@ void check_values(const CLI::App& app, Context& ctx, std::vector<std::string>& p
 }
 }  // namespace
 
-std::string usage_message(const std::string& cli11_text, const std::vector<std::string>& argv) {
+std::string usage_message(const std::string& cli11_text) {
   static const std::regex kAtMostOne(R"(^(\S+): At Most 1 required but received (\d+)$)");
   static const std::regex kNotExpected(R"(^The following arguments* (?:was|were) not expected: (.*)$)");
   std::smatch m;
   if (std::regex_match(cli11_text, m, kAtMostOne))
     return fmt::format("{} given {} times: expected it once", m[1].str(), m[2].str());
   if (std::regex_match(cli11_text, m, kNotExpected)) {
-    // CLI11 lists the leftover words last first; name them in the command line's order
+    // CLI11 joins the leftover words last first: name them in the command line's order
     std::vector<std::string> words;
     std::istringstream in(m[1].str());
     for (std::string w; in >> w;) words.push_back(w);
-    const auto at = [&](const std::string& w) { return std::find(argv.begin(), argv.end(), w) - argv.begin(); };
-    std::stable_sort(words.begin(), words.end(), [&](const auto& a, const auto& b) { return at(a) < at(b); });
+    std::reverse(words.begin(), words.end());
+    if (words.empty()) return "an empty word (\"\") was not expected here";
     return fmt::format("{} not expected here: {}", words.size() == 1 ? "this word was" : "these words were",
                        fmt::join(words, " "));
   }

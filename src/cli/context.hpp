@@ -80,9 +80,9 @@ void refuse_bad_values(const CLI::App& app, Context& ctx);
 /// A CLI11 parse error's text as the one-line usage message: an option given twice reads
 /// "--batch given 2 times: expected it once" (CLI11 says "--batch: At Most 1 required but
 /// received 2"); CLI11's list of leftover words ("The following arguments were not expected: B
-/// A", last first) reads "these words were not expected here: A B" in the order of `argv` (the
-/// command line); any other text is returned as it is.
-std::string usage_message(const std::string& cli11_text, const std::vector<std::string>& argv = {});
+/// A", joined last first) reads "these words were not expected here: A B", in the command line's
+/// order; any other text is returned as it is.
+std::string usage_message(const std::string& cli11_text);
 
 /// Adds --home/--device/--log-level to `app`.
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device);

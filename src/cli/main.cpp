@@ -33,31 +33,26 @@ int main(int argc, char** argv) {
   thrive::cli::register_env(app, ctx);
   thrive::cli::register_model(app, ctx);
   thrive::cli::register_e2e(app, ctx);
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  const auto is_command = [&](const char* w) { return std::find(names.begin(), names.end(), w) != names.end(); };
   // CLI11 answers an unknown first word with "A subcommand is required"; name it instead.
-  if (argc > 1 && argv[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      fmt::print(stderr, "thrive: usage error: unknown command '{}': expected one of {}\n", argv[1],
-                 fmt::join(names, ", "));
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    fmt::print(stderr, "thrive: usage error: unknown command '{}': expected one of {}\n", argv[1], fmt::join(names, ", "));
+    return 2;
+  }
+  // A flag (or `--`, `-`) before the command word (`thrive --home DIR bench ...`): every flag belongs
+  // to a command, and CLI11 would list the stray words (in reverse order) as unexpected. The hint
+  // names the first command word on the line, if any.
+  if (argc > 1 && argv[1][0] == '-') {
+    const std::string a = argv[1], name = a.substr(0, a.find('='));
+    if (name != "--help" && name != "-h" && name != "--version") {
+      const auto command = std::find_if(argv + 1, argv + argc, is_command);
+      fmt::print(stderr, "thrive: usage error: {} before the command: {} (thrive {} --help lists its flags)\n",
+                 name, name == "--" || name == "-" ? "only a command's words may follow it" : "a flag follows the command it belongs to",
+                 command == argv + argc ? "COMMAND" : *command);
       return 2;
     }
-  }
-  // A flag before the command word (`thrive --home DIR bench ...`): every flag belongs to a
-  // command, and CLI11 would list the stray words (in reverse order) as unexpected
-  for (int i = 1; i < argc && argv[i][0] == '-'; ++i) {
-    const std::string a = argv[i], name = a.substr(0, a.find('='));
-    if (name == "--help" || name == "-h" || name == "--version") break;
-    const std::string command = [&] {  // the first word that is neither a flag nor a flag's value
-      for (int j = 1; j < argc; ++j) {
-        if (argv[j][0] != '-') return std::string(argv[j]);
-        if (std::string(argv[j]).find('=') == std::string::npos) ++j;  // its value
-      }
-      return std::string("COMMAND");
-    }();
-    fmt::print(stderr, "thrive: usage error: {} before the command: a flag follows the command it belongs to "
-               "(thrive {} --help lists its flags)\n", name, command);
-    return 2;
   }
   // CLI11 reads `--home= X` as --home X (the next word becomes the value); an empty value after
   // '=' is refused here, naming the flag, like `--home ""` (refuse_bad_values)
@@ -80,7 +75,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fflush(stdout);
     fmt::print(stderr, "thrive: usage error: {} (thrive --help lists the commands and flags)\n",
-               thrive::cli::usage_message(e.what(), std::vector<std::string>(argv, argv + argc)));
+               thrive::cli::usage_message(e.what()));
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {  // e.g. a symlink loop in a given path
     std::fflush(stdout);

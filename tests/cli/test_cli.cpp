@@ -1083,7 +1083,8 @@ TEST_F(Cli, NoSubcommandIsUsage) {
 TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
   const std::string home = files.path() + "/never-made";
   for (const auto& args : std::vector<std::vector<std::string>>{{"--home", home, "memory", "show"},
-                                                                 {"--log-level=info", "--home", home, "memory", "show"}}) {
+                                                                 {"--log-level=info", "--home", home, "memory", "show"},
+                                                                 {"--json", "memory", "show"}}) {
     const auto r = test::run_thrive(args, env());
     EXPECT_EQ(r.exit_code, 2) << r.err;
     expect_one_line_error(r, args[0].substr(0, args[0].find('=')) + " before the command");
@@ -1093,6 +1094,10 @@ TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
   const auto stray = test::run_thrive({"ops", "first", "second", "third"}, env());
   EXPECT_EQ(stray.exit_code, 2) << stray.out;
   expect_one_line_error(stray, "not expected here: first second third");
+  // repeated words, and a word that is also an option's value, keep their places
+  const auto again = test::run_thrive({"ops", "--spec", "softmax", "b", "softmax", "b"}, env());
+  EXPECT_EQ(again.exit_code, 2) << again.out;
+  expect_one_line_error(again, "not expected here: b softmax b");
   // --help and --version before a command still answer
   EXPECT_EQ(test::run_thrive({"--help"}, env()).exit_code, 0);
 }

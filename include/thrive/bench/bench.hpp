@@ -112,14 +112,16 @@ void to_json(nlohmann::json& j, const PairedStats& s);
 void summarize(std::vector<double>& samples_us, BenchStats& stats);
 
 /// A warning for a run that times kernels on a busy CPU, or "" when there is nothing to say:
-/// `load1` is the 1-minute load average (getloadavg), `cores` the cores the backend runs on
-/// (DeviceInfo::compute_units). Said on the cpu backend when load1 is at least half the cores:
-/// other work then shares the cores, caches and DRAM with the timed kernels, every figure comes out
-/// slower, and `thrive bench` records what it measures. The CUDA backend's timings run on the GPU:
-/// no warning there.
+/// `load1` is the 1-minute load average (getloadavg; Linux counts runnable and I/O-waiting tasks,
+/// thrive's own earlier work and, in a container, the whole host's), `cores` the machine's
+/// hardware threads. Said on the cpu backend when load1 is at least half of them: other work then
+/// shares the cores, caches and DRAM with the timed kernels, figures come out slower, and what
+/// memory records is what was measured. The CUDA backend's timings run on the GPU: no warning.
 std::string busy_cpu_note(const std::string& backend, double load1, int64_t cores);
-/// busy_cpu_note for this machine now (getloadavg; "" where it fails).
-std::string busy_cpu_note_now(const std::string& backend, int64_t cores);
+/// The 1-minute load average now (getloadavg), NaN where it cannot be read.
+double load_average_1min();
+/// busy_cpu_note for this machine now (load_average_1min, std::thread::hardware_concurrency).
+std::string busy_cpu_note_now(const std::string& backend);
 
 /// Bytes of each of measure_copy_bandwidth's two buffers: 8x the last-level cache, at least 256
 /// MiB (cpu) or 1 GiB (cuda), and on the CPU at most a third of DeviceInfo::memory_bytes (the

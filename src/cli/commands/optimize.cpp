@@ -103,8 +103,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
                tb.device().value("cache_bytes", int64_t{0}) >> 20, cfg.agent, cfg.rounds, cfg.passes);
     fmt::print("Bandwidth ceiling: {:.1f} GB/s ({}; copy kernel, reads + writes, DRAM-sized buffers)\n",
                peak, cfg.peak_bw_gbps > 0 ? "THRIVE_PEAK_BW_GBPS" : "measured, cached in memory");
-    if (const auto note = bench::busy_cpu_note_now(tb.device().value("backend", ""),
-                                                   tb.device().value("compute_units", int64_t{0}));
+    if (const auto note = bench::busy_cpu_note_now(tb.device().value("backend", ""));
         !note.empty())
       fmt::print("{}\n", note);
     fmt::print("Memory: {} ({} best kernels, {} cards)\n\n", store.path(),
