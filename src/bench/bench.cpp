@@ -107,7 +107,13 @@ struct ArgumentSets {
     for (const auto& t : host)
       if (!t.spec.shared_across_sets) set_bytes += int64_t(t.bytes.size());
     const int64_t ws_bytes = op.workspace_bytes(shape);
-    const int64_t target = 4 * backend.device().cache_bytes;
+    // 4x the last-level cache, and on the CPU at least kDramWorkingSetBytes: a VM may report less
+    // cache than its host's socket has (this project's 2-core VMs reported 32 MiB one day and 480
+    // MiB another), and a rotation inside the real cache times cache, not DRAM, while the copy
+    // ceiling it is compared with is DRAM (copy_buffer_bytes). A GPU's L2 size is its own.
+    const auto& dev = backend.device();
+    const int64_t target =
+        dev.backend == "cpu" ? std::max<int64_t>(4 * dev.cache_bytes, kDramWorkingSetBytes) : 4 * dev.cache_bytes;
     // at most max_rotation_bytes, and on the CPU a third of the arena the sets come from
     const int64_t cap = backend.device().memory_bytes > 0
                             ? std::min(options.max_rotation_bytes, backend.device().memory_bytes / 3)
@@ -635,7 +641,7 @@ int64_t copy_buffer_bytes(const backend::DeviceInfo& device) {
   // CPU both buffers come from the worker's shared arena (the copy runs in a process of its own
   // that holds nothing else): each at most a third of it. A 24 GiB machine's 6 GiB arena and 480
   // MiB of L3 give 2 GiB a buffer, 4x the cache (8x did not fit: the allocation failed).
-  const int64_t floor_bytes = device.backend == "cpu" ? (256ll << 20) : (1ll << 30);
+  const int64_t floor_bytes = kDramWorkingSetBytes;
   int64_t bytes = std::max<int64_t>(floor_bytes, 8 * device.cache_bytes);
   if (device.memory_bytes > 0) bytes = std::min(bytes, device.memory_bytes / 3);
   if (bytes < 2 * device.cache_bytes)

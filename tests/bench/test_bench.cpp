@@ -135,6 +135,23 @@ TEST_F(BenchTest, CorrectKernelGivesConsistentFigures) {
   EXPECT_FALSE(s.below_floor);
 }
 
+// Without a tight cap the rotation reaches kDramWorkingSetBytes (or the cap: a third of the
+// arena) even where the reported last-level cache is small: a VM's host may cache more than the
+// VM reports, and a rotation inside it would time cache against a DRAM ceiling.
+TEST_F(BenchTest, RotationReachesTheDramFloorPastTheReportedCache) {
+  auto m = compile(test::rmsnorm_body());
+  ASSERT_TRUE(m);
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape{"T=16", {{"T", 16}, {"H", 256}}};
+  auto o = options();
+  o.max_rotation_bytes = int64_t{2} << 30;
+  const auto s = benchmark_kernel(*backend_, op, *m, shape, test::small_model(), o, 0.0, 5);
+  const int64_t set_bytes = 3 * 16 * 256 * 2 + 256 * 2;
+  const int64_t cap = std::min(o.max_rotation_bytes, backend_->device().memory_bytes / 3);
+  EXPECT_GE(s.working_set_bytes, std::min(kDramWorkingSetBytes, cap - set_bytes)) << s.argument_sets << " sets";
+  EXPECT_GE(s.working_set_bytes, std::min(4 * backend_->device().cache_bytes, cap - set_bytes));
+}
+
 // Shapes over check_max_bytes are checked on a few rows of T: the honest kernel passes on the
 // cut problem, and a kernel that keeps the last result once its output looks written (fast and
 // stale) is caught there, the swapped input elements lying in the sampled rows.
@@ -279,8 +296,10 @@ TEST(BenchCopyBandwidth, BufferSizesFollowTheCacheAndTheArena) {
   EXPECT_EQ(copy_buffer_bytes(d), (d.memory_bytes / 3) / 16 * 16);
   d.memory_bytes = int64_t{64} << 30;
   EXPECT_EQ(copy_buffer_bytes(d), 8 * d.cache_bytes);
-  d.cache_bytes = int64_t{8} << 20;  // a small cache: the 256 MiB floor
-  EXPECT_EQ(copy_buffer_bytes(d), int64_t{256} << 20);
+  d.cache_bytes = int64_t{8} << 20;  // a small reported cache: the 1 GiB floor
+  EXPECT_EQ(copy_buffer_bytes(d), kDramWorkingSetBytes);
+  d.cache_bytes = int64_t{32} << 20;  // what a VM reported where its host's cache was larger
+  EXPECT_EQ(copy_buffer_bytes(d), int64_t{1} << 30);
   d.cache_bytes = int64_t{480} << 20;
   d.memory_bytes = int64_t{300} << 20;
   try {

@@ -22,6 +22,14 @@
 
 namespace thrive::bench {
 
+/// The smallest working set a CPU benchmark's argument rotation, and the copy ceiling's buffers on
+/// any device, aim for, bytes (1 GiB, the anchors' copy size): past a last-level cache the
+/// machine may not report. On this project's 2-core VMs lscpu said 32 MiB of L3 on 2026-12-04 and 480 MiB on
+/// another day, and with the rotation at 4x the reported 32 MiB, honest CPU kernels timed at
+/// 119-146% of the DRAM copy ceiling and were rejected as "suspect timing" (fresh-user run,
+/// 2026-12-04). Either is capped by BenchOptions::max_rotation_bytes and a third of the CPU arena.
+constexpr int64_t kDramWorkingSetBytes = int64_t{1} << 30;
+
 /// Knobs of one timing loop (from config: THRIVE_BENCH_*).
 struct BenchOptions {
   double max_s = 1.0;        ///< time cap of the timed loop, seconds
@@ -123,8 +131,8 @@ double load_average_1min();
 /// busy_cpu_note for this machine now (load_average_1min, std::thread::hardware_concurrency).
 std::string busy_cpu_note_now(const std::string& backend);
 
-/// Bytes of each of measure_copy_bandwidth's two buffers: 8x the last-level cache, at least 256
-/// MiB (cpu) or 1 GiB (cuda), and on the CPU at most a third of DeviceInfo::memory_bytes (the
+/// Bytes of each of measure_copy_bandwidth's two buffers: 8x the last-level cache, at least
+/// kDramWorkingSetBytes, and on the CPU at most a third of DeviceInfo::memory_bytes (the
 /// arena: 2 GiB, 4x the cache, on a 24 GiB machine with 480 MiB of L3). Throws kBackend, naming
 /// THRIVE_WORKER_MEMORY_MB, when that is less than twice the cache: the figure would be cache
 /// bandwidth, not DRAM.
