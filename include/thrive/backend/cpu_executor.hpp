@@ -29,8 +29,9 @@
 namespace thrive::backend {
 
 /// First-fit allocator over one shared anonymous mapping (MAP_SHARED | MAP_NORESERVE: pages are
-/// committed on first touch). Blocks are 256-byte aligned; freed blocks are coalesced and their
-/// pages returned to the kernel (MADV_REMOVE). Thread-safe.
+/// committed on first touch). Blocks are 256-byte aligned; freed blocks are coalesced, and their
+/// pages stay committed for the next allocation (resident memory is bounded by the capacity and
+/// returned at destruction). Thread-safe.
 class SharedArena {
  public:
   /// Maps `bytes` (rounded up to 2 MiB). Throws Error(kBackend) when mmap fails.
