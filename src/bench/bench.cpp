@@ -7,7 +7,6 @@
 #include <functional>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
@@ -632,17 +631,13 @@ double load_average_1min() {
   return getloadavg(load, 1) == 1 ? load[0] : std::nan("");
 }
 
-std::string busy_cpu_note_now(const std::string& backend) {
-  return busy_cpu_note(backend, load_average_1min(), int64_t(std::thread::hardware_concurrency()));
-}
-
 int64_t copy_buffer_bytes(const backend::DeviceInfo& device) {
-  // DRAM-sized: at least 8x the last-level cache; 1 GiB on GPUs (as the anchors' copy). On the
+  // DRAM-sized: at least 8x the last-level cache and kDramWorkingSetBytes (1 GiB, as the anchors'
+  // copy; past a cache the machine may not report). On the
   // CPU both buffers come from the worker's shared arena (the copy runs in a process of its own
   // that holds nothing else): each at most a third of it. A 24 GiB machine's 6 GiB arena and 480
   // MiB of L3 give 2 GiB a buffer, 4x the cache (8x did not fit: the allocation failed).
-  const int64_t floor_bytes = kDramWorkingSetBytes;
-  int64_t bytes = std::max<int64_t>(floor_bytes, 8 * device.cache_bytes);
+  int64_t bytes = std::max<int64_t>(kDramWorkingSetBytes, 8 * device.cache_bytes);
   if (device.memory_bytes > 0) bytes = std::min(bytes, device.memory_bytes / 3);
   if (bytes < 2 * device.cache_bytes)
     fail(ErrorCategory::kBackend,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <thread>
 #include <sstream>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "thrive/backend/backend.hpp"
+#include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 
@@ -266,6 +268,14 @@ void print_progress(const std::string& tag, const agents::Progress& p) {
   }
   fmt::print("{}\n", line);
   std::fflush(stdout);
+}
+
+double print_busy_cpu_note(tools::Toolbox& tb) {
+  const double load = bench::load_average_1min();
+  const auto note = bench::busy_cpu_note(tb.device().value("backend", ""), load,
+                                         int64_t(std::thread::hardware_concurrency()));
+  if (!note.empty()) fmt::print("{}\n", note);
+  return load;
 }
 
 std::string format_us(double us) {

@@ -107,4 +107,9 @@ void print_progress(const std::string& tag, const agents::Progress& p);
 /// Formats microseconds for people: "12.3 µs", "4.56 ms".
 std::string format_us(double us);
 
+/// Reads the 1-minute load average (bench::load_average_1min), prints bench::busy_cpu_note's
+/// warning for `tb`'s backend and this machine's hardware threads when it has one, and returns
+/// the load read (NaN where it cannot be read), for a command that records it.
+double print_busy_cpu_note(tools::Toolbox& tb);
+
 }  // namespace thrive::cli

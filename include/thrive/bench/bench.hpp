@@ -128,8 +128,6 @@ void summarize(std::vector<double>& samples_us, BenchStats& stats);
 std::string busy_cpu_note(const std::string& backend, double load1, int64_t cores);
 /// The 1-minute load average now (getloadavg), NaN where it cannot be read.
 double load_average_1min();
-/// busy_cpu_note for this machine now (load_average_1min, std::thread::hardware_concurrency).
-std::string busy_cpu_note_now(const std::string& backend);
 
 /// Bytes of each of measure_copy_bandwidth's two buffers: 8x the last-level cache, at least
 /// kDramWorkingSetBytes, and on the CPU at most a third of DeviceInfo::memory_bytes (the

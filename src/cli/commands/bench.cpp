@@ -9,7 +9,6 @@
 
 #include "src/cli/commands/kernel_file.hpp"
 #include "src/cli/context.hpp"
-#include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 
@@ -33,8 +32,7 @@ void bench_file(Context& ctx, const KernelFileFlags& f) {
   const auto& k = sub.record;
   const bool best = sub.new_best;
   if (f.json) return;
-  if (const auto note = bench::busy_cpu_note_now(tb.device().value("backend", "")); !note.empty())
-    fmt::print("{}\n", note);
+  print_busy_cpu_note(tb);
   fmt::print("  launched median {} (min {}, max {}, {} reps, ±{:.1f}% CI, {} argument sets = {:.0f} MiB)\n",
              format_us(b.median_us), format_us(b.min_us), format_us(b.max_us), b.reps,
              100 * b.rel_ci, b.argument_sets, double(b.working_set_bytes) / (1 << 20));
@@ -61,9 +59,7 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
   nlohmann::json rows = nlohmann::json::array();
   fmt::print("Device {} ({}); copy ceiling {:.1f} GB/s\n", tb.device_key(),
              tb.device().value("driver", ""), peak);
-  if (const auto note = bench::busy_cpu_note_now(tb.device().value("backend", ""));
-      !note.empty())
-    fmt::print("{}\n", note);
+  const double load = print_busy_cpu_note(tb);  // recorded in the JSON too
   fmt::print("{:<21} {:<11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>7}\n", "op", "shape",
              "eager", "eager graph", "best", "best graph", "speedup", "GB/s", "%copy");
   // per op: log-sum of the speedups over eager (graph time where measured) and their count
@@ -126,7 +122,6 @@ void bench_memory(Context& ctx, const std::string& which, const std::string& onl
     fmt::print("geomean speedup over eager, {}: {:.2f}x over {} shape(s)\n", name, std::exp(log_sum / n), n);
   }
   if (!json_out.empty()) {
-    const double load = bench::load_average_1min();
     nlohmann::json doc = {{"device", tb.device()}, {"peak_bw_gbps", peak},
                           {"load_average_1min", std::isfinite(load) ? nlohmann::json(load) : nlohmann::json(nullptr)},
                           {"command", ctx.command_line}, {"date", memory::now_iso8601()},

@@ -10,7 +10,6 @@
 #include "src/cli/context.hpp"
 #include "thrive/agents/llm_agent.hpp"
 #include "thrive/agents/search_agent.hpp"
-#include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
 
 namespace thrive::cli {
@@ -103,9 +102,7 @@ void register_optimize(CLI::App& app, Context& ctx) {
                tb.device().value("cache_bytes", int64_t{0}) >> 20, cfg.agent, cfg.rounds, cfg.passes);
     fmt::print("Bandwidth ceiling: {:.1f} GB/s ({}; copy kernel, reads + writes, DRAM-sized buffers)\n",
                peak, cfg.peak_bw_gbps > 0 ? "THRIVE_PEAK_BW_GBPS" : "measured, cached in memory");
-    if (const auto note = bench::busy_cpu_note_now(tb.device().value("backend", ""));
-        !note.empty())
-      fmt::print("{}\n", note);
+    print_busy_cpu_note(tb);
     fmt::print("Memory: {} ({} best kernels, {} cards)\n\n", store.path(),
                store.summary()["best_entries"].get<int64_t>(), store.cards(tb.backend_name()).size());
 
