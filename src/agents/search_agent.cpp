@@ -177,7 +177,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
          r.status == sandbox::Status::kCrashed))
       store.demote_kernel(rec.kernel_id, rec.shape_class, device);
     emit({.phase = "recall", .change = note, .status = sandbox::status_name(r.status),
-          .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
+          .time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
+          .best_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) {
@@ -198,7 +199,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     auto r = evaluate(k);
     record_attempt("generate", 0, k, tools_.kernel_id(k), "", r, "");
     emit({.phase = "generate", .change = task.start_simplest ? "template, simplest variant" : "template defaults", .status = sandbox::status_name(r.status),
-          .time_us = r.bench.time_us(), .best_us = r.bench.time_us(),
+          .time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
+          .best_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
           .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) best = Current{k, r, tools_.kernel_id(k), "", ""};
@@ -217,7 +219,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       record_attempt("repair", 0, k, tools_.kernel_id(k), cand.card.id, r,
                      "seed failed: " + seed_failure);
       emit({.phase = "repair", .change = cand.card.title, .status = sandbox::status_name(r.status),
-            .time_us = r.bench.time_us(), .note = r.detail});
+            .time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0, .note = r.detail});
       if (r.status == sandbox::Status::kPassed) {
         best = Current{k, r, tools_.kernel_id(k), "", cand.card.id};
         break;

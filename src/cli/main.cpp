@@ -43,14 +43,24 @@ int main(int argc, char** argv) {
   }
   // A flag (or `--`, `-`) before the command word (`thrive --home DIR bench ...`): every flag belongs
   // to a command, and CLI11 would list the stray words (in reverse order) as unexpected. The hint
-  // names the first command word on the line, if any.
+  // names the first command word on the line, if any, with its subcommand when the next word is
+  // one (`thrive model init --help`, whose flags those are).
   if (argc > 1 && argv[1][0] == '-') {
     const std::string a = argv[1], name = a.substr(0, a.find('='));
     if (name != "--help" && name != "-h" && name != "--version") {
       const auto command = std::find_if(argv + 1, argv + argc, is_command);
+      std::string where = "COMMAND";
+      if (command != argv + argc) {
+        where = *command;
+        const CLI::App* sub = app.get_subcommand(*command);
+        const auto subs = sub->get_subcommands({});
+        if (command + 1 != argv + argc &&
+            std::any_of(subs.begin(), subs.end(), [&](const CLI::App* c) { return c->get_name() == command[1]; }))
+          where += std::string(" ") + command[1];
+      }
       fmt::print(stderr, "thrive: usage error: {} before the command: {} (thrive {} --help lists its flags)\n",
                  name, name == "--" || name == "-" ? "only a command's words may follow it" : "a flag follows the command it belongs to",
-                 command == argv + argc ? "COMMAND" : *command);
+                 where);
       return 2;
     }
   }

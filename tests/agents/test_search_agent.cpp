@@ -164,14 +164,55 @@ TEST_F(LibraryRecall, AStoredBestThatNoLongerVerifiesIsRejectedAtRecall) {
 
   agents::SearchAgent agent(tools);
   agents::Task task{op.name(), shape, 1, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
-  const auto r = agent.run(task, [](const agents::Progress&) {});
+  std::vector<agents::Progress> recalls;
+  const auto r = agent.run(task, [&](const agents::Progress& p) {
+    if (p.phase == "recall") recalls.push_back(p);
+  });
   ASSERT_TRUE(r.verified);
   EXPECT_FALSE(r.recalled);
+  // the progress line of the rejected recall names no best (it printed "best 0.01 us (0.00x)")
+  ASSERT_EQ(recalls.size(), 1u);
+  EXPECT_EQ(recalls[0].status, "incorrect");
+  EXPECT_EQ(recalls[0].time_us, 0.0);
+  EXPECT_EQ(recalls[0].best_us, 0.0);
+  EXPECT_EQ(recalls[0].speedup, 0.0);
   bool rejected = false;
   for (const auto& a : store.trajectory(task.run_id, op.name(), shape.label, tools.device_key()))
     rejected = rejected || (a.phase == "recall" && a.kernel_id == bad.kernel_id && a.status == "incorrect");
   EXPECT_TRUE(rejected) << "the failed re-verification is recorded";
   EXPECT_NE(store.best(op.name(), shape.label, tools.device_key())->kernel_id, bad.kernel_id);
+}
+
+// A recall that goes wrong only after many calls fails after its benchmark ran: its progress line
+// shows no time and no best all the same (such a rejection printed "best 87.44 us (0.00x)").
+TEST_F(LibraryRecall, ARecallRejectedAfterItsBenchmarkShowsNoBest) {
+  const auto& op = ops::find_op("rmsnorm_residual");
+  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
+  const auto late = planted(
+      op, shape, "rmsnorm_residual.cpu.imported~0000000000000002",
+      test::kernel_text(op.name(),
+                        "uint16_t* o = (uint16_t*)a->tensors[3]; honest(a);"
+                        "if (++calls > 60) o[0] ^= 0x4000; return 0;",
+                        "static int calls;\nstatic int honest(const ThriveArgs* a) {" + test::rmsnorm_body() + "\n}\n"),
+      1.0);
+  ASSERT_TRUE(store.record_kernel(late));
+  agents::SearchAgent agent(tools);
+  agents::Task task{op.name(), shape, 0, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
+  std::vector<agents::Progress> recalls;
+  const auto r = agent.run(task, [&](const agents::Progress& p) {
+    if (p.phase == "recall") recalls.push_back(p);
+  });
+  ASSERT_TRUE(r.verified) << "the template's kernel replaces it";
+  EXPECT_FALSE(r.recalled);
+  ASSERT_EQ(recalls.size(), 1u);
+  EXPECT_EQ(recalls[0].status, "incorrect") << recalls[0].note;
+  EXPECT_EQ(recalls[0].time_us, 0.0);
+  EXPECT_EQ(recalls[0].best_us, 0.0);
+  EXPECT_EQ(recalls[0].speedup, 0.0);
+  // it failed in or after the benchmark (a failed first verification benchmarks nothing)
+  EXPECT_TRUE(recalls[0].note.find("after benchmarking") != std::string::npos ||
+              recalls[0].note.find("a checked call's outputs are wrong") != std::string::npos)
+      << recalls[0].note;
 }
 
 // Stored figures are claims until re-measured: an honest kernel imported with an impossible

@@ -1088,8 +1088,15 @@ TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
     const auto r = test::run_thrive(args, env());
     EXPECT_EQ(r.exit_code, 2) << r.err;
     expect_one_line_error(r, args[0].substr(0, args[0].find('=')) + " before the command");
-    EXPECT_NE(r.err.find("thrive memory --help"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("thrive memory show --help"), std::string::npos) << r.err;
   }
+  // the hint names the subcommand whose flags they are, or the command alone when none follows
+  const auto init = test::run_thrive({"--seed", "3", "model", "init", "--out", home}, env());
+  EXPECT_EQ(init.exit_code, 2) << init.err;
+  EXPECT_NE(init.err.find("(thrive model init --help lists its flags)"), std::string::npos) << init.err;
+  const auto bare = test::run_thrive({"--json", "memory"}, env());
+  EXPECT_EQ(bare.exit_code, 2) << bare.err;
+  EXPECT_NE(bare.err.find("(thrive memory --help lists its flags)"), std::string::npos) << bare.err;
   EXPECT_FALSE(std::filesystem::exists(home));
   const auto stray = test::run_thrive({"ops", "first", "second", "third"}, env());
   EXPECT_EQ(stray.exit_code, 2) << stray.out;

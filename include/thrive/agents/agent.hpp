@@ -34,8 +34,8 @@ struct Progress {
   std::string change;             ///< card title / param change
   std::string status;             ///< sandbox status of the attempt
   double time_us = 0;             ///< this attempt (0 if it failed)
-  double best_us = 0;             ///< best so far
-  double speedup = 0;             ///< eager / best
+  double best_us = 0;             ///< best so far (0 while no kernel has passed)
+  double speedup = 0;             ///< eager / best (0 while no kernel has passed)
   std::string note;
 };
 using ProgressSink = std::function<void(const Progress&)>;
