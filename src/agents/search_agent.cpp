@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 
@@ -122,10 +123,21 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   emit({.phase = "eager", .status = "passed", .time_us = result.eager_us,
         .note = "eager baseline (one pass per elementary op)"});
 
-  // Everything this task has evaluated, in any run: never re-try a change.
-  std::set<std::string> tried;
-  for (const auto& a : store.trajectory(0, task.op, task.shape.label, device))
-    if (a.phase == "optimize" || a.phase == "repair") tried.insert(a.change);
+  // Everything this task has evaluated, in any run: never re-try a change, unless its verdict was
+  // a timing (measured slower, or "suspect timing": faster than the ceiling allows) taken on
+  // another benchmark footing (bench::kMeasurementFooting), which today's figures cannot be
+  // compared with: such a change may be tried once more, and its new attempt is on today's
+  // footing. Verdicts on the code (incorrect, compile error, crash, timeout) stand on any footing.
+  std::set<std::string> tried, stale;
+  for (const auto& a : store.trajectory(0, task.op, task.shape.label, device)) {
+    if (a.phase != "optimize" && a.phase != "repair") continue;
+    const bool timing_verdict = a.status == sandbox::status_name(sandbox::Status::kPassed) ||
+                                (a.status == sandbox::status_name(sandbox::Status::kIncorrect) &&
+                                 a.notes.find("suspect timing") != std::string::npos);
+    if (timing_verdict && a.footing != bench::kMeasurementFooting) stale.insert(a.change);
+    else tried.insert(a.change);
+  }
+  for (const auto& c : tried) stale.erase(c);
 
   auto record_attempt = [&](const std::string& phase, int round, const backend::KernelSource& k,
                             const std::string& id, const std::string& card,
@@ -256,6 +268,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     result.rounds_used = round;
     const std::string params_key = backend::params_to_string(pick.result);
     tried.insert(params_key);
+    const std::string again_note =
+        stale.count(params_key) ? "; tried before on an older benchmark footing, measured again" : "";
     bool passed = r.status == sandbox::Status::kPassed;
     auto beats_best = [&] {
       return passed && r.bench.time_us() < best->result.bench.time_us() * (1.0 - cfg.min_gain);
@@ -294,8 +308,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     }
     const double gain = passed ? best->result.bench.time_us() / r.bench.time_us() : 0.0;
     store.record_card_outcome(pick.card.id, task.op, task.shape.label, backend_name, improved, gain);
-    const std::string notes = fmt::format("analyst: {}; card {} (score {:.3f}, {}){}", prof.notes,
-                                          pick.card.id, pick.score, change, remeasured);
+    const std::string notes = fmt::format("analyst: {}; card {} (score {:.3f}, {}){}{}", prof.notes,
+                                          pick.card.id, pick.score, change, again_note, remeasured);
     record_attempt("optimize", round, child, tools_.kernel_id(child), pick.card.id, r, notes);
     Current cand{child, r, tools_.kernel_id(child), best->id, pick.card.id};
     if (passed) record_kernel(cand, improved, result.eager_us);
@@ -307,6 +321,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     else
       verdict = fmt::format("reverted: {:.2f}x of parent (needs > {:.2f}x){}", gain,
                             1.0 / (1.0 - cfg.min_gain), paired_verdict);
+    verdict += again_note;
     if (improved) {
       best = cand;
       result.rounds_to_best = round;

@@ -74,6 +74,8 @@ CREATE TABLE IF NOT EXISTS imported_evidence(
   backend TEXT NOT NULL, successes INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
   sum_log_gain REAL NOT NULL DEFAULT 0, best_gain REAL NOT NULL DEFAULT 0, last_seen TEXT,
   PRIMARY KEY(origin, card_id, op, shape_class, backend));
+CREATE TABLE IF NOT EXISTS attempt_footing(
+  attempt_id INTEGER PRIMARY KEY, footing INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS system_best(
   system_key TEXT NOT NULL, device_key TEXT NOT NULL, metric TEXT NOT NULL, config TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY(system_key, device_key, metric));
@@ -690,6 +692,7 @@ void Store::end_run(int64_t run_id) {
 }
 
 void Store::record_attempt(const Attempt& a) {
+  Transaction tx(db_);
   Stmt s(db_,
          "INSERT INTO attempts(run_id, op, shape_class, device_key, pass, round, phase, kernel_id, "
          "card_id, change, status, time_us, speedup, notes, created_at) "
@@ -700,6 +703,12 @@ void Store::record_attempt(const Attempt& a) {
   s.bind(10, a.change).bind(11, a.status).bind(12, a.time_us).bind(13, a.speedup);
   s.bind(14, a.notes).bind(15, now_iso8601());
   s.step();
+  if (a.footing != 0) {
+    Stmt f(db_, "INSERT INTO attempt_footing(attempt_id, footing) VALUES(?,?)", path_);
+    f.bind(1, int64_t(sqlite3_last_insert_rowid(db_))).bind(2, a.footing);
+    f.step();
+  }
+  tx.commit();
 }
 
 std::vector<Attempt> Store::trajectory(int64_t run_id, const std::string& op,
@@ -707,15 +716,16 @@ std::vector<Attempt> Store::trajectory(int64_t run_id, const std::string& op,
                                        const std::string& device_key) {
   Stmt s(db_,
          "SELECT run_id, op, shape_class, device_key, pass, round, phase, kernel_id, card_id, "
-         "change, status, time_us, speedup, notes, created_at FROM attempts WHERE (?1=0 OR "
-         "run_id=?1) AND op=?2 AND shape_class=?3 AND device_key=?4 ORDER BY id",
+         "change, status, time_us, speedup, notes, created_at, coalesce(f.footing, 0) FROM attempts "
+         "LEFT JOIN attempt_footing f ON f.attempt_id = attempts.id WHERE (?1=0 OR "
+         "run_id=?1) AND op=?2 AND shape_class=?3 AND device_key=?4 ORDER BY attempts.id",
          path_);
   s.bind(1, run_id).bind(2, op).bind(3, shape_class).bind(4, device_key);
   std::vector<Attempt> out;
   while (s.step())
     out.push_back({s.integer(0), s.text(1), s.text(2), s.text(3), int(s.integer(4)),
                    int(s.integer(5)), s.text(6), s.text(7), s.text(8), s.text(9), s.text(10),
-                   s.real(11), s.real(12), s.text(13), s.text(14)});
+                   s.real(11), s.real(12), s.text(13), s.text(14), int(s.integer(15))});
   return out;
 }
 

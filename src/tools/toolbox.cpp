@@ -6,6 +6,7 @@
 
 #include "thrive/backend/backend.hpp"
 #include "thrive/backend/embedded.hpp"
+#include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/core/json.hpp"
 #include "thrive/core/files.hpp"
@@ -448,6 +449,7 @@ memory::Attempt Toolbox::attempt_record(const backend::KernelSource& k, const st
   a.time_us = r.status == sandbox::Status::kPassed && r.bench.reps > 0 ? r.bench.time_us() : 0;
   a.speedup = a.time_us > 0 && eager_us > 0 ? eager_us / a.time_us : 0;
   a.notes = r.detail;
+  a.footing = bench::kMeasurementFooting;
   return a;
 }
 

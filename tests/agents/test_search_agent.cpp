@@ -2,9 +2,12 @@
 // warm from memory) on a small model with the real CPU templates.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/support/test_support.hpp"
 #include "thrive/agents/search_agent.hpp"
 #include "thrive/backend/embedded.hpp"
+#include "thrive/bench/bench.hpp"
 
 namespace thrive {
 namespace {
@@ -213,6 +216,75 @@ TEST_F(LibraryRecall, ARecallRejectedAfterItsBenchmarkShowsNoBest) {
   EXPECT_TRUE(recalls[0].note.find("after benchmarking") != std::string::npos ||
               recalls[0].note.find("a checked call's outputs are wrong") != std::string::npos)
       << recalls[0].note;
+}
+
+// Every applicable change already measured on today's benchmark footing: nothing is tried again.
+TEST_F(LibraryRecall, VerdictsOfTodaysFootingStand) {
+  const auto& op = ops::find_op("swiglu_act");
+  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
+  const auto tmpl = tools.op_template(op.name());
+  std::vector<std::string> changes;
+  for (const auto& r : agent.rank_cards(op, shape.label, tmpl, tmpl.defaults(), "memory", {}))
+    changes.push_back(backend::params_to_string(r.result));
+  ASSERT_GE(changes.size(), 2u);
+  const auto plant = [&](const std::string& change, const char* status, int footing) {
+    memory::Attempt a;
+    a.run_id = store.begin_run("earlier", tools.device_key(), "search");
+    a.op = op.name(), a.shape_class = shape.label, a.device_key = tools.device_key();
+    a.phase = "optimize", a.round = 1, a.change = change, a.status = status, a.footing = footing;
+    a.notes = "planted";
+    store.record_attempt(a);
+  };
+  // every applicable change was measured on today's footing: nothing is left to try
+  for (const auto& c : changes) plant(c, "passed", bench::kMeasurementFooting);
+  agents::Task today{op.name(), shape, 1, 1, store.begin_run("test", tools.device_key(), "search"), "test", 100.0};
+  std::vector<std::string> notes;
+  (void)agent.run(today, [&](const agents::Progress& p) { notes.push_back(p.note); });
+  EXPECT_NE(std::find(notes.begin(), notes.end(), "no untried change applies; stopping"), notes.end());
+  EXPECT_TRUE(store.trajectory(today.run_id, op.name(), shape.label, tools.device_key()).size() <= 1u)
+      << "only the template's seed was evaluated";
+}
+
+// A change measured slower (or "suspect") on an older benchmark footing may be measured again:
+// the figures it lost against are not comparable with today's (bench::kMeasurementFooting). A
+// verdict on the code (incorrect) stands on any footing.
+TEST_F(LibraryRecall, TimingVerdictsOfAnOlderFootingAreMeasuredAgainButCodeVerdictsStand) {
+  const auto& op = ops::find_op("swiglu_act");
+  const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
+  const auto tmpl = tools.op_template(op.name());
+  std::vector<std::string> changes;
+  for (const auto& r : agent.rank_cards(op, shape.label, tmpl, tmpl.defaults(), "memory", {}))
+    changes.push_back(backend::params_to_string(r.result));
+  ASSERT_GE(changes.size(), 2u);
+  const int64_t earlier = store.begin_run("earlier", tools.device_key(), "search");
+  for (size_t i = 0; i < changes.size(); ++i) {
+    memory::Attempt a;
+    a.run_id = earlier, a.op = op.name(), a.shape_class = shape.label, a.device_key = tools.device_key();
+    a.phase = "optimize", a.round = int(i + 1), a.change = changes[i], a.notes = "planted";
+    // the first change failed verification then, the others were timed slower: all before the
+    // footing was recorded (0)
+    a.status = i == 0 ? "incorrect" : "passed";
+    store.record_attempt(a);
+  }
+  ASSERT_EQ(store.trajectory(earlier, op.name(), shape.label, tools.device_key()).back().footing, 0);
+  agents::Task task{op.name(), shape, 1, 1, store.begin_run("test", tools.device_key(), "search"), "test", 100.0};
+  std::vector<agents::Progress> rounds;
+  (void)agent.run(task, [&](const agents::Progress& p) {
+    if (p.round == 1) rounds.push_back(p);
+  });
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].note.find("no untried change"), std::string::npos) << rounds[0].note;
+  EXPECT_NE(rounds[0].note.find("tried before on an older benchmark footing, measured again"), std::string::npos)
+      << rounds[0].note;
+  std::vector<std::string> now;
+  for (const auto& a : store.trajectory(task.run_id, op.name(), shape.label, tools.device_key()))
+    if (a.phase == "optimize") {
+      now.push_back(a.change);
+      EXPECT_EQ(a.footing, bench::kMeasurementFooting);
+    }
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], changes[0]) << "a change that failed verification is not tried again";
+  EXPECT_NE(std::find(changes.begin() + 1, changes.end(), now[0]), changes.end());
 }
 
 // Stored figures are claims until re-measured: an honest kernel imported with an impossible

@@ -650,6 +650,34 @@ void raw_exec(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
+// An attempt's benchmark footing (Attempt::footing) comes back with it; one recorded without
+// (0) reads 0, and so does every attempt of a memory made before the footing table existed,
+// which the read-write open adds, keeping the attempts.
+TEST_F(StoreTest, AttemptFootingRoundTripsAndOlderMemoriesReadZero) {
+  {
+    Store s(path);
+    const int64_t r = s.begin_run("thrive optimize --op softmax", "cpu:test:x86_64", "search");
+    auto a = attempt(r, 1);
+    a.footing = 7;
+    s.record_attempt(a);
+    s.record_attempt(attempt(r, 2));
+    const auto t = s.trajectory(r, "softmax", "T=1", "cpu:test:x86_64");
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_EQ(t[0].footing, 7);
+    EXPECT_EQ(t[1].footing, 0);
+  }
+  raw_exec(path, "DROP TABLE attempt_footing");
+  Store s(path);
+  const auto t = s.trajectory(0, "softmax", "T=1", "cpu:test:x86_64");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].footing, 0);
+  EXPECT_EQ(t[1].footing, 0);
+  auto b = attempt(t[0].run_id, 3);
+  b.footing = 2;
+  s.record_attempt(b);
+  EXPECT_EQ(s.trajectory(0, "softmax", "T=1", "cpu:test:x86_64").back().footing, 2);
+}
+
 // open_read_only (the reading commands' open): a current memory is read with the file left
 // byte-identical, in WAL or rollback-journal mode, and a write on it is a storage error; an
 // empty or table-less file is "no memory" and an older schema "needs the read-write open",

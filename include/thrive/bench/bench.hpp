@@ -30,6 +30,17 @@ namespace thrive::bench {
 /// 2026-12-04). Either is capped by BenchOptions::max_rotation_bytes and a third of the CPU arena.
 constexpr int64_t kDramWorkingSetBytes = int64_t{1} << 30;
 
+/// The benchmark's measurement method as a version number (the "footing"), recorded with every
+/// attempt (memory::Attempt::footing): a timing verdict measured on another footing is not
+/// comparable with today's, so the search agent may try that change again (SearchAgent::run).
+/// Bump it whenever a change to the timing method moves the figures.
+///   0: attempts recorded before footings were (up to 2026-12-04);
+///   1: never recorded (the method of those attempts, named for the history);
+///   2: since 995428d (2026-12-04): CPU argument rotation and copy-ceiling buffers of at least
+///      kDramWorkingSetBytes (the rotation before it, 4x a VM's reported 32 MiB of L3, timed
+///      partly cache: honest kernels at 119-146% of the DRAM ceiling).
+constexpr int kMeasurementFooting = 2;
+
 /// Knobs of one timing loop (from config: THRIVE_BENCH_*).
 struct BenchOptions {
   double max_s = 1.0;        ///< time cap of the timed loop, seconds

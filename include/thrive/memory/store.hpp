@@ -78,6 +78,10 @@ struct Attempt {
   double time_us = 0, speedup = 0;
   std::string notes;          ///< analyst diagnosis and verdict detail
   std::string created_at;
+  /// The benchmark method it was measured with (bench::kMeasurementFooting when recorded; 0 for
+  /// attempts recorded before footings were, or with none): stored beside the attempt in the
+  /// attempt_footing table when not 0.
+  int footing = 0;
 };
 
 /// One change the outer loop tried on a system (model + harness shape) on a device.
