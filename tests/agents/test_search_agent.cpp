@@ -151,6 +151,24 @@ class LibraryRecall : public ::testing::Test, public AgentRig {
     k.verified = true;
     return k;
   }
+  // The params of every change the cards offer from `op`'s template defaults (at least two).
+  std::vector<std::string> applicable_changes(const ops::Op& op, const ops::ShapeCase& shape) {
+    const auto tmpl = tools.op_template(op.name());
+    std::vector<std::string> changes;
+    for (const auto& r : agent.rank_cards(op, shape.label, tmpl, tmpl.defaults(), "memory", {}))
+      changes.push_back(backend::params_to_string(r.result));
+    EXPECT_GE(changes.size(), 2u);
+    return changes;
+  }
+  // An optimize attempt of `change` in run `run`, as an earlier run would have recorded it.
+  void plant_attempt(const ops::Op& op, const ops::ShapeCase& shape, int64_t run, const std::string& change,
+                     const char* status, int footing) {
+    memory::Attempt a;
+    a.run_id = run, a.op = op.name(), a.shape_class = shape.label, a.device_key = tools.device_key();
+    a.phase = "optimize", a.round = 1, a.change = change, a.status = status, a.footing = footing;
+    a.notes = "planted";
+    store.record_attempt(a);
+  }
 };
 
 // A library kernel is re-verified before it is trusted: a stored best whose code is wrong
@@ -222,21 +240,11 @@ TEST_F(LibraryRecall, ARecallRejectedAfterItsBenchmarkShowsNoBest) {
 TEST_F(LibraryRecall, VerdictsOfTodaysFootingStand) {
   const auto& op = ops::find_op("swiglu_act");
   const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
-  const auto tmpl = tools.op_template(op.name());
-  std::vector<std::string> changes;
-  for (const auto& r : agent.rank_cards(op, shape.label, tmpl, tmpl.defaults(), "memory", {}))
-    changes.push_back(backend::params_to_string(r.result));
+  const auto changes = applicable_changes(op, shape);
   ASSERT_GE(changes.size(), 2u);
-  const auto plant = [&](const std::string& change, const char* status, int footing) {
-    memory::Attempt a;
-    a.run_id = store.begin_run("earlier", tools.device_key(), "search");
-    a.op = op.name(), a.shape_class = shape.label, a.device_key = tools.device_key();
-    a.phase = "optimize", a.round = 1, a.change = change, a.status = status, a.footing = footing;
-    a.notes = "planted";
-    store.record_attempt(a);
-  };
   // every applicable change was measured on today's footing: nothing is left to try
-  for (const auto& c : changes) plant(c, "passed", bench::kMeasurementFooting);
+  const int64_t earlier = store.begin_run("earlier", tools.device_key(), "search");
+  for (const auto& c : changes) plant_attempt(op, shape, earlier, c, "passed", bench::kMeasurementFooting);
   agents::Task today{op.name(), shape, 1, 1, store.begin_run("test", tools.device_key(), "search"), "test", 100.0};
   std::vector<std::string> notes;
   (void)agent.run(today, [&](const agents::Progress& p) { notes.push_back(p.note); });
@@ -251,21 +259,12 @@ TEST_F(LibraryRecall, VerdictsOfTodaysFootingStand) {
 TEST_F(LibraryRecall, TimingVerdictsOfAnOlderFootingAreMeasuredAgainButCodeVerdictsStand) {
   const auto& op = ops::find_op("swiglu_act");
   const ops::ShapeCase shape = op.bench_shapes(cfg.model).front();
-  const auto tmpl = tools.op_template(op.name());
-  std::vector<std::string> changes;
-  for (const auto& r : agent.rank_cards(op, shape.label, tmpl, tmpl.defaults(), "memory", {}))
-    changes.push_back(backend::params_to_string(r.result));
+  const auto changes = applicable_changes(op, shape);
   ASSERT_GE(changes.size(), 2u);
+  // the first change failed verification then, the others were timed slower: all before the
+  // footing was recorded (0)
   const int64_t earlier = store.begin_run("earlier", tools.device_key(), "search");
-  for (size_t i = 0; i < changes.size(); ++i) {
-    memory::Attempt a;
-    a.run_id = earlier, a.op = op.name(), a.shape_class = shape.label, a.device_key = tools.device_key();
-    a.phase = "optimize", a.round = int(i + 1), a.change = changes[i], a.notes = "planted";
-    // the first change failed verification then, the others were timed slower: all before the
-    // footing was recorded (0)
-    a.status = i == 0 ? "incorrect" : "passed";
-    store.record_attempt(a);
-  }
+  for (size_t i = 0; i < changes.size(); ++i) plant_attempt(op, shape, earlier, changes[i], i == 0 ? "incorrect" : "passed", 0);
   ASSERT_EQ(store.trajectory(earlier, op.name(), shape.label, tools.device_key()).back().footing, 0);
   agents::Task task{op.name(), shape, 1, 1, store.begin_run("test", tools.device_key(), "search"), "test", 100.0};
   std::vector<agents::Progress> rounds;
