@@ -128,13 +128,19 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   // another benchmark footing (bench::kMeasurementFooting), which today's figures cannot be
   // compared with: such a change may be tried once more, and its new attempt is on today's
   // footing. Verdicts on the code (incorrect, compile error, crash, timeout) stand on any footing.
+  // Attempts recorded before footings were (0) carry no verdict kind: theirs is read from the
+  // status and the verdict detail, which follows " | " in the notes (or is the whole notes).
+  const auto timing_verdict = [](const memory::Attempt& a) {
+    if (a.footing != 0) return a.timing_verdict;
+    const char* suspect = "suspect timing, twice in fresh workers";
+    return a.status == sandbox::status_name(sandbox::Status::kPassed) ||
+           (a.status == sandbox::status_name(sandbox::Status::kIncorrect) &&
+            (a.notes.rfind(suspect, 0) == 0 || a.notes.find(std::string(" | ") + suspect) != std::string::npos));
+  };
   std::set<std::string> tried, stale;
   for (const auto& a : store.trajectory(0, task.op, task.shape.label, device)) {
     if (a.phase != "optimize" && a.phase != "repair") continue;
-    const bool timing_verdict = a.status == sandbox::status_name(sandbox::Status::kPassed) ||
-                                (a.status == sandbox::status_name(sandbox::Status::kIncorrect) &&
-                                 a.notes.find("suspect timing") != std::string::npos);
-    if (timing_verdict && a.footing != bench::kMeasurementFooting) stale.insert(a.change);
+    if (a.footing != bench::kMeasurementFooting && timing_verdict(a)) stale.insert(a.change);
     else tried.insert(a.change);
   }
   for (const auto& c : tried) stale.erase(c);

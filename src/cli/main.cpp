@@ -43,21 +43,32 @@ int main(int argc, char** argv) {
   }
   // A flag (or `--`, `-`) before the command word (`thrive --home DIR bench ...`): every flag belongs
   // to a command, and CLI11 would list the stray words (in reverse order) as unexpected. The hint
-  // names the first command word on the line, if any, with its subcommand when the next word is
-  // one (`thrive model init --help`, whose flags those are).
+  // names the command the line most likely meant, with its subcommand when the next word is one
+  // (`thrive model init --help`, whose flags those are): the first command word followed by one of
+  // its subcommands, else the first command word that is not right after a flag (the value of
+  // `--home memory` is not a command), else the first command word.
   if (argc > 1 && argv[1][0] == '-') {
     const std::string a = argv[1], name = a.substr(0, a.find('='));
     if (name != "--help" && name != "-h" && name != "--version") {
-      const auto command = std::find_if(argv + 1, argv + argc, is_command);
-      std::string where = "COMMAND";
-      if (command != argv + argc) {
-        where = *command;
-        const CLI::App* sub = app.get_subcommand(*command);
-        const auto subs = sub->get_subcommands({});
-        if (command + 1 != argv + argc &&
-            std::any_of(subs.begin(), subs.end(), [&](const CLI::App* c) { return c->get_name() == command[1]; }))
-          where += std::string(" ") + command[1];
+      const auto subcommand_after = [&](int i) {
+        if (i + 1 >= argc) return false;
+        const auto subs = app.get_subcommand(argv[i])->get_subcommands({});
+        return std::any_of(subs.begin(), subs.end(), [&](const CLI::App* c) { return c->get_name() == argv[i + 1]; });
+      };
+      const auto after_flag = [&](int i) {
+        const std::string prev = argv[i - 1];
+        return prev.size() > 1 && prev[0] == '-' && prev.find('=') == std::string::npos;
+      };
+      int pick = -1, first = -1, unflagged = -1;
+      for (int i = 1; i < argc && pick < 0; ++i) {
+        if (!is_command(argv[i])) continue;
+        if (first < 0) first = i;
+        if (unflagged < 0 && !after_flag(i)) unflagged = i;
+        if (subcommand_after(i)) pick = i;
       }
+      if (pick < 0) pick = unflagged >= 0 ? unflagged : first;
+      const std::string where =
+          pick < 0 ? "COMMAND" : subcommand_after(pick) ? std::string(argv[pick]) + " " + argv[pick + 1] : argv[pick];
       fmt::print(stderr, "thrive: usage error: {} before the command: {} (thrive {} --help lists its flags)\n",
                  name, name == "--" || name == "-" ? "only a command's words may follow it" : "a flag follows the command it belongs to",
                  where);

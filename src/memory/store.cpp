@@ -74,8 +74,8 @@ CREATE TABLE IF NOT EXISTS imported_evidence(
   backend TEXT NOT NULL, successes INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0,
   sum_log_gain REAL NOT NULL DEFAULT 0, best_gain REAL NOT NULL DEFAULT 0, last_seen TEXT,
   PRIMARY KEY(origin, card_id, op, shape_class, backend));
-CREATE TABLE IF NOT EXISTS attempt_footing(
-  attempt_id INTEGER PRIMARY KEY, footing INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS attempt_measure(
+  attempt_id INTEGER PRIMARY KEY, footing INTEGER NOT NULL, timing_verdict INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS system_best(
   system_key TEXT NOT NULL, device_key TEXT NOT NULL, metric TEXT NOT NULL, config TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY(system_key, device_key, metric));
@@ -335,15 +335,20 @@ Store::Store(const std::string& path) : path_(path) {
 }
 
 namespace {
-// The tables kSchema creates, read from its text ("CREATE TABLE IF NOT EXISTS name("), as a
-// quoted SQL list and a count.
+// Tables no reading command reads (the agents' attempt details): a memory made before they
+// existed is still read as it is by the read-only open, and gets them at its next read-write open.
+constexpr const char* kReaderOptionalTables[] = {"attempt_measure"};
+// The tables kSchema creates that the reading commands need, read from its text ("CREATE TABLE IF
+// NOT EXISTS name(") less kReaderOptionalTables, as a quoted SQL list and a count.
 const std::vector<std::string>& schema_tables() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
     const std::regex re(R"(CREATE TABLE IF NOT EXISTS (\w+)\()");
     const std::string schema = kSchema;
     for (auto it = std::sregex_iterator(schema.begin(), schema.end(), re); it != std::sregex_iterator(); ++it)
-      out.push_back((*it)[1]);
+      if (std::find(std::begin(kReaderOptionalTables), std::end(kReaderOptionalTables), (*it)[1].str()) ==
+          std::end(kReaderOptionalTables))
+        out.push_back((*it)[1]);
     return out;
   }();
   return names;
@@ -704,8 +709,8 @@ void Store::record_attempt(const Attempt& a) {
   s.bind(14, a.notes).bind(15, now_iso8601());
   s.step();
   if (a.footing != 0) {
-    Stmt f(db_, "INSERT INTO attempt_footing(attempt_id, footing) VALUES(?,?)", path_);
-    f.bind(1, int64_t(sqlite3_last_insert_rowid(db_))).bind(2, a.footing);
+    Stmt f(db_, "INSERT INTO attempt_measure(attempt_id, footing, timing_verdict) VALUES(?,?,?)", path_);
+    f.bind(1, int64_t(sqlite3_last_insert_rowid(db_))).bind(2, a.footing).bind(3, a.timing_verdict);
     f.step();
   }
   tx.commit();
@@ -716,8 +721,9 @@ std::vector<Attempt> Store::trajectory(int64_t run_id, const std::string& op,
                                        const std::string& device_key) {
   Stmt s(db_,
          "SELECT run_id, op, shape_class, device_key, pass, round, phase, kernel_id, card_id, "
-         "change, status, time_us, speedup, notes, created_at, coalesce(f.footing, 0) FROM attempts "
-         "LEFT JOIN attempt_footing f ON f.attempt_id = attempts.id WHERE (?1=0 OR "
+         "change, status, time_us, speedup, notes, created_at, coalesce(m.footing, 0), "
+         "coalesce(m.timing_verdict, 0) FROM attempts LEFT JOIN attempt_measure m ON m.attempt_id = "
+         "attempts.id WHERE (?1=0 OR "
          "run_id=?1) AND op=?2 AND shape_class=?3 AND device_key=?4 ORDER BY attempts.id",
          path_);
   s.bind(1, run_id).bind(2, op).bind(3, shape_class).bind(4, device_key);
@@ -725,7 +731,7 @@ std::vector<Attempt> Store::trajectory(int64_t run_id, const std::string& op,
   while (s.step())
     out.push_back({s.integer(0), s.text(1), s.text(2), s.text(3), int(s.integer(4)),
                    int(s.integer(5)), s.text(6), s.text(7), s.text(8), s.text(9), s.text(10),
-                   s.real(11), s.real(12), s.text(13), s.text(14), int(s.integer(15))});
+                   s.real(11), s.real(12), s.text(13), s.text(14), int(s.integer(15)), s.integer(16) != 0});
   return out;
 }
 

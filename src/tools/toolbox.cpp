@@ -450,6 +450,8 @@ memory::Attempt Toolbox::attempt_record(const backend::KernelSource& k, const st
   a.speedup = a.time_us > 0 && eager_us > 0 ? eager_us / a.time_us : 0;
   a.notes = r.detail;
   a.footing = bench::kMeasurementFooting;
+  a.timing_verdict = r.status == sandbox::Status::kPassed ||
+                     (r.status == sandbox::Status::kIncorrect && r.detail.rfind("suspect timing", 0) == 0);
   return a;
 }
 

@@ -258,6 +258,44 @@ TEST_F(LlmAgentTest, AnthropicHappyPathReachesAVerifiedKernelAndPricesEveryCall)
   EXPECT_TRUE(store.best("rmsnorm_residual", task().shape.label, tools.device_key()).has_value());
 }
 
+// A best that goes wrong by the time it is paired with the eager baseline (here: once a flag file
+// exists, made after its benchmark) is rejected there, and the task then reports no kernel: no
+// time, speedup, kernel or bandwidth, on its progress lines as in its result (its paired line
+// printed "best 87.44 us (0.00x)").
+TEST_F(LlmAgentTest, ABestRejectedWhenPairedReportsNoTime) {
+  const std::string flag = home.path() + "/paired-now";
+  const std::string late = test::kernel_text(
+      "rmsnorm_residual", test::rmsnorm_body("if (access(\"" + flag + "\", F_OK) == 0) out[0] ^= 0x4000;"),
+      "#include <unistd.h>\n");
+  push(anthropic_tool("t1", "benchmark", {{"source", late}}));
+  push(anthropic_text("verified"));
+  push(anthropic_text("no faster idea this round"));
+  std::atomic<bool> stop{false};
+  std::thread flagger([&] {  // once the benchmark's result went back to the model
+    while (!stop && server.requests().size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    test::write_text(flag, "");
+  });
+  auto a = agent("anthropic", settings());
+  std::vector<agents::Progress> events;
+  const auto r = a.run(task(), [&](const agents::Progress& p) { events.push_back(p); });
+  stop = true;
+  flagger.join();
+  EXPECT_FALSE(r.verified);
+  EXPECT_EQ(r.best_us, 0.0);
+  EXPECT_EQ(r.speedup, 0.0);
+  EXPECT_EQ(r.bandwidth_gbps, 0.0);
+  EXPECT_TRUE(r.best_kernel_id.empty());
+  const auto paired = std::find_if(events.begin(), events.end(), [](const auto& p) { return p.phase == "paired"; });
+  ASSERT_NE(paired, events.end());
+  EXPECT_EQ(paired->status, "incorrect") << paired->note;
+  EXPECT_EQ(paired->best_us, 0.0);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().phase, "done");
+  EXPECT_EQ(events.back().best_us, 0.0);
+  EXPECT_FALSE(store.best("rmsnorm_residual", task().shape.label, tools.device_key()).has_value())
+      << "the rejected kernel is no longer the stored best";
+}
+
 TEST_F(LlmAgentTest, OpenAiHappyPathWithFunctionCalling) {
   server.push({200, openai_tool("c1", "verify", {{"source", good_kernel()}}), {}, 0, false});
   server.push({200, openai_tool("c2", "benchmark", {{"source", good_kernel()}}), {}, 0, false});

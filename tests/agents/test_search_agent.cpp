@@ -166,6 +166,7 @@ class LibraryRecall : public ::testing::Test, public AgentRig {
     memory::Attempt a;
     a.run_id = run, a.op = op.name(), a.shape_class = shape.label, a.device_key = tools.device_key();
     a.phase = "optimize", a.round = 1, a.change = change, a.status = status, a.footing = footing;
+    a.timing_verdict = footing != 0 && std::string(status) == "passed";
     a.notes = "planted";
     store.record_attempt(a);
   }

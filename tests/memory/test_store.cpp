@@ -650,28 +650,42 @@ void raw_exec(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
-// An attempt's benchmark footing (Attempt::footing) comes back with it; one recorded without
-// (0) reads 0, and so does every attempt of a memory made before the footing table existed,
-// which the read-write open adds, keeping the attempts.
-TEST_F(StoreTest, AttemptFootingRoundTripsAndOlderMemoriesReadZero) {
+// An attempt's benchmark footing and verdict kind (Attempt::footing, timing_verdict) come back
+// with it; one recorded without (footing 0) reads 0 and false, and so does every attempt of a
+// memory made before the attempt_measure table existed. Such a memory is read as it is by the
+// read-only open (no reading command needs that table: a memory another user owns stays
+// readable), and its next read-write open adds the table, keeping the attempts.
+TEST_F(StoreTest, AttemptMeasureRoundTripsAndOlderMemoriesStayReadable) {
   {
     Store s(path);
     const int64_t r = s.begin_run("thrive optimize --op softmax", "cpu:test:x86_64", "search");
     auto a = attempt(r, 1);
-    a.footing = 7;
+    a.footing = 7, a.timing_verdict = true;
     s.record_attempt(a);
     s.record_attempt(attempt(r, 2));
     const auto t = s.trajectory(r, "softmax", "T=1", "cpu:test:x86_64");
     ASSERT_EQ(t.size(), 2u);
     EXPECT_EQ(t[0].footing, 7);
+    EXPECT_TRUE(t[0].timing_verdict);
     EXPECT_EQ(t[1].footing, 0);
+    EXPECT_FALSE(t[1].timing_verdict);
   }
-  raw_exec(path, "DROP TABLE attempt_footing");
+  raw_exec(path, "DROP TABLE attempt_measure");
+  raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE)");
+  const std::string before = test::slurp(path);
+  {
+    auto how = Store::ReadOpen::kNoMemory;
+    auto reader = Store::open_read_only(path, how);
+    EXPECT_EQ(how, Store::ReadOpen::kOpened);
+    ASSERT_NE(reader, nullptr);
+    EXPECT_EQ(reader->summary()["attempts"], 2);
+  }
+  EXPECT_EQ(test::slurp(path), before) << "the read-only open left the older memory as it was";
   Store s(path);
   const auto t = s.trajectory(0, "softmax", "T=1", "cpu:test:x86_64");
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].footing, 0);
-  EXPECT_EQ(t[1].footing, 0);
+  EXPECT_FALSE(t[0].timing_verdict);
   auto b = attempt(t[0].run_id, 3);
   b.footing = 2;
   s.record_attempt(b);

@@ -80,8 +80,12 @@ struct Attempt {
   std::string created_at;
   /// The benchmark method it was measured with (bench::kMeasurementFooting when recorded; 0 for
   /// attempts recorded before footings were, or with none): stored beside the attempt in the
-  /// attempt_footing table when not 0.
+  /// attempt_measure table when not 0, with timing_verdict.
   int footing = 0;
+  /// Whether its verdict was a timing (it passed, so it was measured; or it was rejected as
+  /// "suspect timing": faster than the copy ceiling allows), not a verdict on the code. Read as
+  /// false for attempts recorded before it was.
+  bool timing_verdict = false;
 };
 
 /// One change the outer loop tried on a system (model + harness shape) on a device.
