@@ -390,6 +390,19 @@ bool timed_call_check_failed(const std::string& check) {
 
 bool BenchStats::timed_call_check_failed() const { return bench::timed_call_check_failed(timed_call_check); }
 
+void retime(BenchStats& stats, double time_us) {
+  const double was = stats.time_us();
+  if (!(time_us > 0) || !(was > 0))
+    fail(ErrorCategory::kUsage, "retime: {} us for a figure of {} us: both must be > 0", time_us, was);
+  const double f = time_us / was;
+  for (double* t : {&stats.median_us, &stats.min_us, &stats.max_us, &stats.graph_us, &stats.graph_min_us,
+                    &stats.graph_max_us})
+    *t *= f;
+  stats.bandwidth_gbps = double(stats.bytes) / (time_us * 1e3);
+  stats.tflops /= f;
+  stats.percent_of_peak = stats.peak_bw_gbps > 0 ? 100.0 * stats.bandwidth_gbps / stats.peak_bw_gbps : 0.0;
+}
+
 BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
                             const backend::Module& module, const ops::ShapeCase& shape_case,
                             const config::ModelDims& model, const BenchOptions& options,

@@ -252,7 +252,7 @@ std::FILE* take_stdout(const char* what) {
 
 void print_progress(const std::string& tag, const agents::Progress& p) {
   std::string where = p.round > 0 ? fmt::format("round {}/{}", p.round, p.rounds) : "";
-  std::string line = fmt::format("[{}] {:<21} {:<10} {:<11} {:<9}", tag, p.op, p.shape, where, p.phase);
+  std::string line = fmt::format("[{}] {:<21} {:<11} {:<11} {:<9}", tag, p.op, p.shape, where, p.phase);
   if (p.phase == "eager") {
     line += fmt::format(" eager baseline {}", format_us(p.time_us));
   } else if (p.phase == "done") {

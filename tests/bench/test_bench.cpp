@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "tests/support/test_support.hpp"
@@ -63,6 +64,26 @@ INSTANTIATE_TEST_SUITE_P(
         // n=20: ranks 5..15, so one slow outlier does not widen the interval.
         SummaryCase{"outlier", with_outlier(), 10, 10, 1000, 0.0}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// retime: a later measurement of the same kernel replaces the figure; the spread scales with it
+// and GB/s, TFLOP/s and percent of the ceiling follow the new time.
+TEST(Retime, ScalesEveryTimeAndRecomputesTheRates) {
+  BenchStats s;
+  s.median_us = 200, s.min_us = 180, s.max_us = 260, s.graph_us = 100, s.graph_min_us = 90, s.graph_max_us = 130;
+  s.bytes = 1'000'000, s.peak_bw_gbps = 40, s.tflops = 0.5;
+  retime(s, 25.0);  // the graph figure (100 us) is the one time_us() reads
+  EXPECT_DOUBLE_EQ(s.time_us(), 25.0);
+  EXPECT_DOUBLE_EQ(s.median_us, 50.0);
+  EXPECT_DOUBLE_EQ(s.min_us, 45.0);
+  EXPECT_DOUBLE_EQ(s.graph_max_us, 32.5);
+  EXPECT_DOUBLE_EQ(s.bandwidth_gbps, 40.0);  // 1 MB in 25 us
+  EXPECT_DOUBLE_EQ(s.percent_of_peak, 100.0);
+  EXPECT_DOUBLE_EQ(s.tflops, 2.0);
+  for (double bad : {0.0, -1.0, std::nan("")})
+    EXPECT_THROW(retime(s, bad), Error) << bad;
+  BenchStats empty;
+  EXPECT_THROW(retime(empty, 10.0), Error);
+}
 
 TEST(Summarize, EmptyLeavesZeros) {
   std::vector<double> none;

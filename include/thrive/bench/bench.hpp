@@ -93,6 +93,12 @@ struct BenchStats {
   double time_us() const { return graph_us > 0 ? graph_us : median_us; }
 };
 
+/// `stats` re-timed at `time_us` µs a call (> 0; a later measurement of the same kernel, such as a
+/// paired median): every time field scaled by time_us / stats.time_us(), so the spread and the
+/// launched/graph relation stay, and GB/s, TFLOP/s and percent of the ceiling recomputed from it.
+/// Throws Error(kUsage) when either time is not positive.
+void retime(BenchStats& stats, double time_us);
+
 /// Times `module` running `op` at `shape`. `peak_bw_gbps` <= 0 leaves percent at 0.
 /// Throws Error(kBackend) on allocation failure; a kernel returning non-zero gives
 /// reps = 0 (the caller treats that as a launch failure).
