@@ -501,16 +501,19 @@ TaskResult LlmAgent::run(const Task& task, const ProgressSink& progress) {
       tools_.store().record_kernel(tools_.kernel_record(k, task.shape, *run.best->submitted,
                                                         run.best->time_us * confirmed.speedup, task.command));
     result.eager_us = confirmed.eager_us;
-    // a rejected best is no result: no time, kernel or bandwidth reported (as the search agent)
-    result.best_us = confirmed.rejected ? 0 : confirmed.best_us;
-    if (confirmed.rejected) result.best_kernel_id.clear(), result.best_params.clear();
+    if (confirmed.rejected) {  // no result: no time, kernel or bandwidth reported (as the search agent)
+      result.best_us = 0;
+      result.best_kernel_id.clear(), result.best_params.clear();
+    } else {
+      result.best_us = confirmed.best_us;
+      result.bandwidth_gbps = confirmed.bandwidth_gbps;
+      result.percent_of_peak = confirmed.percent_of_peak;
+    }
     if (progress)
       progress({.op = task.op, .shape = task.shape.label, .phase = "paired", .change = "best vs eager, interleaved",
                 .status = confirmed.rejected ? "incorrect" : confirmed.pairs > 0 ? "passed" : "unpaired",
                 .best_us = result.best_us,
                 .speedup = result.speedup, .note = confirmed.note});
-    result.bandwidth_gbps = confirmed.rejected ? 0 : confirmed.bandwidth_gbps;
-    result.percent_of_peak = confirmed.rejected ? 0 : confirmed.percent_of_peak;
     if (task.target_speedup > 0 && result.speedup >= task.target_speedup) result.round_reached_target = result.rounds_to_best;
   }
   result.wall_s = std::chrono::duration<double>(Clock::now() - run.t0).count();

@@ -117,6 +117,11 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     p.rounds = task.rounds;
     if (progress) progress(p);
   };
+  // An attempt's time for its progress line: its benchmark figure when it passed, else 0 (a
+  // failure after its benchmark shows no time, nor a best)
+  const auto passed_us = [](const sandbox::EvalResult& r) {
+    return r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0.0;
+  };
 
   const auto eager = tools_.eager(task.op, task.shape);
   result.eager_us = eager.bench.time_us();
@@ -132,10 +137,10 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   // status and the verdict detail, which follows " | " in the notes (or is the whole notes).
   const auto timing_verdict = [](const memory::Attempt& a) {
     if (a.footing != 0) return a.timing_verdict;
-    const char* suspect = "suspect timing, twice in fresh workers";
+    const std::string suspect = tools::kSuspectTimingDetail;
     return a.status == sandbox::status_name(sandbox::Status::kPassed) ||
            (a.status == sandbox::status_name(sandbox::Status::kIncorrect) &&
-            (a.notes.rfind(suspect, 0) == 0 || a.notes.find(std::string(" | ") + suspect) != std::string::npos));
+            (a.notes.rfind(suspect, 0) == 0 || a.notes.find(" | " + suspect) != std::string::npos));
   };
   std::set<std::string> tried, stale;
   for (const auto& a : store.trajectory(0, task.op, task.shape.label, device)) {
@@ -195,9 +200,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
          r.status == sandbox::Status::kCrashed))
       store.demote_kernel(rec.kernel_id, rec.shape_class, device);
     emit({.phase = "recall", .change = note, .status = sandbox::status_name(r.status),
-          .time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
-          .best_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
-          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
+          .time_us = passed_us(r), .best_us = passed_us(r),
+          .speedup = passed_us(r) > 0 ? result.eager_us / passed_us(r) : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) {
       // The exact best keeps its stored id, so recording the best below replaces the stored
@@ -217,9 +221,8 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     auto r = evaluate(k);
     record_attempt("generate", 0, k, tools_.kernel_id(k), "", r, "");
     emit({.phase = "generate", .change = task.start_simplest ? "template, simplest variant" : "template defaults", .status = sandbox::status_name(r.status),
-          .time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
-          .best_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0,
-          .speedup = r.status == sandbox::Status::kPassed ? result.eager_us / r.bench.time_us() : 0,
+          .time_us = passed_us(r), .best_us = passed_us(r),
+          .speedup = passed_us(r) > 0 ? result.eager_us / passed_us(r) : 0,
           .note = r.status == sandbox::Status::kPassed ? "" : r.detail});
     if (r.status == sandbox::Status::kPassed) best = Current{k, r, tools_.kernel_id(k), "", ""};
     else seed_failure = r.detail;
@@ -237,7 +240,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
       record_attempt("repair", 0, k, tools_.kernel_id(k), cand.card.id, r,
                      "seed failed: " + seed_failure);
       emit({.phase = "repair", .change = cand.card.title, .status = sandbox::status_name(r.status),
-            .time_us = r.status == sandbox::Status::kPassed ? r.bench.time_us() : 0, .note = r.detail});
+            .time_us = passed_us(r), .note = r.detail});
       if (r.status == sandbox::Status::kPassed) {
         best = Current{k, r, tools_.kernel_id(k), "", cand.card.id};
         break;

@@ -390,6 +390,14 @@ bool timed_call_check_failed(const std::string& check) {
 
 bool BenchStats::timed_call_check_failed() const { return bench::timed_call_check_failed(timed_call_check); }
 
+namespace {
+// GB/s from the op's minimum bytes and time_us(), and its percent of the ceiling (0 without one).
+void set_bandwidth(BenchStats& stats) {
+  stats.bandwidth_gbps = double(stats.bytes) / (stats.time_us() * 1e-6) / 1e9;
+  stats.percent_of_peak = stats.peak_bw_gbps > 0 ? 100.0 * stats.bandwidth_gbps / stats.peak_bw_gbps : 0.0;
+}
+}  // namespace
+
 void retime(BenchStats& stats, double time_us) {
   const double was = stats.time_us();
   if (!(time_us > 0) || !(was > 0))
@@ -398,9 +406,8 @@ void retime(BenchStats& stats, double time_us) {
   for (double* t : {&stats.median_us, &stats.min_us, &stats.max_us, &stats.graph_us, &stats.graph_min_us,
                     &stats.graph_max_us})
     *t *= f;
-  stats.bandwidth_gbps = double(stats.bytes) / (time_us * 1e3);
   stats.tflops /= f;
-  stats.percent_of_peak = stats.peak_bw_gbps > 0 ? 100.0 * stats.bandwidth_gbps / stats.peak_bw_gbps : 0.0;
+  set_bandwidth(stats);
 }
 
 BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
@@ -528,13 +535,10 @@ BenchStats benchmark_kernel(backend::Backend& backend, const ops::Op& op,
     stats.timed_call_check = !check_failure.empty() ? check_failure : rows.all ? "passed" : "passed on " + rows.label;
   }
   stats.bytes = op.min_bytes(shape);
-  stats.bandwidth_gbps = double(stats.bytes) / (stats.time_us() * 1e-6) / 1e9;
   stats.tflops = op.flops(shape) / (stats.time_us() * 1e-6) / 1e12;
   stats.peak_bw_gbps = peak_bw_gbps;
-  if (peak_bw_gbps > 0) {
-    stats.percent_of_peak = 100.0 * stats.bandwidth_gbps / peak_bw_gbps;
-    stats.below_floor = stats.bandwidth_gbps > peak_bw_gbps * 1.05;
-  }
+  set_bandwidth(stats);
+  if (peak_bw_gbps > 0) stats.below_floor = stats.bandwidth_gbps > peak_bw_gbps * 1.05;
   return stats;
 }
 

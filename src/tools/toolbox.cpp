@@ -223,6 +223,10 @@ std::string Toolbox::kernel_id(const backend::KernelSource& k) const {
   return k.op + "." + k.backend + "." + arch_ + ".bf16." + tail;
 }
 
+bool suspect_timing(const sandbox::EvalResult& r) {
+  return r.status == sandbox::Status::kIncorrect && r.detail.rfind(kSuspectTimingDetail, 0) == 0;
+}
+
 sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::ShapeCase& shape,
                                  bool verify, bool bench, const backend::KernelSource* paired_baseline) {
   const auto& op = ops::find_op(k.op);  // throws for an unknown op, before any work
@@ -251,10 +255,10 @@ sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::Shap
     const double first_us = r.bench.time_us();
     r = sandbox::evaluate(cfg_, backend_name_, req);
     if (r.bench.below_floor)
-      r.detail = fmt::format("suspect timing, twice in fresh workers: {:.3g} then {:.3g} us for {} "
+      r.detail = fmt::format("{}: {:.3g} then {:.3g} us for {} "
                              "bytes, faster than the {:.1f} GB/s ceiling allows (a ceiling measured on a busy "
                              "machine is too low: THRIVE_PEAK_BW_GBPS sets it)",
-                             first_us, r.bench.time_us(), r.bench.bytes, r.bench.peak_bw_gbps);
+                             kSuspectTimingDetail, first_us, r.bench.time_us(), r.bench.bytes, r.bench.peak_bw_gbps);
   }
   compile_s_ += r.compile_s;
   bench_s_ += r.bench_s + r.verify_s;
@@ -297,7 +301,7 @@ ConfirmedSpeedup Toolbox::confirm_speedup(const backend::KernelSource& best, con
   const auto& p = r.paired;
   // wrong, not merely timed oddly: a "suspect timing" verdict (faster than the ceiling allows,
   // which a loaded machine or a ceiling measured low can also produce) leaves the best standing
-  c.rejected = (r.status == sandbox::Status::kIncorrect && r.detail.rfind("suspect timing", 0) != 0) ||
+  c.rejected = (r.status == sandbox::Status::kIncorrect && !suspect_timing(r)) ||
                r.status == sandbox::Status::kCrashed || r.status == sandbox::Status::kCompileFailed ||
                r.status == sandbox::Status::kLaunchFailed;
   if (r.status != sandbox::Status::kPassed || p.pairs == 0 || !(p.ratio > 0) || !std::isfinite(p.ratio)) {
@@ -450,8 +454,7 @@ memory::Attempt Toolbox::attempt_record(const backend::KernelSource& k, const st
   a.speedup = a.time_us > 0 && eager_us > 0 ? eager_us / a.time_us : 0;
   a.notes = r.detail;
   a.footing = bench::kMeasurementFooting;
-  a.timing_verdict = r.status == sandbox::Status::kPassed ||
-                     (r.status == sandbox::Status::kIncorrect && r.detail.rfind("suspect timing", 0) == 0);
+  a.timing_verdict = r.status == sandbox::Status::kPassed || suspect_timing(r);
   return a;
 }
 

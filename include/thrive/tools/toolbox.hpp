@@ -21,6 +21,12 @@
 
 namespace thrive::tools {
 
+/// How the detail of a "suspect timing" verdict begins: a candidate timed faster than the copy
+/// ceiling allows, twice, in fresh workers (Toolbox::run rejects it as kIncorrect with this text).
+inline constexpr const char* kSuspectTimingDetail = "suspect timing, twice in fresh workers";
+/// Whether `r` is that verdict: a rejection on its timing, not on its outputs.
+bool suspect_timing(const sandbox::EvalResult& r);
+
 /// The analyst's reading of a measurement.
 struct Profile {
   double time_us = 0;
