@@ -76,6 +76,63 @@ double get_double(const nlohmann::json& j, const std::string& file, const char* 
   return j[key].get<double>();
 }
 
+bool get_bool(const nlohmann::json& j, const std::string& file, const char* key, bool fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean()) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected true or false", file, key, json_excerpt(j[key]));
+  return j[key].get<bool>();
+}
+
+// A RoPE parameter object (transformers' "rope_scaling", or "rope_parameters" from transformers 5
+// on) must be absent, null, or of rope_type "default" (older files say "type"): Qwen3's RoPE is
+// unscaled, and YaRN, linear, dynamic NTK or llama3 scaling change every angle, so reading past
+// one would give other logits than the checkpoint's model.
+void check_rope_type(const nlohmann::json& j, const std::string& file, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  const auto& r = j[key];
+  if (!r.is_object()) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected null or an object", file, key, json_excerpt(r));
+  const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+  if (!r.contains(type_key) || r[type_key] != "default")
+    fail(ErrorCategory::kInput, "{}: \"{}\" is {}: this engine implements Qwen3's unscaled RoPE (rope_type \"default\"); "
+         "YaRN, linear, dynamic and other RoPE scalings are not implemented", file, key, json_excerpt(r));
+}
+
+// The RoPE base: "rope_theta" (transformers before 5) or "rope_parameters"."rope_theta"
+// (transformers 5). Required: Qwen3Config's default when it is absent has been 10000 while
+// Qwen3's checkpoints give 1000000, so a guess would change every angle.
+double rope_theta_of(const nlohmann::json& j, const std::string& file) {
+  check_rope_type(j, file, "rope_scaling");
+  check_rope_type(j, file, "rope_parameters");
+  const bool top = j.contains("rope_theta");
+  const bool nested = j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+                      j["rope_parameters"].contains("rope_theta");
+  if (!top && !nested)
+    fail(ErrorCategory::kInput, "{}: missing \"rope_theta\" (or \"rope_parameters\".\"rope_theta\"): the RoPE base, "
+         "1000000 in Qwen3's checkpoints", file);
+  const double theta = top ? get_double(j, file, "rope_theta", 0) : 0;
+  if (!nested) return theta;
+  const double inner = get_double(j["rope_parameters"], file + " rope_parameters", "rope_theta", 0);
+  if (top && inner != theta)
+    fail(ErrorCategory::kInput, "{}: \"rope_theta\" {} and \"rope_parameters\".\"rope_theta\" {} disagree", file, theta, inner);
+  return inner;
+}
+
+// Every layer is full causal attention in Qwen3's checkpoints. Sliding-window layers
+// ("use_sliding_window": true, or "sliding_attention" in "layer_types") are not implemented.
+void check_full_attention(const nlohmann::json& j, const std::string& file, int64_t layers) {
+  if (get_bool(j, file, "use_sliding_window", false))
+    fail(ErrorCategory::kInput, "{}: \"use_sliding_window\" is true: sliding-window attention is not implemented "
+         "(Qwen3's checkpoints set false)", file);
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return;
+  const auto& t = j["layer_types"];
+  if (!t.is_array() || int64_t(t.size()) != layers)
+    fail(ErrorCategory::kInput, "{}: \"layer_types\" is {}: expected an array of {} entries (num_hidden_layers)", file,
+         json_excerpt(t), layers);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] != "full_attention")
+      fail(ErrorCategory::kInput, "{}: \"layer_types\"[{}] is {}: this engine implements \"full_attention\" layers "
+           "only", file, i, json_excerpt(t[i]));
+}
+
 // out[r][o] = sum_i x[r][i] * w[o][i]: x [rows][in], w [out][in] (HF's Linear layout).
 void linear(const float* x, int64_t rows, int64_t in, const std::vector<float>& w, int64_t out, float* y,
             int max_threads = 0) {
@@ -155,21 +212,22 @@ Qwen3Config Qwen3Config::load(const std::string& dir) {
     fail(ErrorCategory::kInput, "{}: architectures {} / model_type {}: expected Qwen3ForCausalLM / qwen3", file,
          j.value("architectures", nlohmann::json()).dump(), j.value("model_type", nlohmann::json()).dump());
   Qwen3Config c;
+  // The shapes are required: transformers' Qwen3Config fills a missing one from its signature
+  // (num_key_value_heads 32, head_dim 128 in 4.51), which is rarely the checkpoint's.
   c.hidden = get_int(j, file, "hidden_size");
   c.intermediate = get_int(j, file, "intermediate_size");
   c.layers = get_int(j, file, "num_hidden_layers");
   c.heads = get_int(j, file, "num_attention_heads");
-  c.kv_heads = get_int(j, file, "num_key_value_heads", false, c.heads);
-  c.head_dim = get_int(j, file, "head_dim", false, c.heads > 0 ? c.hidden / c.heads : 0);
+  c.kv_heads = get_int(j, file, "num_key_value_heads");
+  c.head_dim = get_int(j, file, "head_dim");
   c.vocab = get_int(j, file, "vocab_size");
-  c.max_position = get_int(j, file, "max_position_embeddings", false, 40960);
-  c.rope_theta = get_double(j, file, "rope_theta", 1e6);
+  // Optional, with Qwen3Config's defaults (transformers 4.51 onwards): max_position_embeddings
+  // only bounds the context here.
+  c.max_position = get_int(j, file, "max_position_embeddings", false, 32768);
+  c.rope_theta = rope_theta_of(j, file);
   c.rms_eps = get_double(j, file, "rms_norm_eps", 1e-6);
-  if (j.contains("tie_word_embeddings")) {
-    if (!j["tie_word_embeddings"].is_boolean())
-      fail(ErrorCategory::kInput, "{}: \"tie_word_embeddings\" is {}: expected true or false", file, j["tie_word_embeddings"].dump());
-    c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
-  }
+  c.tie_embeddings = get_bool(j, file, "tie_word_embeddings", false);
+  check_full_attention(j, file, c.layers);
   c.validate(file);
   return c;
 }

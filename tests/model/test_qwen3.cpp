@@ -242,11 +242,74 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   bad_config([](auto& c) { c.erase("hidden_size"); }, "hidden_size");
   bad_config([](auto& c) { c["num_key_value_heads"] = 3; }, "multiple");
   bad_config([](auto& c) { c["head_dim"] = "sixteen"; }, "head_dim");
+  // What transformers would fill in from its own defaults is asked for, not guessed
+  bad_config([](auto& c) { c.erase("head_dim"); }, "\"head_dim\"");
+  bad_config([](auto& c) { c.erase("num_key_value_heads"); }, "\"num_key_value_heads\"");
+  bad_config([](auto& c) { c.erase("rope_theta"); }, "rope_parameters");
+  // What this engine does not implement is refused, not read past
+  bad_config([](auto& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, "YaRN");
+  bad_config([](auto& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }, "\"linear\"");
+  bad_config([](auto& c) { c["rope_scaling"] = "yarn"; }, "expected null or an object");
+  bad_config([](auto& c) {
+    c.erase("rope_theta");
+    c["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e6}};
+  }, "rope_parameters");
+  bad_config([](auto& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}}; }, "disagree");
+  bad_config([](auto& c) { c["use_sliding_window"] = true; }, "sliding-window");
+  bad_config([](auto& c) { c["use_sliding_window"] = "no"; }, "use_sliding_window");
+  bad_config([](auto& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; }, "layer_types\"[1]");
+  bad_config([](auto& c) { c["layer_types"] = {"full_attention"}; }, "2 entries");
+  bad_config([](auto& c) { c["tie_word_embeddings"] = 1; }, "tie_word_embeddings");
   test::write_text(dir.path() + "/config.json", "{not json");
   EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
   std::filesystem::remove(dir.path() + "/config.json");
   EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
   EXPECT_THROW(Qwen3Config::preset("qwen9"), Error);
+}
+
+// The two ways transformers writes a Qwen3 config.json both load, with the same numbers: the
+// 4.x form (top-level rope_theta, rope_scaling null) and the 5.x form (rope_parameters), each with
+// the fields a real checkpoint carries and this engine reads past (sliding_window with
+// use_sliding_window false, layer_types all full_attention); absent optional fields take
+// Qwen3Config's defaults.
+TEST(Qwen3Checkpoint, BothTransformersConfigFormsLoad) {
+  test::TempDir dir;
+  const auto load_edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto c = Qwen3Config::preset("tiny").to_json();
+    edit(c);
+    test::write_text(dir.path() + "/config.json", c.dump());
+    return Qwen3Config::load(dir.path());
+  };
+  const auto v4 = load_edited([](auto& c) {
+    c["rope_theta"] = 5e5;
+    c["rope_scaling"] = nullptr;
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = 4096;
+    c["max_window_layers"] = 28;
+  });
+  EXPECT_EQ(v4.rope_theta, 5e5);
+  const auto v5 = load_edited([](auto& c) {
+    c.erase("rope_theta");
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+    c["layer_types"] = {"full_attention", "full_attention"};
+    c["sliding_window"] = nullptr;
+    c["dtype"] = "bfloat16";
+  });
+  EXPECT_EQ(v5.rope_theta, 5e5);
+  EXPECT_EQ(v5.heads, v4.heads);
+  // both forms at once, agreeing; a scaling object that names the default type
+  EXPECT_EQ(load_edited([](auto& c) {
+              c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c["rope_theta"]}};
+              c["rope_scaling"] = {{"rope_type", "default"}};
+            }).rope_theta, 1e6);
+  const auto bare = load_edited([](auto& c) {
+    c.erase("tie_word_embeddings");
+    c.erase("rms_norm_eps");
+    c.erase("max_position_embeddings");
+  });
+  EXPECT_FALSE(bare.tie_embeddings);  // Qwen3Config's default; Qwen3-1.7B's file says true
+  EXPECT_EQ(bare.rms_eps, 1e-6);
+  EXPECT_EQ(bare.max_position, 32768);
 }
 
 TEST(Qwen3Checkpoint, ANaNWeightIsAnInputErrorNamingTheTensor) {

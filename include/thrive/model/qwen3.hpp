@@ -38,9 +38,18 @@ struct Qwen3Config {
   /// 16/8 heads of 128, vocab 151936, theta 1e6, eps 1e-6, tied) or "tiny" (hidden 64,
   /// intermediate 128, 2 layers, 4/2 heads of 16, vocab 256). Error(kUsage) otherwise.
   static Qwen3Config preset(const std::string& name);
-  /// Reads DIR/config.json. Error(kInput) naming the file and field when it is missing,
+  /// Reads DIR/config.json, as transformers 4.51 onwards writes it (top-level "rope_theta" and
+  /// "rope_scaling") or transformers 5 does ("rope_parameters": {"rope_type", "rope_theta"}).
+  /// Required: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+  /// num_key_value_heads, head_dim, vocab_size and the RoPE base. Optional, with transformers'
+  /// Qwen3Config defaults: rms_norm_eps 1e-6, max_position_embeddings 32768,
+  /// tie_word_embeddings false. Error(kInput) naming the file and field when it is missing,
   /// malformed, of another architecture (architectures must hold "Qwen3ForCausalLM" or
-  /// model_type be "qwen3"), or inconsistent (heads not a multiple of kv_heads, odd head_dim).
+  /// model_type be "qwen3"), inconsistent (heads not a multiple of kv_heads, odd head_dim, two
+  /// RoPE bases that disagree), or asks for what this engine does not implement: a RoPE scaling
+  /// other than rope_type "default" (YaRN, linear, dynamic), sliding-window layers
+  /// (use_sliding_window true, layer_types other than "full_attention"), attention bias, or an
+  /// activation other than "silu".
   static Qwen3Config load(const std::string& dir);
   /// config.json content (HF field names; architectures, model_type, torch_dtype "bfloat16").
   nlohmann::json to_json() const;
