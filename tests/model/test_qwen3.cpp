@@ -144,6 +144,24 @@ TEST_F(Qwen3Tiny, PrefillMatchesAnIndependentFloat64Forward) {
   EXPECT_LT(max_abs_diff(got[0], ref), 1e-4 * std::max(1.0, max_abs(ref)));
 }
 
+// Qwen3-0.6B and -4B have heads x head_dim != hidden_size (16 x 128 against 1024; 32 x 128
+// against 2560): q_proj widens the stream and o_proj narrows it back. The same float64 check on a
+// tiny model of that kind (4 heads of 32 against hidden 64, GQA 4:1), read back from its files.
+TEST(Qwen3Checkpoint, PrefillMatchesFloat64WhenHeadsTimesHeadDimIsNotHidden) {
+  test::TempDir dir;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.head_dim = 32, cfg.kv_heads = 1;
+  init_checkpoint(cfg, dir.path(), 11);
+  const auto c = Qwen3Config::load(dir.path());
+  ASSERT_NE(c.heads * c.head_dim, c.hidden);
+  auto w = load_weights(c, dir.path());
+  const std::vector<int32_t> prompt = {1, 250, 9, 64, 64, 3};
+  const Vec ref = reference_logits(c, w, prompt);
+  CpuQwen3Engine e(c, w, 1, 16);
+  const auto got = e.prefill({prompt});
+  EXPECT_LT(max_abs_diff(got[0], ref), 1e-4 * std::max(1.0, max_abs(ref)));
+}
+
 // Greedy takes the largest finite logit; a row with none (weights that overflow float32) is an
 // error, not token 0 (std::max_element's answer for a row of NaN).
 TEST_F(Qwen3Tiny, GreedyRefusesARowWithNoFiniteLogit) {
