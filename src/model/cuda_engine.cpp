@@ -645,6 +645,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   // as the engine will hold them: in bf16.
   if (m.opts.persistent_unified_max) {
     Checkpoint ck(dir);
+    check_layer_count(ck, cfg, dir);
     std::map<std::string, StTensorInfo> norms;
     for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) norms[t.name] = t;
     double worst = 0;
@@ -719,6 +720,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
 
   // Weights, bf16, fused where one GEMM serves several projections.
   Checkpoint ck(dir);
+  check_layer_count(ck, cfg, dir);
   std::map<std::string, StTensorInfo> layout;
   for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) layout[t.name] = t;
   std::vector<uint16_t> staging;

@@ -102,6 +102,12 @@ void check_rope_type(const nlohmann::json& j, const std::string& file, const cha
 double rope_theta_of(const nlohmann::json& j, const std::string& file) {
   check_rope_type(j, file, "rope_scaling");
   check_rope_type(j, file, "rope_parameters");
+  // transformers rotates only head_dim x partial_rotary_factor dimensions when it is given
+  for (const auto* scope : {&j, j.contains("rope_parameters") ? &j["rope_parameters"] : nullptr})
+    if (scope && scope->is_object() && scope->contains("partial_rotary_factor") &&
+        (*scope)["partial_rotary_factor"] != 1.0 && (*scope)["partial_rotary_factor"] != 1)
+      fail(ErrorCategory::kInput, "{}: \"partial_rotary_factor\" is {}: this engine rotates every dimension of a head "
+           "(Qwen3: 1 or absent)", file, json_excerpt((*scope)["partial_rotary_factor"]));
   const bool top = j.contains("rope_theta");
   const bool nested = j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
                       j["rope_parameters"].contains("rope_theta");
@@ -380,8 +386,21 @@ std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& wan
   return v;
 }
 
+void check_layer_count(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir) {
+  // Before the layout is built: an absurd num_hidden_layers would otherwise allocate gigabytes of
+  // tensor names first. A layer left over would run the checkpoint as a shallower model.
+  const auto layer_tensor = [](int64_t l) { return "model.layers." + std::to_string(l) + ".input_layernorm.weight"; };
+  if (!ck.has(layer_tensor(cfg.layers - 1)))
+    fail(ErrorCategory::kInput, "{}: no tensor '{}': config.json's num_hidden_layers {} is more than the checkpoint "
+         "holds", dir, layer_tensor(cfg.layers - 1), cfg.layers);
+  if (ck.has(layer_tensor(cfg.layers)))
+    fail(ErrorCategory::kInput, "{}: tensor '{}' exists: the checkpoint holds more layers than config.json's "
+         "num_hidden_layers {}", dir, layer_tensor(cfg.layers), cfg.layers);
+}
+
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
   Checkpoint ck(dir);
+  check_layer_count(ck, cfg, dir);
   auto get = [&](const StTensorInfo& want) { return load_tensor_f32(ck, want); };
   const auto layout = cfg.tensor_layout(StDtype::kBF16);
   std::map<std::string, const StTensorInfo*> by_name;

@@ -278,6 +278,23 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   bad_config([](auto& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; }, "layer_types\"[1]");
   bad_config([](auto& c) { c["layer_types"] = {"full_attention"}; }, "2 entries");
   bad_config([](auto& c) { c["tie_word_embeddings"] = 1; }, "tie_word_embeddings");
+  bad_config([](auto& c) { c["partial_rotary_factor"] = 0.5; }, "partial_rotary_factor");
+  bad_config([](auto& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6},
+                                                   {"partial_rotary_factor", 0.25}}; }, "partial_rotary_factor");
+  // a layer count the tensors do not match, either way, before any layout of it is built
+  const auto bad_layers = [&](int64_t layers, const std::string& mention) {
+    auto c = Qwen3Config::preset("tiny");
+    c.layers = layers;
+    try {
+      (void)load_weights(c, dir.path());
+      FAIL() << layers;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  };
+  bad_layers(2000000000, "model.layers.1999999999.input_layernorm.weight");
+  bad_layers(1, "more layers");
   test::write_text(dir.path() + "/config.json", "{not json");
   EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
   std::filesystem::remove(dir.path() + "/config.json");
