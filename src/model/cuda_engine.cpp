@@ -634,6 +634,10 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.decode_t_label = "T=" + std::to_string(opts.batch);
   m.gqa_label = fmt::format("B={},L={}", opts.batch, opts.max_context);
 
+  // The checkpoint's headers and layer count, once, before the GPU's context (both weight reads
+  // below use it).
+  Checkpoint ck(dir);
+  check_layer_count(ck, cfg, dir);
   m.be = backend::make_backend("cuda", run_cfg);
   const auto& dev = m.be->device();
   if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))
@@ -644,8 +648,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   // The unified max needs a bound on every score from the q/k norm weights (a few KiB to read),
   // as the engine will hold them: in bf16.
   if (m.opts.persistent_unified_max) {
-    Checkpoint ck(dir);
-    check_layer_count(ck, cfg, dir);
     std::map<std::string, StTensorInfo> norms;
     for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) norms[t.name] = t;
     double worst = 0;
@@ -719,8 +721,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   }
 
   // Weights, bf16, fused where one GEMM serves several projections.
-  Checkpoint ck(dir);
-  check_layer_count(ck, cfg, dir);
   std::map<std::string, StTensorInfo> layout;
   for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) layout[t.name] = t;
   std::vector<uint16_t> staging;

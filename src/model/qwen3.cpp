@@ -101,22 +101,21 @@ void check_rope_type(const nlohmann::json& j, const std::string& file, const cha
 // Qwen3's checkpoints give 1000000, so a guess would change every angle.
 double rope_theta_of(const nlohmann::json& j, const std::string& file) {
   check_rope_type(j, file, "rope_scaling");
-  check_rope_type(j, file, "rope_parameters");
+  check_rope_type(j, file, "rope_parameters");  // so it is absent, null or an object
+  const nlohmann::json* params =
+      j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : nullptr;
   // transformers rotates only head_dim x partial_rotary_factor dimensions when it is given
-  for (const auto* scope : {&j, j.contains("rope_parameters") ? &j["rope_parameters"] : nullptr})
-    if (scope && scope->is_object() && scope->contains("partial_rotary_factor") &&
-        (*scope)["partial_rotary_factor"] != 1.0 && (*scope)["partial_rotary_factor"] != 1)
+  for (const nlohmann::json* scope : {&j, params})
+    if (scope && scope->contains("partial_rotary_factor") && (*scope)["partial_rotary_factor"] != 1.0)
       fail(ErrorCategory::kInput, "{}: \"partial_rotary_factor\" is {}: this engine rotates every dimension of a head "
            "(Qwen3: 1 or absent)", file, json_excerpt((*scope)["partial_rotary_factor"]));
-  const bool top = j.contains("rope_theta");
-  const bool nested = j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
-                      j["rope_parameters"].contains("rope_theta");
+  const bool top = j.contains("rope_theta"), nested = params && params->contains("rope_theta");
   if (!top && !nested)
     fail(ErrorCategory::kInput, "{}: missing \"rope_theta\" (or \"rope_parameters\".\"rope_theta\"): the RoPE base, "
          "1000000 in Qwen3's checkpoints", file);
   const double theta = top ? get_double(j, file, "rope_theta", 0) : 0;
   if (!nested) return theta;
-  const double inner = get_double(j["rope_parameters"], file + " rope_parameters", "rope_theta", 0);
+  const double inner = get_double(*params, file + " rope_parameters", "rope_theta", 0);
   if (top && inner != theta)
     fail(ErrorCategory::kInput, "{}: \"rope_theta\" {} and \"rope_parameters\".\"rope_theta\" {} disagree", file, theta, inner);
   return inner;

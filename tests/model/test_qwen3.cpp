@@ -321,11 +321,12 @@ TEST(Qwen3Checkpoint, BothTransformersConfigFormsLoad) {
     c["use_sliding_window"] = false;
     c["sliding_window"] = 4096;
     c["max_window_layers"] = 28;
+    c["partial_rotary_factor"] = 1;  // an integer 1 is every dimension too
   });
   EXPECT_EQ(v4.rope_theta, 5e5);
   const auto v5 = load_edited([](auto& c) {
     c.erase("rope_theta");
-    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}, {"partial_rotary_factor", 1.0}};
     c["layer_types"] = {"full_attention", "full_attention"};
     c["sliding_window"] = nullptr;
     c["dtype"] = "bfloat16";
