@@ -637,7 +637,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   // The checkpoint's headers and layer count, once, before the GPU's context (both weight reads
   // below use it).
   Checkpoint ck(dir);
-  check_layer_count(ck, cfg, dir);
+  check_checkpoint_fits(ck, cfg, dir);
   m.be = backend::make_backend("cuda", run_cfg);
   const auto& dev = m.be->device();
   if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))

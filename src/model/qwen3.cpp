@@ -67,6 +67,9 @@ int64_t get_int(const nlohmann::json& j, const std::string& file, const char* ke
     return fallback;
   }
   if (!j[key].is_number_integer()) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected an integer", file, key, j[key].dump());
+  // past int64 (2^64 - 1 would read as -1): said as written, not wrapped
+  if (j[key].is_number_unsigned() && j[key].get<uint64_t>() > uint64_t(INT64_MAX))
+    fail(ErrorCategory::kInput, "{}: \"{}\" is {}: past the int64 range", file, key, j[key].dump());
   return j[key].get<int64_t>();
 }
 
@@ -200,8 +203,9 @@ void Qwen3Config::validate(const std::string& where) const {
 Qwen3Config Qwen3Config::load(const std::string& dir) {
   const std::string file = dir + "/config.json";
   if (!std::filesystem::exists(file)) fail(ErrorCategory::kInput, "{}: missing (a checkpoint directory holds config.json)", file);
-  auto j = parse_json_bounded(read_file(file));
-  if (!j.is_object()) fail(ErrorCategory::kInput, "{}: not a JSON object (or nested deeper than 64 levels)", file);
+  std::string why;
+  auto j = parse_json_bounded(read_file(file), 64, &why);
+  if (!j.is_object()) fail(ErrorCategory::kInput, "{}: expected a JSON object, got {}", file, json_kind(j, why));
   // What this engine implements: SiLU gating and bias-free attention projections.
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     fail(ErrorCategory::kInput, "{}: \"hidden_act\" is {}: this engine implements Qwen3's \"silu\"", file,
@@ -385,7 +389,7 @@ std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& wan
   return v;
 }
 
-void check_layer_count(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir) {
+void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir) {
   // Before the layout is built: an absurd num_hidden_layers would otherwise allocate gigabytes of
   // tensor names first. A layer left over would run the checkpoint as a shallower model.
   const auto layer_tensor = [](int64_t l) { return "model.layers." + std::to_string(l) + ".input_layernorm.weight"; };
@@ -395,11 +399,15 @@ void check_layer_count(const Checkpoint& ck, const Qwen3Config& cfg, const std::
   if (ck.has(layer_tensor(cfg.layers)))
     fail(ErrorCategory::kInput, "{}: tensor '{}' exists: the checkpoint holds more layers than config.json's "
          "num_hidden_layers {}", dir, layer_tensor(cfg.layers), cfg.layers);
+  for (const auto& name : ck.names())
+    if (name.ends_with(".bias"))
+      fail(ErrorCategory::kInput, "{}: tensor '{}' is a bias: this engine implements Qwen3's bias-free projections "
+           "(config.json's attention_bias false)", dir, name);
 }
 
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
   Checkpoint ck(dir);
-  check_layer_count(ck, cfg, dir);
+  check_checkpoint_fits(ck, cfg, dir);
   auto get = [&](const StTensorInfo& want) { return load_tensor_f32(ck, want); };
   const auto layout = cfg.tensor_layout(StDtype::kBF16);
   std::map<std::string, const StTensorInfo*> by_name;

@@ -91,8 +91,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
            path, n, size_);
     data_start_ = int64_t(8 + n);
     const int64_t data_bytes = int64_t(size_) - data_start_;
-    auto j = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(map_) + 8, size_t(n)));
-    if (!j.is_object()) fail(ErrorCategory::kInput, "{}: the header is not a JSON object", path);
+    std::string why;
+    auto j = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(map_) + 8, size_t(n)), 64, &why);
+    if (!j.is_object())
+      fail(ErrorCategory::kInput, "{}: the header is {}, expected a JSON object", path, json_kind(j, why));
     std::vector<std::pair<int64_t, int64_t>> spans;
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (it.key() == "__metadata__") continue;
@@ -243,19 +245,25 @@ void write_safetensors(const std::string& path, const std::vector<StTensorOut>& 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
+  std::map<std::string, std::string> listed;  // the index's weight_map: tensor -> shard file
   const std::string index = dir + "/model.safetensors.index.json";
-  if (fs::exists(index)) {
-    auto j = parse_json_bounded(read_file(index));
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      fail(ErrorCategory::kInput, "{}: expected a JSON object with a \"weight_map\" object", index);
+  // transformers' from_pretrained order: a single model.safetensors first, then the sharded index
+  if (fs::exists(dir + "/model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else if (fs::exists(index)) {
+    std::string why;
+    auto j = parse_json_bounded(read_file(index), 64, &why);
+    if (!j.is_object()) fail(ErrorCategory::kInput, "{}: expected a JSON object, got {}", index, json_kind(j, why));
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+      fail(ErrorCategory::kInput, "{}: expected a \"weight_map\" object (tensor name -> shard file)", index);
+    if (j["weight_map"].empty()) fail(ErrorCategory::kInput, "{}: \"weight_map\" is empty: it names no tensor", index);
     for (const auto& [tensor, file] : j["weight_map"].items()) {
       if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
         fail(ErrorCategory::kInput, "{}: weight_map['{}'] must be a file name in the directory", index, tensor);
       if (std::find(files.begin(), files.end(), file.get<std::string>()) == files.end())
         files.push_back(file.get<std::string>());
+      listed[tensor] = file.get<std::string>();
     }
-  } else if (fs::exists(dir + "/model.safetensors")) {
-    files.push_back("model.safetensors");
   } else {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec))
@@ -273,12 +281,29 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       where_[name] = files_.back().get();
     }
   }
+  // the index and the shards agree: a tensor the index places is in that shard (an index left
+  // from another export would otherwise load a tensor from wherever it happens to be)
+  for (const auto& [tensor, file] : listed) {
+    auto it = where_.find(tensor);
+    if (it == where_.end())
+      fail(ErrorCategory::kInput, "{}: weight_map places '{}' in {}, which has no such tensor", index, tensor, file);
+    if (it->second->path() != dir + "/" + file)
+      fail(ErrorCategory::kInput, "{}: weight_map places '{}' in {}, but it is in {}", index, tensor, file,
+           it->second->path());
+  }
 }
 
 const StTensorInfo& Checkpoint::info(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(ErrorCategory::kInput, "{}: the checkpoint has no tensor '{}'", dir_, name);
   return it->second->info(name);
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(where_.size());
+  for (const auto& [name, file] : where_) out.push_back(name);
+  return out;
 }
 
 const std::string& Checkpoint::file_of(const std::string& name) const {

@@ -25,6 +25,26 @@ TEST(ParseJsonBounded, RefusesDeepNestingAndNulButCountsOnlyBracketsOutsideStrin
   EXPECT_TRUE(parse_json_bounded("{\"a\":NaN}").is_discarded());
 }
 
+TEST(ParseJsonBounded, SaysWhyItRefusedAText) {
+  std::string why;
+  EXPECT_TRUE(parse_json_bounded(std::string("{\"a\":1}\0{", 9), 64, &why).is_discarded());
+  EXPECT_EQ(why, "a NUL byte at offset 7");
+  EXPECT_TRUE(parse_json_bounded("[[[]]]", 2, &why).is_discarded());
+  EXPECT_EQ(why, "nested deeper than 2 levels at offset 2");
+  const auto bad = parse_json_bounded("{\n  \"a\": tru\n}", 64, &why);
+  EXPECT_TRUE(bad.is_discarded());
+  // nlohmann's message: where (line, column) and what it read
+  EXPECT_NE(why.find("syntax error"), std::string::npos) << why;
+  EXPECT_NE(why.find("at line "), std::string::npos) << why;
+  EXPECT_NE(why.find("last read"), std::string::npos) << why;
+  EXPECT_NE(json_kind(bad, why).find("not JSON (" + why), std::string::npos);
+  EXPECT_EQ(json_kind(parse_json_bounded("[1]"), ""), "a JSON array");
+  EXPECT_EQ(json_kind(parse_json_bounded("\"s\""), ""), "a JSON string");
+  why = "untouched";
+  EXPECT_FALSE(parse_json_bounded("{}", 64, &why).is_discarded());
+  EXPECT_EQ(why, "untouched");
+}
+
 TEST(ParseJsonBounded, AWideObjectParsesInLinearTime) {
   std::string text = "{";
   const int members = 200000;

@@ -260,6 +260,8 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   bad_config([](auto& c) { c.erase("hidden_size"); }, "hidden_size");
   bad_config([](auto& c) { c["num_key_value_heads"] = 3; }, "multiple");
   bad_config([](auto& c) { c["head_dim"] = "sixteen"; }, "head_dim");
+  // past int64: said as written, not wrapped to -1
+  bad_config([](auto& c) { c["hidden_size"] = UINT64_MAX; }, "\"hidden_size\" is 18446744073709551615");
   // What transformers would fill in from its own defaults is asked for, not guessed
   bad_config([](auto& c) { c.erase("head_dim"); }, "\"head_dim\"");
   bad_config([](auto& c) { c.erase("num_key_value_heads"); }, "\"num_key_value_heads\"");
@@ -295,8 +297,38 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   };
   bad_layers(2000000000, "model.layers.1999999999.input_layernorm.weight");
   bad_layers(1, "more layers");
+  // a Qwen2-style q_proj bias is refused, not dropped (the shards found by their *.safetensors names)
+  {
+    test::TempDir biased;
+    init_checkpoint(cfg, biased.path(), 1);
+    std::filesystem::rename(biased.path() + "/model.safetensors", biased.path() + "/part-1.safetensors");
+    write_safetensors(biased.path() + "/part-2.safetensors",
+                      {{"model.layers.1.self_attn.q_proj.bias", StDtype::kF32, {4}, std::vector<uint8_t>(16)}});
+    try {
+      (void)load_weights(cfg, biased.path());
+      FAIL() << "a checkpoint with a bias loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'model.layers.1.self_attn.q_proj.bias' is a bias"), std::string::npos)
+          << e.what();
+    }
+  }
   test::write_text(dir.path() + "/config.json", "{not json");
-  EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
+  try {
+    (void)Qwen3Config::load(dir.path());
+    FAIL() << "config.json that is not JSON loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+    // the parser's reason and place, not only "not a JSON object"
+    EXPECT_NE(std::string(e.what()).find("parse error at line 1"), std::string::npos) << e.what();
+  }
+  test::write_text(dir.path() + "/config.json", "[]");
+  try {
+    (void)Qwen3Config::load(dir.path());
+    FAIL() << "config.json holding an array loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("got a JSON array"), std::string::npos) << e.what();
+  }
   std::filesystem::remove(dir.path() + "/config.json");
   EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
   EXPECT_THROW(Qwen3Config::preset("qwen9"), Error);

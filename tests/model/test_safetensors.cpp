@@ -74,7 +74,8 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
   const std::string d = dir.path();
   expect_input_error(test::write_text(d + "/short", "abc"), "too short");
   expect_input_error(raw_file(d + "/trunc", "{}", 0, 1000), "exceeds the file");
-  expect_input_error(raw_file(d + "/notjson", "[1, 2]", 0), "not a JSON object");
+  expect_input_error(raw_file(d + "/notjson", "[1, 2]", 0), "is a JSON array, expected a JSON object");
+  expect_input_error(raw_file(d + "/badjson", "{\"w\": tru}", 0), "syntax error");
   expect_input_error(raw_file(d + "/dtype", R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", 2), "'I8'");
   expect_input_error(raw_file(d + "/beyond", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "outside the data");
   expect_input_error(raw_file(d + "/lies", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16), "lie about its size");
@@ -123,6 +124,38 @@ TEST(Safetensors, ShardedCheckpointsFollowTheIndexAndRefuseDuplicates) {
   }
   test::TempDir empty;
   EXPECT_THROW(Checkpoint{empty.path()}, Error);
+}
+
+TEST(Safetensors, TheIndexMustAgreeWithItsShards) {
+  test::TempDir dir;
+  const std::string d = dir.path();
+  write_safetensors(d + "/part-1.safetensors", {{"x", StDtype::kF32, {1}, f32_bytes({1.f})}});
+  write_safetensors(d + "/part-2.safetensors", {{"y", StDtype::kF32, {1}, f32_bytes({2.f})}});
+  const auto refused = [&](const std::string& index, const std::string& mention) {
+    test::write_text(d + "/model.safetensors.index.json", index);
+    try {
+      Checkpoint ck(d);
+      FAIL() << index;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"weight_map": {}})", "is empty");
+  refused(R"({"weight_map": {"x": "part-2.safetensors", "y": "part-1.safetensors"}})",
+          "places 'x' in part-2.safetensors, but it is in");
+  refused(R"({"weight_map": {"x": "part-1.safetensors", "y": "part-2.safetensors", "q": "part-2.safetensors"}})",
+          "places 'q' in part-2.safetensors, which has no such tensor");
+  write_safetensors(d + "/part-2.safetensors", {{"y", StDtype::kF32, {1}, f32_bytes({2.f})},
+                                                {"z", StDtype::kF32, {1}, f32_bytes({3.f})}});
+  refused(R"({"weight_map": {"x": "part-1.safetensors", "y": "part-2.safetensors", "z": "part-1.safetensors"}})",
+          "places 'z' in part-1.safetensors, but it is in");
+  refused("[1]", "got a JSON array");
+  // a single model.safetensors is read before the index, as transformers does
+  write_safetensors(d + "/model.safetensors", {{"w", StDtype::kF32, {1}, f32_bytes({4.f})}});
+  Checkpoint single(d);
+  EXPECT_TRUE(single.has("w"));
+  EXPECT_FALSE(single.has("x"));
 }
 
 }  // namespace

@@ -83,10 +83,12 @@ struct Qwen3Weights {
   std::vector<float> embed, final_norm, lm_head;  ///< lm_head empty when tied
   std::vector<Qwen3LayerWeights> layers;
 };
-/// Error(kInput) naming the directory and tensor unless the checkpoint holds exactly
-/// cfg.layers decoder layers (model.layers.{L-1} present, model.layers.{L} absent); cheap, so
-/// it runs before the tensor layout of an absurd num_hidden_layers is built.
-void check_layer_count(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
+/// Error(kInput) naming the directory and tensor unless the checkpoint fits what this engine
+/// runs: exactly cfg.layers decoder layers (model.layers.{L-1} present, model.layers.{L}
+/// absent) and no bias tensor (`*.bias`: Qwen3's projections are bias-free; Qwen2's q/k/v
+/// biases would otherwise be dropped silently). Cheap, so it runs before the tensor layout of
+/// an absurd num_hidden_layers is built.
+void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
 /// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
 /// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)
 /// naming the tensor, the file, the shape found and the shape expected.

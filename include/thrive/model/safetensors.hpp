@@ -106,10 +106,11 @@ class SafetensorsWriter {
 void write_safetensors(const std::string& path, const std::vector<StTensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-/// All tensors of a checkpoint directory: model.safetensors, or the files named by
-/// model.safetensors.index.json's weight_map, or (neither present) every *.safetensors file in
-/// the directory. Throws Error(kInput) naming the directory or file at fault, including a tensor
-/// present in two files.
+/// All tensors of a checkpoint directory, in transformers' from_pretrained order:
+/// model.safetensors, else the files named by model.safetensors.index.json's weight_map, else
+/// (neither present) every *.safetensors file in the directory. Throws Error(kInput) naming the
+/// directory or file at fault: a tensor present in two files, an empty weight_map, or a tensor
+/// the weight_map places in a shard that does not hold it.
 class Checkpoint {
  public:
   explicit Checkpoint(const std::string& dir);
@@ -118,6 +119,8 @@ class Checkpoint {
   bool has(const std::string& name) const { return where_.count(name) != 0; }
   std::vector<float> to_f32(const std::string& name) const;
   const std::string& file_of(const std::string& name) const;
+  /// Every tensor name, sorted.
+  std::vector<std::string> names() const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

@@ -106,9 +106,10 @@ void register_memory(CLI::App& app, Context& ctx) {
   auto* imp = cmd->add_subcommand("import", "Merge a JSON export (never replaces a faster kernel)");
   imp->add_option("FILE", import_path, "Export file")->required();
   imp->callback([&ctx] {
-    auto doc = parse_json_bounded(read_file(import_path));
+    std::string why;
+    auto doc = parse_json_bounded(read_file(import_path), 64, &why);
     if (doc.is_discarded())
-      fail(ErrorCategory::kInput, "{}: not valid JSON (or nested deeper than 64 levels); expected a `thrive memory export` file", import_path);
+      fail(ErrorCategory::kInput, "{}: {}; expected a `thrive memory export` file", import_path, json_kind(doc, why));
     // Where there is no memory yet, into an empty in-memory store first: a document the import
     // refuses then creates no THRIVE_HOME or memory.db (into an empty store both imports judge
     // alike). An existing memory is judged by the real import, one transaction: a refusal

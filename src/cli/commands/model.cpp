@@ -174,9 +174,9 @@ nlohmann::json breakdown(const model::StageTimes& st, double wall_ms) {
 // --prompts-file (a JSON array of token-id arrays, one per sequence) or --prompt random ids.
 std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t vocab) {
   if (!f.prompts_file.empty()) {
-    const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file));
-    if (j.is_discarded())
-      fail(ErrorCategory::kInput, "--prompts-file {}: not JSON, or nested deeper than 64 levels", f.prompts_file);
+    std::string why;
+    const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file), 64, &why);
+    if (j.is_discarded()) fail(ErrorCategory::kInput, "--prompts-file {}: {}", f.prompts_file, json_kind(j, why));
     if (!j.is_array() || int64_t(j.size()) != f.batch)
       fail(ErrorCategory::kInput, "--prompts-file {}: expected a JSON array of {} token-id arrays (one per sequence)",
            f.prompts_file, f.batch);
