@@ -89,24 +89,41 @@ bool get_bool(const nlohmann::json& j, const std::string& file, const char* key,
 // on) must be absent, null, or of rope_type "default" (older files say "type"): Qwen3's RoPE is
 // unscaled, and YaRN, linear, dynamic NTK or llama3 scaling change every angle, so reading past
 // one would give other logits than the checkpoint's model.
-void check_rope_type(const nlohmann::json& j, const std::string& file, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return;
-  const auto& r = j[key];
-  if (!r.is_object()) fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected null or an object", file, key, json_excerpt(r));
+// `name`: where r is, for the message ("rope_scaling", "rope_parameters"."full_attention").
+void check_rope_type(const nlohmann::json& r, const std::string& file, const std::string& name) {
   const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
   if (!r.contains(type_key) || r[type_key] != "default")
-    fail(ErrorCategory::kInput, "{}: \"{}\" is {}: this engine implements Qwen3's unscaled RoPE (rope_type \"default\"); "
-         "YaRN, linear, dynamic and other RoPE scalings are not implemented", file, key, json_excerpt(r));
+    fail(ErrorCategory::kInput, "{}: {} is {}: this engine implements Qwen3's unscaled RoPE (rope_type \"default\"); "
+         "YaRN, linear, dynamic and other RoPE scalings are not implemented", file, name, json_excerpt(r));
+}
+
+// j[key] when it is an object, null when absent or null; anything else is an input error.
+const nlohmann::json* optional_object(const nlohmann::json& j, const std::string& file, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return nullptr;
+  if (!j[key].is_object())
+    fail(ErrorCategory::kInput, "{}: \"{}\" is {}: expected null or an object", file, key, json_excerpt(j[key]));
+  return &j[key];
 }
 
 // The RoPE base: "rope_theta" (transformers before 5) or "rope_parameters"."rope_theta"
 // (transformers 5). Required: Qwen3Config's default when it is absent has been 10000 while
-// Qwen3's checkpoints give 1000000, so a guess would change every angle.
+// Qwen3's checkpoints give 1000000, so a guess would change every angle. transformers 5 also
+// writes rope_parameters per layer type ({"full_attention": {...}, "sliding_attention": {...}});
+// every layer here is full attention (check_full_attention), so the "full_attention" entry is
+// the one read and checked.
 double rope_theta_of(const nlohmann::json& j, const std::string& file) {
-  check_rope_type(j, file, "rope_scaling");
-  check_rope_type(j, file, "rope_parameters");  // so it is absent, null or an object
-  const nlohmann::json* params =
-      j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : nullptr;
+  if (const auto* scaling = optional_object(j, file, "rope_scaling")) check_rope_type(*scaling, file, "\"rope_scaling\"");
+  const nlohmann::json* params = optional_object(j, file, "rope_parameters");
+  if (params) {
+    std::string name = "\"rope_parameters\"";
+    if (!params->contains("rope_type") && !params->contains("type") && params->contains("full_attention")) {
+      params = optional_object(*params, file + " rope_parameters", "full_attention");
+      name += ".\"full_attention\"";
+      if (!params) fail(ErrorCategory::kInput, "{}: {} is null: expected the full-attention layers' RoPE parameters",
+                        file, name);
+    }
+    check_rope_type(*params, file, name);
+  }
   // transformers rotates only head_dim x partial_rotary_factor dimensions when it is given
   for (const nlohmann::json* scope : {&j, params})
     if (scope && scope->contains("partial_rotary_factor") && (*scope)["partial_rotary_factor"] != 1.0)

@@ -247,10 +247,13 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   std::vector<std::string> files;
   std::map<std::string, std::string> listed;  // the index's weight_map: tensor -> shard file
   const std::string index = dir + "/model.safetensors.index.json";
-  // transformers' from_pretrained order: a single model.safetensors first, then the sharded index
-  if (fs::exists(dir + "/model.safetensors")) {
+  // transformers' from_pretrained order: a single model.safetensors first, then the sharded index.
+  // A dangling symlink counts as present (its open names it), not as absent: a half-linked
+  // checkpoint must not fall through to whatever other *.safetensors the directory holds.
+  const auto present = [](const std::string& p) { return fs::exists(fs::symlink_status(p)); };
+  if (present(dir + "/model.safetensors")) {
     files.push_back("model.safetensors");
-  } else if (fs::exists(index)) {
+  } else if (present(index)) {
     std::string why;
     auto j = parse_json_bounded(read_file(index), 64, &why);
     if (!j.is_object()) fail(ErrorCategory::kInput, "{}: expected a JSON object, got {}", index, json_kind(j, why));

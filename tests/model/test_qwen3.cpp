@@ -275,6 +275,10 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
     c["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e6}};
   }, "rope_parameters");
   bad_config([](auto& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}}; }, "disagree");
+  bad_config([](auto& c) {
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}}}};
+  }, "\"rope_parameters\".\"full_attention\" is");
+  bad_config([](auto& c) { c["rope_parameters"] = {{"full_attention", 5}}; }, "\"full_attention\" is 5");
   bad_config([](auto& c) { c["use_sliding_window"] = true; }, "sliding-window");
   bad_config([](auto& c) { c["use_sliding_window"] = "no"; }, "use_sliding_window");
   bad_config([](auto& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; }, "layer_types\"[1]");
@@ -378,6 +382,13 @@ TEST(Qwen3Checkpoint, BothTransformersConfigFormsLoad) {
   EXPECT_FALSE(bare.tie_embeddings);  // Qwen3Config's default; Qwen3-1.7B's file says true
   EXPECT_EQ(bare.rms_eps, 1e-6);
   EXPECT_EQ(bare.max_position, 32768);
+  // transformers 5's per-layer-type form: the full-attention layers' entry is read
+  const auto per_type = load_edited([](auto& c) {
+    c.erase("rope_theta");
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 2e5}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  });
+  EXPECT_EQ(per_type.rope_theta, 2e5);
 }
 
 TEST(Qwen3Checkpoint, ANaNWeightIsAnInputErrorNamingTheTensor) {

@@ -151,6 +151,15 @@ TEST(Safetensors, TheIndexMustAgreeWithItsShards) {
   refused(R"({"weight_map": {"x": "part-1.safetensors", "y": "part-2.safetensors", "z": "part-1.safetensors"}})",
           "places 'z' in part-1.safetensors, but it is in");
   refused("[1]", "got a JSON array");
+  // a dangling index symlink is an error naming it, not a directory without an index
+  std::filesystem::remove(d + "/model.safetensors.index.json");
+  std::filesystem::create_symlink(d + "/gone.json", d + "/model.safetensors.index.json");
+  try {
+    Checkpoint ck(d);
+    FAIL() << "a dangling index symlink was ignored";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.safetensors.index.json"), std::string::npos) << e.what();
+  }
   // a single model.safetensors is read before the index, as transformers does
   write_safetensors(d + "/model.safetensors", {{"w", StDtype::kF32, {1}, f32_bytes({4.f})}});
   Checkpoint single(d);
