@@ -164,13 +164,14 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
     store.record_attempt(a);
   };
   // may_become_best: false for a candidate this search reverted (its faster first time was not
-  // a gain beyond the paired spread), so the library's best stays the kernel the search kept
-  auto record_kernel = [&](const Current& c, bool may_become_best, double eager_us) {
+  // a gain beyond the paired spread), so the library's best stays the kernel the search kept;
+  // replaces: the parent a kept change beat (Store::record_kernel)
+  auto record_kernel = [&](const Current& c, bool may_become_best, double eager_us, const std::string& replaces = "") {
     auto k = tools_.kernel_record(c.kernel, task.shape, c.result, eager_us, task.command);
     k.kernel_id = c.id;
     k.parent_id = c.parent_id;
     k.card_id = c.card_id;
-    store.record_kernel(k, may_become_best);
+    store.record_kernel(k, may_become_best, replaces);
   };
   auto evaluate = [&](const backend::KernelSource& k) { return tools_.benchmark(k, task.shape); };
 
@@ -330,7 +331,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
                                           pick.card.id, pick.score, change, again_note, remeasured);
     record_attempt("optimize", round, child, tools_.kernel_id(child), pick.card.id, r, notes);
     Current cand{child, r, tools_.kernel_id(child), best->id, pick.card.id};
-    if (passed) record_kernel(cand, improved, result.eager_us);
+    if (passed) record_kernel(cand, improved, result.eager_us, improved ? best->id : "");
     std::string verdict;
     if (!passed)
       verdict = "repairer: backed out (" + std::string(sandbox::status_name(r.status)) + ")";

@@ -39,6 +39,18 @@ void check_values(const CLI::App& app, Context& ctx, std::vector<std::string>& p
       if (!opt->get_positional() && v.rfind("--", 0) == 0)
         fail(ErrorCategory::kUsage, "{} {}: expected a value, not an option (give the value right after {})",
              opt->get_name(), v, opt->get_name());
+      // CLI11 converts integers with base prefixes (0x10, 0b10, 0o10) and reads a leading 0 as
+      // octal (`--batch 010` ran batch 8): an integer flag takes decimal digits only
+      const std::string type = opt->get_type_name();
+      if (type == "INT" || type == "UINT") {
+        static const std::regex kDecimal(R"(^[+-]?[0-9]+$)");
+        const size_t digits = v.find_first_not_of("+-");
+        if (!std::regex_match(v, kDecimal))
+          fail(ErrorCategory::kUsage, "{} {}: expected a decimal integer", opt->get_name(), v);
+        if (v.size() - digits > 1 && v[digits] == '0')
+          fail(ErrorCategory::kUsage, "{} {}: expected a decimal integer without leading zeros (it would be read as "
+               "octal)", opt->get_name(), v);
+      }
     }
   }
   for (const auto* sub : app.get_subcommands()) check_values(*sub, ctx, positionals);
@@ -48,7 +60,11 @@ void check_values(const CLI::App& app, Context& ctx, std::vector<std::string>& p
 std::string usage_message(const std::string& cli11_text) {
   static const std::regex kAtMostOne(R"(^(\S+): At Most 1 required but received (\d+)$)");
   static const std::regex kNotExpected(R"(^The following arguments* (?:was|were) not expected: (.*)$)");
+  static const std::regex kNoConversion(R"(^Could not convert: (\S+) = (.*)$)");
   std::smatch m;
+  if (std::regex_match(cli11_text, m, kNoConversion))
+    return fmt::format("{} {}: not a number this flag takes (not a number, or out of its range; integer flags take "
+                       "decimal digits)", m[1].str(), m[2].str());
   if (std::regex_match(cli11_text, m, kAtMostOne))
     return fmt::format("{} given {} times: expected it once", m[1].str(), m[2].str());
   if (std::regex_match(cli11_text, m, kNotExpected)) {

@@ -108,8 +108,9 @@ int main(int argc, char** argv) {
     return thrive::exit_code(e.category());
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
-    fmt::print(stderr, "thrive: backend error: out of memory (are the THRIVE_* model dimensions or "
-               "shapes larger than this machine can hold?)\n");
+    fmt::print(stderr, "thrive: backend error: out of host memory (shapes larger than this machine can hold: "
+               "THRIVE_* model dimensions for the kernel commands, config.json and --batch/--prompt/--gen for "
+               "e2e)\n");
     return thrive::exit_code(thrive::ErrorCategory::kBackend);
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -524,7 +524,7 @@ void Store::record_card_outcome(const std::string& card_id, const std::string& o
   s.step();
 }
 
-bool Store::record_kernel(const KernelRecord& k, bool may_become_best) {
+bool Store::record_kernel(const KernelRecord& k, bool may_become_best, const std::string& replaces) {
   if (k.verified && !(std::isfinite(k.time_us) && k.time_us > 0))
     fail(ErrorCategory::kInput, "memory store {}: kernel {} has time {} us; expected a positive, "
          "finite time for a verified kernel", path_, k.kernel_id, k.time_us);
@@ -555,8 +555,10 @@ bool Store::record_kernel(const KernelRecord& k, bool may_become_best) {
              "WHERE b.op=? AND b.shape_class=? AND b.device_key=?",
              path_);
     cur.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key);
-    // The best's own row may have just been re-measured; compare against stored times.
-    became_best = !cur.step() || k.time_us < cur.real(0) || cur.text(1) == k.kernel_id;
+    // The best's own row may have just been re-measured; compare against stored times, unless
+    // the caller timed this kernel beside the best and found it faster.
+    became_best = !cur.step() || k.time_us < cur.real(0) || cur.text(1) == k.kernel_id ||
+                  (!replaces.empty() && cur.text(1) == replaces);
     if (became_best) {
       Stmt s(db_, "INSERT OR REPLACE INTO best(op, shape_class, device_key, kernel_id) VALUES(?,?,?,?)",
              path_);

@@ -219,6 +219,12 @@ void Qwen3Config::validate(const std::string& where) const {
 
 Qwen3Config Qwen3Config::load(const std::string& dir) {
   const std::string file = dir + "/config.json";
+  std::error_code ec;
+  const auto dir_status = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(dir_status))
+    fail(ErrorCategory::kInput, "{}: no such directory (expected a checkpoint directory: config.json and *.safetensors)", dir);
+  if (!std::filesystem::is_directory(dir_status))
+    fail(ErrorCategory::kInput, "{}: not a directory (expected a checkpoint directory: config.json and *.safetensors)", dir);
   if (!std::filesystem::exists(file)) fail(ErrorCategory::kInput, "{}: missing (a checkpoint directory holds config.json)", file);
   std::string why;
   auto j = parse_json_bounded(read_file(file), 64, &why);
@@ -380,11 +386,17 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
   if (!aside.empty()) fs::remove(aside, ec);
 }
 
-std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want) {
-  const auto& have = ck.info(want.name);
-  if (have.shape != want.shape)
+namespace {
+// Error(kInput) naming the file and tensor unless the checkpoint's tensor has want's shape.
+void check_tensor_shape(const Checkpoint& ck, const StTensorInfo& want) {
+  if (const auto& have = ck.info(want.name); have.shape != want.shape)
     fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
          want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
+}
+}  // namespace
+
+std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want) {
+  check_tensor_shape(ck, want);
   auto v = ck.to_f32(want.name);
   // A NaN or infinite weight would spread through every later layer; no trained or THRIVE-made
   // checkpoint has one
@@ -420,6 +432,10 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
     if (name.ends_with(".bias"))
       fail(ErrorCategory::kInput, "{}: tensor '{}' is a bias: this engine implements Qwen3's bias-free projections "
            "(config.json's attention_bias false)", dir, name);
+  // Every tensor's shape from the headers alone (the layer count is the checkpoint's now, so the
+  // layout is small): a config.json that disagrees with the weights is named here, before a KV
+  // cache or batch limit computed from its numbers blames the command line.
+  for (const auto& want : cfg.tensor_layout(StDtype::kBF16)) check_tensor_shape(ck, want);
 }
 
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
@@ -480,8 +496,10 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
     fail(ErrorCategory::kUsage, "context {}: expected 1 to max_position_embeddings {}", max_context, cfg.max_position);
   const __int128 per_side = __int128(batch) * cfg.layers * max_context * cfg.kv_heads * cfg.head_dim;
   if (per_side * 2 * 4 > max_cache_bytes)
-    fail(ErrorCategory::kUsage, "batch {} x context {}: the float32 KV cache needs {} bytes, more than the {} allowed",
-         batch, max_context, int64_t(per_side * 8), max_cache_bytes);
+    fail(ErrorCategory::kUsage, "batch {} x context {}: the float32 KV cache (2 x batch x context x {} layers x {} KV "
+         "heads x head_dim {}, from config.json, x 4 bytes) needs {:.4g} GB, more than the {:.4g} GB the CPU engine "
+         "allows", batch, max_context, cfg.layers, cfg.kv_heads, cfg.head_dim, double(per_side) * 8 / 1e9,
+         double(max_cache_bytes) / 1e9);
 }
 
 CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "thrive/core/error.hpp"
 #include "thrive/core/json.hpp"
@@ -95,7 +98,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     auto j = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(map_) + 8, size_t(n)), 64, &why);
     if (!j.is_object())
       fail(ErrorCategory::kInput, "{}: the header is {}, expected a JSON object", path, json_kind(j, why));
-    std::vector<std::pair<int64_t, int64_t>> spans;
+    std::vector<std::tuple<int64_t, int64_t, std::string>> spans;  // [begin, end), tensor
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (it.key() == "__metadata__") continue;
       const auto& e = it.value();
@@ -138,14 +141,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         fail(ErrorCategory::kInput, "{}: tensor '{}': {} bytes for shape {} of {} ({} bytes per element): "
              "the offsets lie about its size", path, name, t.end - t.begin, e["shape"].dump(), st_dtype_name(t.dtype),
              st_dtype_bytes(t.dtype));
-      spans.emplace_back(t.begin, t.end);
+      spans.emplace_back(t.begin, t.end, name);
       tensors_[name] = std::move(t);
     }
     std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i)
-      if (spans[i].first < spans[i - 1].second)
-        fail(ErrorCategory::kInput, "{}: two tensors overlap in the data section (bytes {} to {})", path,
-             spans[i].first, spans[i - 1].second);
+    for (size_t i = 1; i < spans.size(); ++i) {
+      const auto& [b0, e0, n0] = spans[i - 1];
+      const auto& [b1, e1, n1] = spans[i];
+      if (b1 < e0)
+        fail(ErrorCategory::kInput, "{}: tensors '{}' (bytes {} to {}) and '{}' (bytes {} to {}) overlap in the data "
+             "section", path, n0, b0, e0, n1, b1, e1);
+    }
   } catch (...) {
     munmap(const_cast<uint8_t*>(map_), size_);
     map_ = nullptr;
@@ -263,6 +269,9 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     for (const auto& [tensor, file] : j["weight_map"].items()) {
       if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
         fail(ErrorCategory::kInput, "{}: weight_map['{}'] must be a file name in the directory", index, tensor);
+      // a file name cannot hold a NUL: the OS would open the name cut there (escaped as \u0000)
+      if (file.get<std::string>().find('\0') != std::string::npos)
+        fail(ErrorCategory::kInput, "{}: weight_map['{}'] holds a NUL byte (\\u0000): not a file name", index, tensor);
       if (std::find(files.begin(), files.end(), file.get<std::string>()) == files.end())
         files.push_back(file.get<std::string>());
       listed[tensor] = file.get<std::string>();

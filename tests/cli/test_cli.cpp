@@ -496,7 +496,32 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2147483647", "--prompt", "1", "--gen", "1"},
                        env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("KV cache needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("KV cache (2 x batch x context x 2 layers"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GB, more than the 17.18 GB the CPU engine allows"), std::string::npos) << r.err;
+  // integer flags are decimal: CLI11 alone read 010 as octal 8 and took 0x10
+  for (const char* v : {"010", "0x10"}) {
+    r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", v}, env());
+    EXPECT_EQ(r.exit_code, 2) << v;
+    EXPECT_NE(r.err.find(std::string("--batch ") + v + ": expected a decimal integer"), std::string::npos) << r.err;
+  }
+  for (const char* v : {"1e3", "99999999999"}) {  // CLI11's own refusal, said with flag and value
+    r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", v}, env());
+    EXPECT_EQ(r.exit_code, 2) << v;
+    EXPECT_NE(r.err.find(std::string("--batch ") + v + ": not a number this flag takes"), std::string::npos) << r.err;
+  }
+  // a config.json that disagrees with the tensors is named as such, before the KV-cache limit
+  // its numbers imply blames the command line
+  {
+    auto cfg = nlohmann::json::parse(read_file(dir + "/config.json"));
+    const auto saved = cfg.dump();
+    cfg["num_key_value_heads"] = 2147483648LL;
+    cfg["num_attention_heads"] = 2147483648LL;
+    test::write_text(dir + "/config.json", cfg.dump());
+    r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--gen", "2"}, env());
+    test::write_text(dir + "/config.json", saved);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("config.json implies"), std::string::npos) << r.err;
+  }
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"e2e", "--device", "cpu", "--model", dir, "--gen", ""},
            {"e2e", "--device", "cpu", "--model", dir, "--kernels", "best:"},

@@ -333,8 +333,26 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("got a JSON array"), std::string::npos) << e.what();
   }
+  test::write_text(dir.path() + "/config.json", R"({"hidden_size": 64, "hidden_size": 128})");
+  try {
+    (void)Qwen3Config::load(dir.path());
+    FAIL() << "a repeated key loaded";
+  } catch (const Error& e) {  // not the last value silently, then blamed on the tensors' shapes
+    EXPECT_NE(std::string(e.what()).find("key \"hidden_size\" appears twice"), std::string::npos) << e.what();
+  }
+  const auto missing = [](const std::string& path, const std::string& mention) {
+    try {
+      (void)Qwen3Config::load(path);
+      FAIL() << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  };
+  missing(dir.path() + "/config.json", "not a directory");
+  missing(dir.path() + "/nowhere", "no such directory");
   std::filesystem::remove(dir.path() + "/config.json");
-  EXPECT_THROW(Qwen3Config::load(dir.path()), Error);
+  missing(dir.path(), "config.json: missing");
   EXPECT_THROW(Qwen3Config::preset("qwen9"), Error);
 }
 

@@ -80,7 +80,14 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
   expect_input_error(raw_file(d + "/beyond", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "outside the data");
   expect_input_error(raw_file(d + "/lies", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16), "lie about its size");
   expect_input_error(raw_file(d + "/overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 16), "overlap");
+                                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 16),
+                     "tensors 'a' (bytes 0 to 8) and 'b' (bytes 4 to 12) overlap");
+  // a tensor named twice (JSON keeps the last entry silently) and a number past double's range
+  expect_input_error(raw_file(d + "/twice", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                            R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+                     "key \"w\" appears twice");
+  expect_input_error(raw_file(d + "/overflow", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,1e400]}})", 4),
+                     "number overflow");
   expect_input_error(raw_file(d + "/negshape", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0), "shape");
   expect_input_error(raw_file(d + "/noentry", R"({"w":{"dtype":"F32"}})", 0), "'w'");
   // offsets past 2^63 (negative as int64: they crashed the loader once) and past the header
@@ -151,6 +158,8 @@ TEST(Safetensors, TheIndexMustAgreeWithItsShards) {
   refused(R"({"weight_map": {"x": "part-1.safetensors", "y": "part-2.safetensors", "z": "part-1.safetensors"}})",
           "places 'z' in part-1.safetensors, but it is in");
   refused("[1]", "got a JSON array");
+  refused(R"({"weight_map": {"x": "part-1.safetensors\u0000x", "y": "part-2.safetensors"}})", "holds a NUL byte");
+  refused(R"({"weight_map": {"x": "part-1.safetensors", "x": "part-2.safetensors"}})", "key \"x\" appears twice");
   // a dangling index symlink is an error naming it, not a directory without an index
   std::filesystem::remove(d + "/model.safetensors.index.json");
   std::filesystem::create_symlink(d + "/gone.json", d + "/model.safetensors.index.json");

@@ -164,9 +164,13 @@ class Store {
   /// within the parent's spread) passes may_become_best = false: the row is kept for the
   /// record (its metrics say "best_eligible": false, so demote_kernel never promotes it
   /// either), and the best, which `thrive leaderboard` and later runs read, stays the kernel
-  /// that search kept. Throws Error(kInput) for a verified kernel without a positive, finite
-  /// time, or an id that already names a different source.
-  bool record_kernel(const KernelRecord& k, bool may_become_best = true);
+  /// that search kept. `replaces`: the id of a kernel the caller measured this one against and
+  /// found slower (the search agent's parent, beaten in paired timing); where that kernel is the
+  /// current best, this one takes its place whatever the two stored times say (they may come from
+  /// a busier and a quieter machine; the paired verdict timed both together). Throws
+  /// Error(kInput) for a verified kernel without a positive, finite time, or an id that already
+  /// names a different source.
+  bool record_kernel(const KernelRecord& k, bool may_become_best = true, const std::string& replaces = "");
   std::optional<KernelRecord> best(const std::string& op, const std::string& shape_class,
                                    const std::string& device_key);
   /// Marks kernel `kernel_id` at (`shape_class`, `device_key`) unverified (a re-verification

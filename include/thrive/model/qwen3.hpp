@@ -86,8 +86,9 @@ struct Qwen3Weights {
 /// Error(kInput) naming the directory and tensor unless the checkpoint fits what this engine
 /// runs: exactly cfg.layers decoder layers (model.layers.{L-1} present, model.layers.{L}
 /// absent) and no bias tensor (`*.bias`: Qwen3's projections are bias-free; Qwen2's q/k/v
-/// biases would otherwise be dropped silently). Cheap, so it runs before the tensor layout of
-/// an absurd num_hidden_layers is built.
+/// biases would otherwise be dropped silently), and every tensor of cfg.tensor_layout present with
+/// the shape config.json implies (the headers only: no weight is read). The layer count is checked
+/// first, so the tensor layout of an absurd num_hidden_layers is never built.
 void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
 /// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
 /// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)

@@ -205,13 +205,32 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // the copy ceiling, measured once per device
   r.device = "cpu";
   r.precision = "float32";
-  // The KV cache's limit before the weights load and the random prompts are built (batch x prompt
-  // ids: a huge batch would take minutes and gigabytes before the engine refused it)
+  // The checkpoint's headers against config.json, then the KV cache's limit, before the weights
+  // load and the random prompts are built (batch x prompt ids: a huge batch would take minutes and
+  // gigabytes before the engine refused it); a config.json that disagrees with the tensors is named
+  // as such, not as a batch too large for the cache its numbers imply
+  model::check_checkpoint_fits(model::Checkpoint(f.model), cfg, f.model);
   if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, int64_t(f.prompt) + std::max(f.gen, 0));
   const auto t = std::chrono::steady_clock::now();
-  auto weights = model::load_weights(cfg, f.model);
+  const double weight_gb = double(cfg.parameters()) * 4 / 1e9;
+  model::Qwen3Weights weights;
+  try {
+    weights = model::load_weights(cfg, f.model);
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCategory::kBackend, "{}: out of host memory reading the weights as float32 ({:.3g} GB for {} parameters; "
+         "the CPU engine is the float32 reference, for tiny models)", f.model, weight_gb, cfg.parameters());
+  }
   r.load_ms = ms_since(t);
-  auto p = model::profile_cpu(cfg, std::move(weights), random_prompts(f, cfg.vocab), f.gen, {});
+  model::SystemProfile p;
+  try {
+    p = model::profile_cpu(cfg, std::move(weights), random_prompts(f, cfg.vocab), f.gen, {});
+  } catch (const std::bad_alloc&) {
+    const double kv_gb = 8.0 * double(f.batch) * double(cfg.layers) * double(int64_t(f.prompt) + std::max(f.gen, 0)) *
+                         double(cfg.kv_heads) * double(cfg.head_dim) / 1e9;
+    fail(ErrorCategory::kBackend, "out of host memory running the CPU engine at batch {} x context {} (float32 KV cache "
+         "{:.3g} GB, weights {:.3g} GB, and activations)", f.batch, int64_t(f.prompt) + std::max(f.gen, 0), kv_gb,
+         weight_gb);
+  }
   r.prompt_tokens = p.prompt_tokens;
   r.prefill_ms = r.prefill_profiled_ms = p.prefill_ms;
   r.prefill_logits = std::move(p.prefill_logits);
