@@ -236,13 +236,21 @@ Qwen3Config Qwen3Config::load(const std::string& dir) {
   if (j.contains("attention_bias") && j["attention_bias"] != false)
     fail(ErrorCategory::kInput, "{}: \"attention_bias\" is {}: this engine implements Qwen3's bias-free "
          "projections (false)", file, json_excerpt(j["attention_bias"]));
-  // (compared as JSON: a model_type of another type is simply not "qwen3", not a type error)
-  bool qwen3 = j.contains("model_type") && j["model_type"] == "qwen3";
-  if (j.contains("architectures") && j["architectures"].is_array())
-    for (const auto& a : j["architectures"]) qwen3 = qwen3 || (a.is_string() && a.get<std::string>() == "Qwen3ForCausalLM");
-  if (!qwen3)
+  // Qwen3 by whichever of the two fields is there, and neither may name something else (compared
+  // as JSON: a model_type of another type is simply not "qwen3", not a type error)
+  const bool has_type = j.contains("model_type"), has_arch = j.contains("architectures");
+  bool arch_qwen3 = false;
+  if (has_arch && j["architectures"].is_array())
+    for (const auto& a : j["architectures"]) arch_qwen3 = arch_qwen3 || (a.is_string() && a.get<std::string>() == "Qwen3ForCausalLM");
+  if ((!has_type && !has_arch) || (has_type && j["model_type"] != "qwen3") || (has_arch && !arch_qwen3))
     fail(ErrorCategory::kInput, "{}: architectures {} / model_type {}: expected Qwen3ForCausalLM / qwen3", file,
          j.value("architectures", nlohmann::json()).dump(), j.value("model_type", nlohmann::json()).dump());
+  // Variants whose tensors this engine would misread: mixture-of-experts MLPs (Qwen3-MoE's
+  // num_experts) and quantized weights (transformers' quantization_config: GPTQ, AWQ, FP8, ...)
+  for (const char* key : {"num_experts", "quantization_config"})
+    if (j.contains(key) && !j[key].is_null() && !(j[key].is_number() && j[key] == 0))
+      fail(ErrorCategory::kInput, "{}: \"{}\" is {}: this engine implements dense Qwen3 with bf16, fp16 or fp32 "
+           "weights", file, key, json_excerpt(j[key]));
   Qwen3Config c;
   // The shapes are required: transformers' Qwen3Config fills a missing one from its signature
   // (num_key_value_heads 32, head_dim 128 in 4.51), which is rarely the checkpoint's.

@@ -257,6 +257,12 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   bad_config([](auto& c) { c["architectures"] = {"LlamaForCausalLM"}; c["model_type"] = "llama"; }, "Qwen3ForCausalLM");
   // a model_type of another JSON type is an input error too, not a JSON type error
   bad_config([](auto& c) { c.erase("architectures"); c["model_type"] = 5; }, "model_type 5");
+  // one field naming Qwen3 does not cover the other naming something else
+  bad_config([](auto& c) { c["model_type"] = "llama"; }, "\"llama\"");
+  bad_config([](auto& c) { c["architectures"] = {"Qwen3MoeForCausalLM"}; }, "Qwen3MoeForCausalLM");
+  bad_config([](auto& c) { c.erase("architectures"); c.erase("model_type"); }, "expected Qwen3ForCausalLM / qwen3");
+  bad_config([](auto& c) { c["num_experts"] = 128; }, "\"num_experts\" is 128");
+  bad_config([](auto& c) { c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; }, "quantization_config");
   bad_config([](auto& c) { c.erase("hidden_size"); }, "hidden_size");
   bad_config([](auto& c) { c["num_key_value_heads"] = 3; }, "multiple");
   bad_config([](auto& c) { c["head_dim"] = "sixteen"; }, "head_dim");
