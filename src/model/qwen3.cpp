@@ -449,6 +449,10 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
   Checkpoint ck(dir);
   check_checkpoint_fits(ck, cfg, dir);
+  return load_weights(cfg, ck);
+}
+
+Qwen3Weights load_weights(const Qwen3Config& cfg, const Checkpoint& ck) {
   auto get = [&](const StTensorInfo& want) { return load_tensor_f32(ck, want); };
   const auto layout = cfg.tensor_layout(StDtype::kBF16);
   std::map<std::string, const StTensorInfo*> by_name;
@@ -502,12 +506,15 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
   if (batch < 1) fail(ErrorCategory::kUsage, "batch {}: expected >= 1", batch);
   if (max_context < 1 || max_context > cfg.max_position)
     fail(ErrorCategory::kUsage, "context {}: expected 1 to max_position_embeddings {}", max_context, cfg.max_position);
-  const __int128 per_side = __int128(batch) * cfg.layers * max_context * cfg.kv_heads * cfg.head_dim;
-  if (per_side * 2 * 4 > max_cache_bytes)
+  const double need = cpu_kv_cache_bytes(cfg, batch, max_context);
+  if (need > double(max_cache_bytes))
     fail(ErrorCategory::kUsage, "batch {} x context {}: the float32 KV cache (2 x batch x context x {} layers x {} KV "
          "heads x head_dim {}, from config.json, x 4 bytes) needs {:.4g} GB, more than the {:.4g} GB the CPU engine "
-         "allows", batch, max_context, cfg.layers, cfg.kv_heads, cfg.head_dim, double(per_side) * 8 / 1e9,
-         double(max_cache_bytes) / 1e9);
+         "allows", batch, max_context, cfg.layers, cfg.kv_heads, cfg.head_dim, need / 1e9, double(max_cache_bytes) / 1e9);
+}
+
+double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context) {
+  return 8.0 * double(batch) * double(cfg.layers) * double(max_context) * double(cfg.kv_heads) * double(cfg.head_dim);
 }
 
 CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,

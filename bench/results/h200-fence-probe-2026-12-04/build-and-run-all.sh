@@ -4,7 +4,8 @@
 #   device tool: run command="bash bench/results/h200-fence-probe-2026-12-04/build-and-run-all.sh"
 #                carry=[".sysroot"]
 # thrive, model_test_cuda_engine: the working tree; the -hw1 pair: a copy of it with
-# handoff-warp-step1.patch applied, built in parallel (skipped when a warm machine already has them). Build logs: $OUT/build{,-hw1}.log.
+# handoff-warp-step1.patch applied, built in parallel (skipped when a warm machine already has them). Build logs:
+# $OUT/build-{main,hw1}/build.log (scripts/device-build.sh prints a failed build's tail).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -15,18 +16,12 @@ if [ -x "$root/build-carry/model_test_cuda_engine-hw1" ]; then  # a warm machine
 fi
 rm -rf /tmp/hw1 && mkdir /tmp/hw1 && (cd "$root" && tar --exclude=./build-device --exclude=./build-carry -cf - .) | (cd /tmp/hw1 && tar xf -)
 (cd /tmp/hw1 && git apply "$here/handoff-warp-step1.patch") || { echo "patch does not apply"; exit 1; }
-build() {  # SRC LOG
-  local jobs=$(( $(nproc) / 2 ))
-  cmake -S "$1" -B "$1/build-device" -DCMAKE_BUILD_TYPE=Release -DTHRIVE_ENABLE_WERROR=OFF \
-    -DSQLite3_INCLUDE_DIR="$root/.sysroot/usr/include" \
-    -DSQLite3_LIBRARY="$root/.sysroot/usr/lib/x86_64-linux-gnu/libsqlite3.a" > "$2" 2>&1 &&
-    cmake --build "$1/build-device" -j "$jobs" --target thrive model_test_cuda_engine >> "$2" 2>&1
-}
+# scripts/device-build.sh of each tree (the copy carries .sysroot too), in parallel
 start=$(date +%s)
-build "$root" "$OUT/build.log" & p1=$!
-build /tmp/hw1 "$OUT/build-hw1.log" & p2=$!
-wait $p1 || { tail -30 "$OUT/build.log"; exit 1; }
-wait $p2 || { tail -30 "$OUT/build-hw1.log"; exit 1; }
+bash "$root/scripts/device-build.sh" "$OUT/build-main" thrive model_test_cuda_engine & p1=$!
+bash /tmp/hw1/scripts/device-build.sh "$OUT/build-hw1" thrive model_test_cuda_engine & p2=$!
+wait $p1 || exit 1
+wait $p2 || exit 1
 echo "built both in $(( $(date +%s) - start )) s"
 find_bin() { find "$1/build-device" -type f -name "$2" -perm -u+x | head -1; }
 cp "$(find_bin "$root" thrive)" "$root/build-carry/thrive"

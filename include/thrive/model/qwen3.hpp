@@ -92,8 +92,12 @@ struct Qwen3Weights {
 void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
 /// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
 /// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)
-/// naming the tensor, the file, the shape found and the shape expected.
+/// naming the tensor, the file, the shape found and the shape expected. Opens the directory and
+/// runs check_checkpoint_fits first.
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir);
+/// The same from a checkpoint already opened and passed by check_checkpoint_fits(ck, cfg, ...)
+/// (a caller that checks before other limits, as e2e does, opens and checks it once).
+Qwen3Weights load_weights(const Qwen3Config& cfg, const Checkpoint& ck);
 /// One tensor of an open checkpoint as float32, after checking its shape against `want` (the
 /// config's layout): Error(kInput) naming the tensor, file, shape found and shape expected, or
 /// naming the tensor, file and count when it holds NaN or infinite values.
@@ -122,6 +126,9 @@ constexpr int64_t kCpuMaxCacheBytes = int64_t(16) << 30;
 /// command calls it before it builds prompts or loads weights; the engine's constructor again.
 void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_context,
                         int64_t max_cache_bytes = kCpuMaxCacheBytes);
+/// Bytes of the CPU engine's float32 KV cache, K and V: 2 x batch x layers x max_context x
+/// kv_heads x head_dim x 4, as a double (exact below 2^53; no overflow for any int64 inputs).
+double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context);
 
 /// The float32 CPU engine: batched prefill and decode over a contiguous per-sequence KV cache
 /// ([layer][position][kv_head][head_dim], float32), OpenMP across output features.

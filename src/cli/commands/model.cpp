@@ -209,27 +209,29 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   // load and the random prompts are built (batch x prompt ids: a huge batch would take minutes and
   // gigabytes before the engine refused it); a config.json that disagrees with the tensors is named
   // as such, not as a batch too large for the cache its numbers imply
-  model::check_checkpoint_fits(model::Checkpoint(f.model), cfg, f.model);
-  if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, int64_t(f.prompt) + std::max(f.gen, 0));
-  const auto t = std::chrono::steady_clock::now();
+  const int64_t context = int64_t(f.prompt) + std::max(f.gen, 0);
   const double weight_gb = double(cfg.parameters()) * 4 / 1e9;
   model::Qwen3Weights weights;
-  try {
-    weights = model::load_weights(cfg, f.model);
-  } catch (const std::bad_alloc&) {
-    fail(ErrorCategory::kBackend, "{}: out of host memory reading the weights as float32 ({:.3g} GB for {} parameters; "
-         "the CPU engine is the float32 reference, for tiny models)", f.model, weight_gb, cfg.parameters());
+  {  // the checkpoint's mappings end with the load, before the engine runs
+    const model::Checkpoint ck(f.model);
+    model::check_checkpoint_fits(ck, cfg, f.model);
+    if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, context);
+    const auto t = std::chrono::steady_clock::now();
+    try {
+      weights = model::load_weights(cfg, ck);
+    } catch (const std::bad_alloc&) {
+      fail(ErrorCategory::kBackend, "{}: out of host memory reading the weights as float32 ({:.3g} GB for {} "
+           "parameters; the CPU engine is the float32 reference, for tiny models)", f.model, weight_gb, cfg.parameters());
+    }
+    r.load_ms = ms_since(t);
   }
-  r.load_ms = ms_since(t);
   model::SystemProfile p;
   try {
     p = model::profile_cpu(cfg, std::move(weights), random_prompts(f, cfg.vocab), f.gen, {});
   } catch (const std::bad_alloc&) {
-    const double kv_gb = 8.0 * double(f.batch) * double(cfg.layers) * double(int64_t(f.prompt) + std::max(f.gen, 0)) *
-                         double(cfg.kv_heads) * double(cfg.head_dim) / 1e9;
     fail(ErrorCategory::kBackend, "out of host memory running the CPU engine at batch {} x context {} (float32 KV cache "
-         "{:.3g} GB, weights {:.3g} GB, and activations)", f.batch, int64_t(f.prompt) + std::max(f.gen, 0), kv_gb,
-         weight_gb);
+         "{:.3g} GB, weights {:.3g} GB, and activations)", f.batch, context,
+         model::cpu_kv_cache_bytes(cfg, f.batch, context) / 1e9, weight_gb);
   }
   r.prompt_tokens = p.prompt_tokens;
   r.prefill_ms = r.prefill_profiled_ms = p.prefill_ms;
