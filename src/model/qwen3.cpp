@@ -395,29 +395,41 @@ void init_checkpoint(const Qwen3Config& cfg, const std::string& dir, uint64_t se
 }
 
 namespace {
-// Error(kInput) naming the file and tensor unless the checkpoint's tensor has want's shape.
-void check_tensor_shape(const Checkpoint& ck, const StTensorInfo& want) {
-  if (const auto& have = ck.info(want.name); have.shape != want.shape)
+// Error(kInput) naming the file and tensor unless the checkpoint's tensor has want's shape and a
+// dtype the engine reads (BF16, F16 or F32; its header may hold others for tensors not loaded).
+void check_tensor_entry(const Checkpoint& ck, const StTensorInfo& want) {
+  const auto& have = ck.info(want.name);
+  if (have.shape != want.shape)
     fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
          want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
+  if (!st_dtype_is_float(have.dtype))
+    fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype {}: THRIVE reads weights stored as BF16, F16 or F32",
+         ck.file_of(want.name), want.name, st_dtype_name(have.dtype));
+}
+}  // namespace
+
+namespace {
+// True when any of p[0, n) is NaN or infinite: a branch-free pass over the exponent bits, which
+// the compiler vectorizes (it runs over every weight at each load and over the residual stream
+// after every CPU layer).
+bool any_nonfinite(const float* p, size_t n) {
+  uint32_t any = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    any |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
+  }
+  return any != 0;
 }
 }  // namespace
 
 std::vector<float> load_tensor_f32(const Checkpoint& ck, const StTensorInfo& want) {
-  check_tensor_shape(ck, want);
+  check_tensor_entry(ck, want);
   auto v = ck.to_f32(want.name);
   // A NaN or infinite weight would spread through every later layer; no trained or THRIVE-made
-  // checkpoint has one
-  // (a branch-free pass over the exponent bits first, which the compiler vectorizes: it runs over
-  // every weight of the model at each load; the count only when it finds one)
-  uint32_t any = 0;
-  for (const float x : v) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    any |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
-  }
+  // checkpoint has one (the count and first index only when the pass finds one)
   int64_t bad = 0, first = -1;
-  if (any)
+  if (any_nonfinite(v.data(), v.size()))
     for (size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]) && bad++ == 0) first = int64_t(i);
   if (bad > 0)
@@ -443,7 +455,7 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
   // Every tensor's shape from the headers alone (the layer count is the checkpoint's now, so the
   // layout is small): a config.json that disagrees with the weights is named here, before a KV
   // cache or batch limit computed from its numbers blames the command line.
-  for (const auto& want : cfg.tensor_layout(StDtype::kBF16)) check_tensor_shape(ck, want);
+  for (const auto& want : cfg.tensor_layout(StDtype::kBF16)) check_tensor_entry(ck, want);
 }
 
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {
@@ -525,6 +537,7 @@ CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch,
   k_cache_.assign(size_t(per_side), 0.f);
   v_cache_.assign(size_t(per_side), 0.f);
   pos_.assign(size_t(batch), 0);
+  overflow_.assign(size_t(batch), std::string());
   for (int64_t i = 0; i < cfg_.head_dim / 2; ++i)
     inv_freq_.push_back(float(std::pow(cfg_.rope_theta, -2.0 * double(i) / double(cfg_.head_dim))));
 }
@@ -640,6 +653,13 @@ std::vector<float> CpuQwen3Engine::forward(int b, const int32_t* tokens, int64_t
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       lap("residual");
     }
+    // Where finite but huge weights first overflow float32, for greedy's error (an H-float scan
+    // a token a layer: noise beside the layer's n x H x (2 H + 3 I) multiply-adds)
+    if (overflow_[size_t(b)].empty() && any_nonfinite(x.data(), x.size())) {
+      int64_t t = 0;
+      while (t + 1 < n && !any_nonfinite(x.data() + t * H, size_t(H))) ++t;
+      overflow_[size_t(b)] = fmt::format("after layer {} (model.layers.{}.*) at position {}", l, l, p0 + t);
+    }
   }
   pos_[size_t(b)] = p0 + n;
   rmsnorm(x.data() + (n - 1) * H, 1, H, w_.final_norm, cfg_.rms_eps, nx.data());
@@ -654,6 +674,7 @@ std::vector<std::vector<float>> CpuQwen3Engine::prefill(const std::vector<std::v
   if (int(prompts.size()) != batch_)
     fail(ErrorCategory::kUsage, "prefill: {} prompts for a batch of {}", prompts.size(), batch_);
   std::fill(pos_.begin(), pos_.end(), 0);
+  std::fill(overflow_.begin(), overflow_.end(), std::string());
   std::vector<std::vector<float>> out;
   for (int b = 0; b < batch_; ++b) {
     if (prompts[size_t(b)].empty()) fail(ErrorCategory::kUsage, "prefill: prompt {} is empty", b);
@@ -678,9 +699,17 @@ std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>
     int64_t best = -1;
     for (size_t i = 0; i < row.size(); ++i)
       if (std::isfinite(row[i]) && (best < 0 || row[i] > row[size_t(best)])) best = int64_t(i);
-    if (best < 0)
-      fail(ErrorCategory::kInput, "greedy: sequence {} has no finite logit (every one NaN or infinite): the weights "
-           "overflow float32 (finite but huge values in the checkpoint?)", ids.size());
+    if (best < 0) {
+      // the forward pass recorded where the sequence's hidden state first left float32's range
+      const size_t b = ids.size();
+      const std::string& where = b < overflow_.size() ? overflow_[b] : std::string();
+      fail(ErrorCategory::kInput, "greedy: sequence {} has no finite logit (every one NaN or infinite): {}: the "
+           "weights overflow float32 (finite but huge values in the checkpoint?)", b,
+           where.empty() ? std::string("its hidden state stayed finite through every layer, so the final norm or the "
+                                       "lm_head product (") + (cfg_.tie_embeddings ? "the tied model.embed_tokens.weight"
+                                                                                   : "lm_head.weight") + ") overflowed"
+                         : "its hidden state first held a NaN or infinity " + where);
+    }
     ids.push_back(int32_t(best));
   }
   stages_.add("sampling", std::chrono::duration<double, std::micro>(Clock::now() - t0).count());

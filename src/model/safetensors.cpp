@@ -22,11 +22,26 @@
 namespace thrive::model {
 namespace {
 
+// Every StDtype with its header spelling and bytes per element, in the enum's order.
+struct DtypeRow {
+  StDtype dtype;
+  const char* name;
+  int bytes;
+};
+constexpr DtypeRow kDtypes[] = {
+    {StDtype::kBF16, "BF16", 2}, {StDtype::kF16, "F16", 2},   {StDtype::kF32, "F32", 4},
+    {StDtype::kF64, "F64", 8},   {StDtype::kI8, "I8", 1},     {StDtype::kU8, "U8", 1},
+    {StDtype::kI16, "I16", 2},   {StDtype::kU16, "U16", 2},   {StDtype::kI32, "I32", 4},
+    {StDtype::kU32, "U32", 4},   {StDtype::kI64, "I64", 8},   {StDtype::kU64, "U64", 8},
+    {StDtype::kBool, "BOOL", 1}, {StDtype::kF8E4M3, "F8_E4M3", 1}, {StDtype::kF8E5M2, "F8_E5M2", 1},
+};
+const DtypeRow& dtype_row(StDtype d) { return kDtypes[size_t(d)]; }
+
 StDtype dtype_from(const std::string& file, const std::string& tensor, const std::string& name) {
-  if (name == "BF16") return StDtype::kBF16;
-  if (name == "F16") return StDtype::kF16;
-  if (name == "F32") return StDtype::kF32;
-  fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype '{}': expected BF16, F16 or F32", file, tensor, name);
+  for (const auto& r : kDtypes)
+    if (name == r.name) return r.dtype;
+  fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype '{}': not a safetensors dtype this reader knows (BF16, F16, "
+       "F32, F64, I8 to I64, U8 to U64, BOOL, F8_E4M3, F8_E5M2)", file, tensor, name);
 }
 
 // IEEE binary16 to binary32 (subnormals, inf and NaN included).
@@ -57,8 +72,9 @@ float f16_to_f32(uint16_t h) {
 
 }  // namespace
 
-int st_dtype_bytes(StDtype d) { return d == StDtype::kF32 ? 4 : 2; }
-const char* st_dtype_name(StDtype d) { return d == StDtype::kBF16 ? "BF16" : d == StDtype::kF16 ? "F16" : "F32"; }
+int st_dtype_bytes(StDtype d) { return dtype_row(d).bytes; }
+const char* st_dtype_name(StDtype d) { return dtype_row(d).name; }
+bool st_dtype_is_float(StDtype d) { return d == StDtype::kBF16 || d == StDtype::kF16 || d == StDtype::kF32; }
 
 int64_t StTensorInfo::elements() const {
   // a zero dimension first: the product of the others may not fit (the loader bounds the nonzero case)
@@ -100,7 +116,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       fail(ErrorCategory::kInput, "{}: the header is {}, expected a JSON object", path, json_kind(j, why));
     std::vector<std::tuple<int64_t, int64_t, std::string>> spans;  // [begin, end), tensor
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() == "__metadata__") continue;
+      if (it.key() == "__metadata__") {
+        // the format's "free form text-to-text map" (the reference crate reads it as one and
+        // refuses the file otherwise)
+        bool strings = it.value().is_object();
+        for (const auto& [k, v] : strings ? it.value().items() : nlohmann::json::object().items())
+          strings = strings && v.is_string();
+        if (!strings)
+          fail(ErrorCategory::kInput, "{}: \"__metadata__\" is {}: expected an object of strings to strings", path,
+               it.value().dump().substr(0, 200));
+        continue;
+      }
       const auto& e = it.value();
       const std::string& name = it.key();
       if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
@@ -144,14 +170,27 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       spans.emplace_back(t.begin, t.end, name);
       tensors_[name] = std::move(t);
     }
+    // In data order the tensors must tile the data section exactly: no overlap (two tensors
+    // sharing bytes), no hole before or between them, nothing after the last (the reference
+    // crate's InvalidOffset and MetadataIncompleteBuffer: bytes no tensor owns make a polyglot
+    // file, or a truncated or appended one). Empty tensors take no bytes.
     std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i) {
-      const auto& [b0, e0, n0] = spans[i - 1];
-      const auto& [b1, e1, n1] = spans[i];
-      if (b1 < e0)
+    int64_t covered = 0;
+    std::string before;  // the tensor ending at `covered`
+    for (const auto& [b, e, n] : spans) {
+      if (b < covered)
         fail(ErrorCategory::kInput, "{}: tensors '{}' (bytes {} to {}) and '{}' (bytes {} to {}) overlap in the data "
-             "section", path, n0, b0, e0, n1, b1, e1);
+             "section", path, before, tensors_.at(before).begin, covered, n, b, e);
+      if (b > covered)
+        fail(ErrorCategory::kInput, "{}: bytes {} to {} of the data section belong to no tensor ({}): the tensors "
+             "must cover the data section with no hole", path, covered, b,
+             before.empty() ? "before the first tensor, '" + n + "'" : "between '" + before + "' and '" + n + "'");
+      if (e > covered || before.empty()) covered = e, before = n;
     }
+    if (covered != data_bytes)
+      fail(ErrorCategory::kInput, "{}: the data section holds {} bytes but its tensors end at byte {}: {} trailing "
+           "bytes belong to no tensor (a file appended to, or a header that lies about its offsets)", path, data_bytes,
+           covered, data_bytes - covered);
   } catch (...) {
     munmap(const_cast<uint8_t*>(map_), size_);
     map_ = nullptr;
@@ -175,6 +214,9 @@ const uint8_t* SafetensorsFile::data(const std::string& name) const {
 
 std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
   const auto& t = info(name);
+  if (!st_dtype_is_float(t.dtype))
+    fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype {}: THRIVE reads weights stored as BF16, F16 or F32", path_,
+         name, st_dtype_name(t.dtype));
   const uint8_t* p = data(name);
   std::vector<float> out(size_t(t.elements()));
   for (size_t i = 0; i < out.size(); ++i) {

@@ -172,6 +172,36 @@ TEST_F(Qwen3Tiny, GreedyRefusesARowWithNoFiniteLogit) {
   EXPECT_THROW(e.greedy({{nan, nan, inf}}), Error);
 }
 
+// Finite but huge weights: greedy's error names where the hidden state first overflowed.
+TEST_F(Qwen3Tiny, NoFiniteLogitNamesTheLayerWhereTheHiddenStateOverflowed) {
+  const auto c = Qwen3Config::load(dir_->path());
+  const auto expect_greedy_error = [&](Qwen3Weights w, const std::string& mention) {
+    CpuQwen3Engine e(c, std::move(w), 2, 32);
+    const auto logits = e.prefill({{1, 2, 3}, {4}});
+    try {
+      (void)e.greedy(logits);
+      FAIL() << "greedy chose from a row of NaN";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.category(), ErrorCategory::kInput);
+      EXPECT_NE(std::string(err.what()).find(mention), std::string::npos) << err.what();
+    }
+  };
+  // layer 1's post-attention norm weights at 1e30: its gate/up products pass float32's range
+  auto w = load_weights(c, dir_->path());
+  for (float& g : w.layers[1].post_norm) g = 1e30f;
+  expect_greedy_error(w, "greedy: sequence 0 has no finite logit (every one NaN or infinite): its hidden state first "
+                         "held a NaN or infinity after layer 1 (model.layers.1.*) at position 0");
+  // a forward pass that stayed finite blames the final norm or the lm_head product
+  CpuQwen3Engine e(c, load_weights(c, dir_->path()), 1, 32);
+  (void)e.prefill({{1, 2}});
+  try {
+    (void)e.greedy({{std::nanf(""), std::nanf("")}});
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("stayed finite through every layer"), std::string::npos) << err.what();
+  }
+}
+
 TEST_F(Qwen3Tiny, DecodeThroughTheKvCacheEqualsARecomputedPrefill) {
   const auto c = Qwen3Config::load(dir_->path());
   auto w = load_weights(c, dir_->path());
@@ -440,6 +470,49 @@ TEST(Qwen3Checkpoint, ANaNWeightIsAnInputErrorNamingTheTensor) {
     EXPECT_EQ(e.category(), ErrorCategory::kInput);
     EXPECT_NE(std::string(e.what()).find("model.norm.weight"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("element 3"), std::string::npos) << e.what();
+  }
+}
+
+// A checkpoint may carry tensors the engine does not load, in any safetensors dtype (an I64
+// buffer); one it loads must be BF16, F16 or F32, said from the headers before any weight is read.
+TEST(Qwen3Checkpoint, ExtraTensorsOfAnyDtypeAreIgnoredAUsedOneMustBeFloat) {
+  test::TempDir dir;
+  const auto cfg = Qwen3Config::preset("tiny");
+  init_checkpoint(cfg, dir.path(), 1);
+  std::vector<StTensorOut> extra = {{"model.rotary_emb.position_ids", StDtype::kI64, {1, 4}, std::vector<uint8_t>(32)},
+                                    {"model.extra.scale", StDtype::kBF16, {2}, std::vector<uint8_t>(4)}};
+  write_safetensors(dir.path() + "/extra.safetensors", extra);
+  // model.safetensors takes precedence over other shards: move the weights into a two-shard index
+  const std::string weights = dir.path() + "/model-1.safetensors";
+  std::filesystem::rename(dir.path() + "/model.safetensors", weights);
+  nlohmann::json index;
+  for (const auto& name : Checkpoint(dir.path()).names())
+    index["weight_map"][name] = name.starts_with("model.rotary_emb") || name.starts_with("model.extra")
+                                    ? "extra.safetensors" : "model-1.safetensors";
+  test::write_text(dir.path() + "/model.safetensors.index.json", index.dump());
+  const auto loaded = load_weights(Qwen3Config::load(dir.path()), dir.path());
+  EXPECT_EQ(loaded.final_norm.size(), size_t(cfg.hidden));
+  // the final norm's bf16 bytes relabelled I16 (two bytes an element, as BF16): refused by name
+  {
+    SafetensorsFile f(weights);
+    std::vector<StTensorOut> out;
+    for (const auto& [name, info] : f.tensors()) {
+      StTensorOut t{name, info.dtype, info.shape, {}};
+      const uint8_t* p = f.data(name);
+      t.bytes.assign(p, p + (info.end - info.begin));
+      if (name == "model.norm.weight") t.dtype = StDtype::kI16;
+      out.push_back(std::move(t));
+    }
+    write_safetensors(weights + ".new", out);
+  }
+  std::filesystem::rename(weights + ".new", weights);
+  try {
+    (void)load_weights(Qwen3Config::load(dir.path()), dir.path());
+    FAIL() << "an I16 norm loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(e.what()).find(weights + ": tensor 'model.norm.weight' has dtype I16: THRIVE reads weights "
+                                         "stored as BF16, F16 or F32"), std::string::npos) << e.what();
   }
 }
 

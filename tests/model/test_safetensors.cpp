@@ -76,7 +76,8 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
   expect_input_error(raw_file(d + "/trunc", "{}", 0, 1000), "exceeds the file");
   expect_input_error(raw_file(d + "/notjson", "[1, 2]", 0), "is a JSON array, expected a JSON object");
   expect_input_error(raw_file(d + "/badjson", "{\"w\": tru}", 0), "syntax error");
-  expect_input_error(raw_file(d + "/dtype", R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", 2), "'I8'");
+  expect_input_error(raw_file(d + "/dtype", R"({"w":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}})", 2),
+                     "'Q4_K': not a safetensors dtype");
   expect_input_error(raw_file(d + "/beyond", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "outside the data");
   expect_input_error(raw_file(d + "/lies", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16), "lie about its size");
   expect_input_error(raw_file(d + "/overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -104,6 +105,63 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
                                                R"(4611686018427387904,16],"data_offsets":[0,0]}})", 0),
                      "lie about its size");
   expect_input_error(d + "/does-not-exist", "cannot open");
+  // the tensors tile the data section: no hole before, between or after them (the reference
+  // implementation's InvalidOffset / MetadataIncompleteBuffer)
+  expect_input_error(raw_file(d + "/lead", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+                     "bytes 0 to 4 of the data section belong to no tensor (before the first tensor, 'w')");
+  expect_input_error(raw_file(d + "/hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                           R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12),
+                     "bytes 4 to 8 of the data section belong to no tensor (between 'a' and 'b')");
+  expect_input_error(raw_file(d + "/trailing", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 6),
+                     "holds 6 bytes but its tensors end at byte 4: 2 trailing bytes");
+  expect_input_error(raw_file(d + "/nothing", R"({})", 3), "holds 3 bytes but its tensors end at byte 0");
+  // an empty tensor inside another's bytes is an overlap
+  expect_input_error(raw_file(d + "/inside", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                             R"("z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})", 8),
+                     "tensors 'a' (bytes 0 to 8) and 'z' (bytes 4 to 4) overlap");
+  // "__metadata__" maps strings to strings
+  expect_input_error(raw_file(d + "/meta-num", R"({"__metadata__":{"format":1}})", 0), "\"__metadata__\" is {\"format\":1}");
+  expect_input_error(raw_file(d + "/meta-list", R"({"__metadata__":["pt"]})", 0), "expected an object of strings");
+}
+
+TEST(Safetensors, EmptyTensorsAndAMetadataMapAreValid) {
+  test::TempDir dir;
+  const std::string path = raw_file(dir.path() + "/ok", R"({"__metadata__":{"format":"pt"},)"
+                                    R"("e":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                                    R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                    R"("z":{"dtype":"BF16","shape":[3,0],"data_offsets":[4,4]}})", 4);
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.tensors().size(), 3u);
+  EXPECT_EQ(f.to_f32("w"), std::vector<float>{0.f});
+}
+
+TEST(Safetensors, ATensorOfAnotherDtypeIsReadOnlyWhenUsed) {
+  // a checkpoint may carry an integer buffer it does not load; reading one as weights is the error
+  test::TempDir dir;
+  const std::string path = raw_file(dir.path() + "/m", R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
+                                    R"("w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]},)"
+                                    R"("f8":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[20,24]}})", 24);
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.info("ids").dtype, StDtype::kI64);
+  EXPECT_EQ(f.info("f8").dtype, StDtype::kF8E4M3);
+  EXPECT_EQ(f.to_f32("w"), std::vector<float>{0.f});
+  for (const std::string t : {"ids", "f8"}) {
+    try {
+      (void)f.to_f32(t);
+      FAIL() << "read " << t;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput);
+      EXPECT_NE(std::string(e.what()).find(path + ": tensor '" + t + "' has dtype " + st_dtype_name(f.info(t).dtype) +
+                                           ": THRIVE reads weights stored as BF16, F16 or F32"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // the names and sizes of every dtype (safetensors' spelling)
+  EXPECT_STREQ(st_dtype_name(StDtype::kF8E5M2), "F8_E5M2");
+  EXPECT_EQ(st_dtype_bytes(StDtype::kU64), 8);
+  EXPECT_EQ(st_dtype_bytes(StDtype::kBool), 1);
+  EXPECT_EQ(st_dtype_bytes(StDtype::kBF16), 2);
 }
 
 TEST(Safetensors, ShardedCheckpointsFollowTheIndexAndRefuseDuplicates) {

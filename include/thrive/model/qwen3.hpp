@@ -87,7 +87,8 @@ struct Qwen3Weights {
 /// runs: exactly cfg.layers decoder layers (model.layers.{L-1} present, model.layers.{L}
 /// absent) and no bias tensor (`*.bias`: Qwen3's projections are bias-free; Qwen2's q/k/v
 /// biases would otherwise be dropped silently), and every tensor of cfg.tensor_layout present with
-/// the shape config.json implies (the headers only: no weight is read). The layer count is checked
+/// the shape config.json implies and a dtype the engine reads, BF16, F16 or F32 (the headers
+/// only: no weight is read; a tensor outside the layout may have any safetensors dtype). The layer count is checked
 /// first, so the tensor layout of an absurd num_hidden_layers is never built.
 void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
 /// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
@@ -145,8 +146,10 @@ class CpuQwen3Engine {
   /// One decode step: `tokens[b]` at each sequence's next position; returns [batch][vocab].
   /// Error(kUsage) when a sequence would pass max_context.
   std::vector<std::vector<float>> decode(const std::vector<int32_t>& tokens);
-  /// Greedy choice per row: the largest finite logit (lowest index on ties), timed as the
-  /// "sampling" stage. Error(kInput) for a row with no finite logit (overflowing weights).
+  /// Greedy choice per row (row b is sequence b): the largest finite logit (lowest index on
+  /// ties), timed as the "sampling" stage. Error(kInput) for a row with no finite logit
+  /// (overflowing weights), naming the layer and position where that sequence's hidden state
+  /// first held a NaN or infinity since its prefill, or the final norm / lm_head where none did.
   std::vector<int32_t> greedy(const std::vector<std::vector<float>>& logits);
 
   const StageTimes& stages() const { return stages_; }
@@ -170,6 +173,9 @@ class CpuQwen3Engine {
   int batch_;
   int64_t max_context_;
   std::vector<int64_t> pos_;
+  // per sequence: where its residual stream first held a NaN or infinity since prefill
+  // ("after layer L (model.layers.L.*) at position P"), empty while it is finite
+  std::vector<std::string> overflow_;
   std::vector<float> k_cache_, v_cache_;  // [batch][layer][max_context][kv_heads][head_dim]
   std::vector<float> inv_freq_;
   StageTimes stages_;

@@ -8,7 +8,10 @@
 //
 // Every structural fact is checked before any tensor is used: header length within the file,
 // JSON an object, each entry with a known dtype, non-negative shape, offsets ordered, inside the
-// data section and matching shape x element size, no two tensors overlapping. Violations throw
+// data section and matching shape x element size, no two tensors overlapping, the tensors
+// covering the data section with no hole and no trailing byte (the reference implementation's
+// InvalidOffset and MetadataIncompleteBuffer errors: "the last offset must be the end of the
+// file", huggingface/safetensors), "__metadata__" a map of strings to strings. Violations throw
 // Error(kInput) naming the file and tensor.
 #pragma once
 
@@ -23,12 +26,17 @@
 
 namespace thrive::model {
 
-/// Element types THRIVE reads: "BF16", "F16", "F32" (safetensors' spelling).
-enum class StDtype { kBF16, kF16, kF32 };
-/// Bytes per element of `d`.
+/// Element types of a safetensors header, in safetensors' spelling ("BF16", "F16", "F32", "F64",
+/// "I8" ... "U64", "BOOL", "F8_E4M3", "F8_E5M2"; the Rust reference crate's byte-sized dtypes).
+/// THRIVE's weights are read as BF16, F16 or F32 (st_dtype_is_float); a tensor of another dtype
+/// may sit in a checkpoint (an integer buffer THRIVE does not use) and is refused only when read.
+enum class StDtype { kBF16, kF16, kF32, kF64, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kBool, kF8E4M3, kF8E5M2 };
+/// Bytes per element of `d` (1 to 8).
 int st_dtype_bytes(StDtype d);
-/// "BF16" / "F16" / "F32".
+/// The header's spelling of `d`: "BF16", "F16", "F32", "F64", "I8", ..., "BOOL", "F8_E4M3", "F8_E5M2".
 const char* st_dtype_name(StDtype d);
+/// True for the dtypes THRIVE converts to float32: BF16, F16, F32.
+bool st_dtype_is_float(StDtype d);
 
 /// One tensor's entry in a header.
 struct StTensorInfo {
@@ -55,7 +63,8 @@ class SafetensorsFile {
   const StTensorInfo& info(const std::string& name) const;
   /// Raw bytes of `name` (inside the mapping, valid while this object lives).
   const uint8_t* data(const std::string& name) const;
-  /// `name` converted to float32, row-major.
+  /// `name` converted to float32, row-major. Error(kInput) naming the file, tensor and dtype when
+  /// its dtype is not BF16, F16 or F32.
   std::vector<float> to_f32(const std::string& name) const;
 
  private:
