@@ -1,7 +1,6 @@
 #include "thrive/model/safetensors.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,34 +83,53 @@ int64_t StTensorInfo::elements() const {
   return n;
 }
 
+namespace {
+// Reads exactly `n` bytes at `offset` of `fd` (pread, EINTR retried). Error(kInput) naming the
+// file and `what` when it ends early (it shrank after it was opened) or the read fails.
+void read_exact(int fd, const std::string& path, uint8_t* dst, size_t n, int64_t offset, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = pread(fd, dst + done, n - done, off_t(offset + int64_t(done)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail(ErrorCategory::kInput, "{}: cannot read {} ({})", path, what, std::strerror(errno));
+    if (r == 0)
+      fail(ErrorCategory::kInput, "{}: the file ends at byte {} while reading {} (bytes {} to {}): it shrank after "
+           "it was opened (rewritten or truncated meanwhile?)", path, offset + int64_t(done), what, offset,
+           offset + int64_t(n));
+    done += size_t(r);
+  }
+}
+}  // namespace
+
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  // O_NONBLOCK: a FIFO in place of the file would block open() until a writer came
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail(ErrorCategory::kInput, "{}: cannot open ({})", path, std::strerror(errno));
+  // O_NONBLOCK: a FIFO in place of the file would block open() until a writer came. Read with
+  // pread, not mapped: a file truncated while it is read is then an error naming it, not SIGBUS.
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) fail(ErrorCategory::kInput, "{}: cannot open ({})", path, std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
+  if (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd_);
     fail(ErrorCategory::kInput, "{}: not a regular file", path);
   }
   size_ = size_t(st.st_size);
   if (size_ < 8) {
-    close(fd);
+    close(fd_);
     fail(ErrorCategory::kInput, "{}: {} bytes, too short for a safetensors header (8-byte length first)", path, size_);
   }
-  void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (m == MAP_FAILED) fail(ErrorCategory::kInput, "{}: cannot map ({})", path, std::strerror(errno));
-  map_ = static_cast<const uint8_t*>(m);
   try {
+    uint8_t len[8];
+    read_exact(fd_, path, len, 8, 0, "the header length");
     uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = n << 8 | map_[i];  // little-endian
+    for (int i = 7; i >= 0; --i) n = n << 8 | len[i];  // little-endian
     if (n > size_ - 8 || n > (uint64_t(100) << 20))
       fail(ErrorCategory::kInput, "{}: header length {} exceeds the file ({} bytes) or 100 MiB: truncated or not safetensors",
            path, n, size_);
     data_start_ = int64_t(8 + n);
     const int64_t data_bytes = int64_t(size_) - data_start_;
+    std::string header(size_t(n), '\0');
+    read_exact(fd_, path, reinterpret_cast<uint8_t*>(header.data()), size_t(n), 8, "the header");
     std::string why;
-    auto j = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(map_) + 8, size_t(n)), 64, &why);
+    auto j = parse_json_bounded(header, 64, &why);
     if (!j.is_object())
       fail(ErrorCategory::kInput, "{}: the header is {}, expected a JSON object", path, json_kind(j, why));
     std::vector<std::tuple<int64_t, int64_t, std::string>> spans;  // [begin, end), tensor
@@ -192,14 +210,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
            "bytes belong to no tensor (a file appended to, or a header that lies about its offsets)", path, data_bytes,
            covered, data_bytes - covered);
   } catch (...) {
-    munmap(const_cast<uint8_t*>(map_), size_);
-    map_ = nullptr;
+    close(fd_);
+    fd_ = -1;
     throw;
   }
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr) munmap(const_cast<uint8_t*>(map_), size_);
+  if (fd_ >= 0) close(fd_);
 }
 
 const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
@@ -208,8 +226,11 @@ const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
   return it->second;
 }
 
-const uint8_t* SafetensorsFile::data(const std::string& name) const {
-  return map_ + data_start_ + info(name).begin;
+std::vector<uint8_t> SafetensorsFile::bytes(const std::string& name) const {
+  const auto& t = info(name);
+  std::vector<uint8_t> out(size_t(t.end - t.begin));
+  read_exact(fd_, path_, out.data(), out.size(), data_start_ + t.begin, "tensor '" + name + "'");
+  return out;
 }
 
 std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
@@ -217,16 +238,27 @@ std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
   if (!st_dtype_is_float(t.dtype))
     fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype {}: THRIVE reads weights stored as BF16, F16 or F32", path_,
          name, st_dtype_name(t.dtype));
-  const uint8_t* p = data(name);
+  const size_t esize = size_t(st_dtype_bytes(t.dtype));
   std::vector<float> out(size_t(t.elements()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == StDtype::kF32) {
-      std::memcpy(&out[i], p + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out[i] = t.dtype == StDtype::kBF16 ? ops::bf16_to_float(h) : f16_to_f32(h);
+  // read and convert 16 MiB at a time: no second copy of a large tensor (the 1.7B model's
+  // embedding is 622 MB in bf16) in memory
+  constexpr size_t kChunk = size_t(16) << 20;
+  std::vector<uint8_t> buf(std::min(kChunk, out.size() * esize));
+  for (size_t first = 0; first < out.size();) {
+    const size_t count = std::min(kChunk / esize, out.size() - first);
+    read_exact(fd_, path_, buf.data(), count * esize, data_start_ + t.begin + int64_t(first * esize),
+               "tensor '" + name + "'");
+    const uint8_t* p = buf.data();
+    for (size_t i = 0; i < count; ++i) {
+      if (t.dtype == StDtype::kF32) {
+        std::memcpy(&out[first + i], p + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[first + i] = t.dtype == StDtype::kBF16 ? ops::bf16_to_float(h) : f16_to_f32(h);
+      }
     }
+    first += count;
   }
   return out;
 }

@@ -497,9 +497,7 @@ TEST(Qwen3Checkpoint, ExtraTensorsOfAnyDtypeAreIgnoredAUsedOneMustBeFloat) {
     SafetensorsFile f(weights);
     std::vector<StTensorOut> out;
     for (const auto& [name, info] : f.tensors()) {
-      StTensorOut t{name, info.dtype, info.shape, {}};
-      const uint8_t* p = f.data(name);
-      t.bytes.assign(p, p + (info.end - info.begin));
+      StTensorOut t{name, info.dtype, info.shape, f.bytes(name)};
       if (name == "model.norm.weight") t.dtype = StDtype::kI16;
       out.push_back(std::move(t));
     }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.hpp"
@@ -122,6 +123,34 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
   // "__metadata__" maps strings to strings
   expect_input_error(raw_file(d + "/meta-num", R"({"__metadata__":{"format":1}})", 0), "\"__metadata__\" is {\"format\":1}");
   expect_input_error(raw_file(d + "/meta-list", R"({"__metadata__":["pt"]})", 0), "expected an object of strings");
+}
+
+// Read with pread: a tensor larger than the 16 MiB conversion chunk comes back whole, and a
+// file truncated after it was opened is an input error naming it (a mapping would SIGBUS).
+TEST(Safetensors, LargeTensorsReadInChunksAndATruncatedFileIsAnError) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/big.safetensors";
+  std::vector<float> v(size_t(5) << 20);  // 20 MiB of F32, and an odd BF16 tail
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 65536) - 7.f;
+  std::vector<uint8_t> tail(2 * 3);
+  for (int i = 0; i < 3; ++i) tail[size_t(2 * i + 1)] = 0x3f, tail[size_t(2 * i)] = 0x80;  // bf16 1.0
+  write_safetensors(path, {{"big", StDtype::kF32, {int64_t(v.size())}, f32_bytes(v)}, {"tail", StDtype::kBF16, {3}, tail}});
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.to_f32("big"), v);
+  EXPECT_EQ(f.to_f32("tail"), (std::vector<float>{1.f, 1.f, 1.f}));
+  EXPECT_EQ(f.bytes("tail"), tail);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 2 * 3 - 4 * 1000);
+  for (const std::string t : {"big", "tail"}) {
+    try {
+      (void)f.to_f32(t);
+      FAIL() << "read " << t << " past the end of a truncated file";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput);
+      EXPECT_NE(std::string(e.what()).find(path + ": the file ends at byte"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("while reading tensor '" + t + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("shrank after it was opened"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Safetensors, EmptyTensorsAndAMetadataMapAreValid) {

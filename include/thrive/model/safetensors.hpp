@@ -47,10 +47,12 @@ struct StTensorInfo {
   int64_t elements() const;
 };
 
-/// A memory-mapped safetensors file, validated at open.
+/// A safetensors file, validated at open and read with pread (not mapped: a file truncated while
+/// it is read gives an Error(kInput) naming it, where a mapping would kill the process with SIGBUS).
+/// Holds the file open while it lives.
 class SafetensorsFile {
  public:
-  /// Maps and validates `path`. Throws Error(kInput) naming the file (missing, unreadable,
+  /// Opens and validates `path`. Throws Error(kInput) naming the file (missing, unreadable,
   /// truncated header, malformed JSON, bad entry) and the tensor where one is at fault.
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
@@ -61,15 +63,16 @@ class SafetensorsFile {
   const std::map<std::string, StTensorInfo>& tensors() const { return tensors_; }
   /// The entry of `name`; Error(kInput) naming the file when absent.
   const StTensorInfo& info(const std::string& name) const;
-  /// Raw bytes of `name` (inside the mapping, valid while this object lives).
-  const uint8_t* data(const std::string& name) const;
+  /// The raw bytes of `name`, little-endian as stored (end - begin bytes). Error(kInput) naming
+  /// the file and tensor when the file has shrunk since it was opened or cannot be read.
+  std::vector<uint8_t> bytes(const std::string& name) const;
   /// `name` converted to float32, row-major. Error(kInput) naming the file, tensor and dtype when
-  /// its dtype is not BF16, F16 or F32.
+  /// its dtype is not BF16, F16 or F32, or as bytes() when the read falls short.
   std::vector<float> to_f32(const std::string& name) const;
 
  private:
   std::string path_;
-  const uint8_t* map_ = nullptr;
+  int fd_ = -1;
   size_t size_ = 0;
   int64_t data_start_ = 0;
   std::map<std::string, StTensorInfo> tensors_;
