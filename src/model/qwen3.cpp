@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <thread>
 
@@ -527,6 +528,27 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
 
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context) {
   return 8.0 * double(batch) * double(cfg.layers) * double(max_context) * double(cfg.kv_heads) * double(cfg.head_dim);
+}
+
+int64_t host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kb = 0;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kb >= 0 && kb < (int64_t(1) << 52) ? kb * 1024 : -1;
+  }
+  return -1;
+}
+
+void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t max_context, int64_t available_bytes) {
+  if (available_bytes < 0) return;
+  const double weights = 4.0 * double(cfg.parameters()), cache = cpu_kv_cache_bytes(cfg, batch, max_context);
+  if (weights + cache > double(available_bytes))
+    fail(ErrorCategory::kUsage, "batch {} x context {}: the CPU engine needs {:.4g} GB (float32 weights {:.4g} GB + KV "
+         "cache {:.4g} GB), more than the {:.4g} GB this machine has available (MemAvailable in /proc/meminfo); use a "
+         "smaller batch or context, or the CUDA engine (--device cuda)", batch, max_context, (weights + cache) / 1e9,
+         weights / 1e9, cache / 1e9, double(available_bytes) / 1e9);
 }
 
 CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,

@@ -514,6 +514,30 @@ TEST(Qwen3Checkpoint, ExtraTensorsOfAnyDtypeAreIgnoredAUsedOneMustBeFloat) {
   }
 }
 
+// The CPU engine's weights and KV cache must fit the memory the machine has: past it Linux's
+// overcommit would end the run in the OOM killer, not in bad_alloc.
+TEST(Qwen3Checkpoint, TheCpuEngineMustFitTheHostsAvailableMemory) {
+  const auto cfg = Qwen3Config::preset("qwen3-1.7b");
+  const double weights = 4.0 * double(cfg.parameters()), cache = cpu_kv_cache_bytes(cfg, 2, 1024);
+  const auto need = int64_t(weights + cache);
+  EXPECT_NO_THROW(check_cpu_host_memory(cfg, 2, 1024, need + 1));
+  EXPECT_NO_THROW(check_cpu_host_memory(cfg, 2, 1024, -1));  // unknown: no check
+  try {
+    check_cpu_host_memory(cfg, 2, 1024, need - (int64_t(1) << 20));
+    FAIL() << "a run past the available memory passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("batch 2 x context 1024: the CPU engine needs"), std::string::npos) << m;
+    EXPECT_NE(m.find(fmt::format("float32 weights {:.4g} GB + KV cache {:.4g} GB", weights / 1e9, cache / 1e9)),
+              std::string::npos) << m;
+    EXPECT_NE(m.find("MemAvailable"), std::string::npos) << m;
+  }
+  // this machine's figure is read (Linux: /proc/meminfo), in bytes
+  const int64_t have = host_available_bytes();
+  EXPECT_GT(have, int64_t(1) << 20);
+}
+
 TEST(Qwen3Checkpoint, SameSeedSameFileOtherSeedOtherWeights) {
   test::TempDir a, b, c;
   const auto cfg = Qwen3Config::preset("tiny");

@@ -130,6 +130,15 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
 /// Bytes of the CPU engine's float32 KV cache, K and V: 2 x batch x layers x max_context x
 /// kv_heads x head_dim x 4, as a double (exact below 2^53; no overflow for any int64 inputs).
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context);
+/// Bytes this machine can give a new allocation now: /proc/meminfo's MemAvailable (kB x 1024,
+/// the kernel's estimate without swapping), or -1 where it cannot be read.
+int64_t host_available_bytes();
+/// Throws Error(kUsage), naming the bytes of each part and the bytes available, when the CPU
+/// engine's float32 weights (4 x parameters()) and KV cache (cpu_kv_cache_bytes) together exceed
+/// `available_bytes` (host_available_bytes(); negative: unknown, no check). Linux overcommits
+/// memory, so such a run would not get bad_alloc but be killed by the OOM killer mid-run. The e2e
+/// command calls it before the weights load.
+void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t max_context, int64_t available_bytes);
 
 /// The float32 CPU engine: batched prefill and decode over a contiguous per-sequence KV cache
 /// ([layer][position][kv_head][head_dim], float32), OpenMP across output features.

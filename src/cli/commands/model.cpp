@@ -216,6 +216,7 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
     const model::Checkpoint ck(f.model);
     model::check_checkpoint_fits(ck, cfg, f.model);
     if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, context);
+    model::check_cpu_host_memory(cfg, f.batch, context, model::host_available_bytes());
     const auto t = std::chrono::steady_clock::now();
     try {
       weights = model::load_weights(cfg, ck);
