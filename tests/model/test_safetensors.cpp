@@ -107,22 +107,28 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
                      "lie about its size");
   expect_input_error(d + "/does-not-exist", "cannot open");
   // the tensors tile the data section: no hole before, between or after them (the reference
-  // implementation's InvalidOffset / MetadataIncompleteBuffer)
-  expect_input_error(raw_file(d + "/lead", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
-                     "bytes 0 to 4 of the data section belong to no tensor (before the first tensor, 'w')");
-  expect_input_error(raw_file(d + "/hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                                           R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12),
-                     "bytes 4 to 8 of the data section belong to no tensor (between 'a' and 'b')");
-  expect_input_error(raw_file(d + "/trailing", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 6),
-                     "holds 6 bytes but its tensors end at byte 4: 2 trailing bytes");
-  expect_input_error(raw_file(d + "/nothing", R"({})", 3), "holds 3 bytes but its tensors end at byte 0");
-  // an empty tensor inside another's bytes is an overlap
-  expect_input_error(raw_file(d + "/inside", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                             R"("z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})", 8),
-                     "tensors 'a' (bytes 0 to 8) and 'z' (bytes 4 to 4) overlap");
-  // "__metadata__" maps strings to strings
-  expect_input_error(raw_file(d + "/meta-num", R"({"__metadata__":{"format":1}})", 0), "\"__metadata__\" is {\"format\":1}");
-  expect_input_error(raw_file(d + "/meta-list", R"({"__metadata__":["pt"]})", 0), "expected an object of strings");
+  // implementation's InvalidOffset / MetadataIncompleteBuffer); an empty tensor inside another's
+  // bytes is an overlap; "__metadata__" maps strings to strings
+  struct Forged {
+    const char* name;
+    std::string header;
+    size_t data_bytes;
+    const char* mention;
+  };
+  const std::string a4 = R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+  const Forged forged[] = {
+      {"lead", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8,
+       "bytes 0 to 4 of the data section belong to no tensor (before the first tensor, 'w')"},
+      {"hole", "{" + a4 + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12,
+       "bytes 4 to 8 of the data section belong to no tensor (between 'a' and 'b')"},
+      {"trailing", "{" + a4 + "}", 6, "holds 6 bytes but its tensors end at byte 4: 2 trailing bytes"},
+      {"nothing", "{}", 3, "holds 3 bytes but its tensors end at byte 0"},
+      {"inside", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],)"
+                 R"("data_offsets":[4,4]}})", 8, "tensors 'a' (bytes 0 to 8) and 'z' (bytes 4 to 4) overlap"},
+      {"meta-num", R"({"__metadata__":{"format":1}})", 0, "\"__metadata__\" is {\"format\":1}"},
+      {"meta-list", R"({"__metadata__":["pt"]})", 0, "expected an object of strings"},
+  };
+  for (const auto& f : forged) expect_input_error(raw_file(d + "/" + f.name, f.header, f.data_bytes), f.mention);
 }
 
 // Read with pread: a tensor larger than the 16 MiB conversion chunk comes back whole, and a
