@@ -763,6 +763,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     put(p + "self_attn.k_norm.weight", W.k_norm);
     m.layers.push_back(W);
   }
+  ck.check_unchanged();  // a checkpoint rewritten during the upload may have mixed two versions
 
   // KV cache and activations.
   const int64_t cache_elems = cfg.layers * B * L * NKV * D;

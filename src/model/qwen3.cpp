@@ -324,9 +324,13 @@ std::vector<StTensorInfo> Qwen3Config::tensor_layout(StDtype dtype) const {
 }
 
 int64_t Qwen3Config::parameters() const {
-  int64_t n = 0;
-  for (const auto& t : tensor_layout(StDtype::kBF16)) n += t.elements();
-  return n;
+  // tensor_layout's element counts summed in closed form (no layout built: num_hidden_layers may
+  // be absurd before check_checkpoint_fits has refused it), in double: exact below 2^53,
+  // saturated past int64
+  const double H = double(hidden), QD = double(heads * head_dim), KD = double(kv_heads * head_dim);
+  const double per_layer = 2 * H + 2 * double(head_dim) + 2 * QD * H + 2 * KD * H + 3 * double(intermediate) * H;
+  const double n = double(vocab) * H * (tie_embeddings ? 1 : 2) + H + double(layers) * per_layer;
+  return n >= 9.2e18 ? INT64_MAX : int64_t(n);
 }
 
 // ---- checkpoints -----------------------------------------------------------------------------
@@ -443,13 +447,27 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
   // Before the layout is built: an absurd num_hidden_layers would otherwise allocate gigabytes of
   // tensor names first. A layer left over would run the checkpoint as a shallower model.
   const auto layer_tensor = [](int64_t l) { return "model.layers." + std::to_string(l) + ".input_layernorm.weight"; };
-  if (!ck.has(layer_tensor(cfg.layers - 1)))
+  const auto names = ck.names();
+  if (names.empty())
+    fail(ErrorCategory::kInput, "{}: its {} safetensors file(s) hold no tensor at all", dir, ck.file_count());
+  if (!ck.has(layer_tensor(cfg.layers - 1))) {
+    // what the files do hold: the deepest layer index among "model.layers.N." names
+    int64_t deepest = -1;
+    for (const auto& n : names)
+      if (n.starts_with("model.layers.")) {
+        const auto digits = n.substr(13, n.find('.', 13) - 13);
+        if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos)
+          deepest = std::max(deepest, int64_t(std::stoll(digits)));
+      }
     fail(ErrorCategory::kInput, "{}: no tensor '{}': config.json's num_hidden_layers {} is more than the checkpoint "
-         "holds", dir, layer_tensor(cfg.layers - 1), cfg.layers);
+         "holds (its {} tensors in {} file(s) {})", dir, layer_tensor(cfg.layers - 1), cfg.layers, names.size(),
+         ck.file_count(), deepest < 0 ? std::string("name no model.layers.N tensor")
+                                      : fmt::format("reach layer {} at most", deepest));
+  }
   if (ck.has(layer_tensor(cfg.layers)))
     fail(ErrorCategory::kInput, "{}: tensor '{}' exists: the checkpoint holds more layers than config.json's "
          "num_hidden_layers {}", dir, layer_tensor(cfg.layers), cfg.layers);
-  for (const auto& name : ck.names())
+  for (const auto& name : names)
     if (name.ends_with(".bias"))
       fail(ErrorCategory::kInput, "{}: tensor '{}' is a bias: this engine implements Qwen3's bias-free projections "
            "(config.json's attention_bias false)", dir, name);
@@ -491,6 +509,7 @@ Qwen3Weights load_weights(const Qwen3Config& cfg, const Checkpoint& ck) {
     L.down = g("mlp.down_proj.weight");
     w.layers.push_back(std::move(L));
   }
+  ck.check_unchanged();  // a checkpoint rewritten while it was read may have mixed two versions
   return w;
 }
 
@@ -530,25 +549,63 @@ double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_con
   return 8.0 * double(batch) * double(cfg.layers) * double(max_context) * double(cfg.kv_heads) * double(cfg.head_dim);
 }
 
-int64_t host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  int64_t kb = 0;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kb >= 0 && kb < (int64_t(1) << 52) ? kb * 1024 : -1;
+namespace {
+// The first integer of a text file (a cgroup's memory.max is "max" where unlimited: -1 then).
+int64_t read_int_file(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  return in >> v && v >= 0 ? v : -1;
+}
+}  // namespace
+
+int64_t host_available_bytes(const std::string& root) {
+  int64_t avail = -1;
+  {
+    std::ifstream in(root + "proc/meminfo");
+    std::string key, rest;
+    int64_t kb = 0;
+    while (in >> key >> kb) {
+      std::getline(in, rest);
+      if (key == "MemAvailable:") {
+        avail = kb >= 0 && kb < (int64_t(1) << 52) ? kb * 1024 : -1;
+        break;
+      }
+    }
   }
-  return -1;
+  // cgroup v2: the line "0::/PATH" of /proc/self/cgroup names this process's group
+  std::ifstream cg(root + "proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    if (!line.starts_with("0::")) continue;
+    const std::string dir = root + "sys/fs/cgroup" + line.substr(3);
+    const int64_t max = read_int_file(dir + "/memory.max"), cur = read_int_file(dir + "/memory.current");
+    if (max >= 0 && cur >= 0) {
+      const int64_t left = std::max<int64_t>(0, max - cur);
+      avail = avail < 0 ? left : std::min(avail, left);
+    }
+  }
+  return avail;
 }
 
-void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t max_context, int64_t available_bytes) {
+CpuEngineBytes cpu_engine_bytes(const Qwen3Config& cfg, int64_t batch, int64_t prompt, int64_t gen) {
+  CpuEngineBytes b;
+  b.weights = 4.0 * double(cfg.parameters());
+  b.kv_cache = cpu_kv_cache_bytes(cfg, batch, prompt + std::max<int64_t>(gen, 0));
+  b.logits = (gen > 1 ? 2.0 : 1.0) * double(batch) * double(cfg.vocab) * 4;  // a decode step's only with gen > 1
+  b.activations = double(prompt) * 4 *
+                  (3.0 * double(cfg.hidden) + 2.0 * double(cfg.heads * cfg.head_dim) +
+                   2.0 * double(cfg.kv_heads * cfg.head_dim) + 2.0 * double(cfg.intermediate));
+  return b;
+}
+
+void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t prompt, int64_t gen, int64_t available_bytes) {
   if (available_bytes < 0) return;
-  const double weights = 4.0 * double(cfg.parameters()), cache = cpu_kv_cache_bytes(cfg, batch, max_context);
-  if (weights + cache > double(available_bytes))
-    fail(ErrorCategory::kUsage, "batch {} x context {}: the CPU engine needs {:.4g} GB (float32 weights {:.4g} GB + KV "
-         "cache {:.4g} GB), more than the {:.4g} GB this machine has available (MemAvailable in /proc/meminfo); use a "
-         "smaller batch or context, or the CUDA engine (--device cuda)", batch, max_context, (weights + cache) / 1e9,
-         weights / 1e9, cache / 1e9, double(available_bytes) / 1e9);
+  const auto b = cpu_engine_bytes(cfg, batch, prompt, gen);
+  if (b.total() > double(available_bytes))
+    fail(ErrorCategory::kUsage, "batch {} x prompt {} + gen {}: the CPU engine needs {:.4g} GB (float32 weights {:.4g} "
+         "GB + KV cache {:.4g} GB + logits {:.4g} GB + activations {:.4g} GB), more than the {:.4g} GB this process can "
+         "allocate (MemAvailable in /proc/meminfo, or its cgroup's memory.max less memory.current); use a smaller batch "
+         "or context, or the CUDA engine (--device cuda)", batch, prompt, std::max<int64_t>(gen, 0), b.total() / 1e9,
+         b.weights / 1e9, b.kv_cache / 1e9, b.logits / 1e9, b.activations / 1e9, double(available_bytes) / 1e9);
 }
 
 CpuQwen3Engine::CpuQwen3Engine(Qwen3Config cfg, Qwen3Weights weights, int batch, int64_t max_context,
@@ -718,9 +775,15 @@ std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>
   for (const auto& row : logits) {
     // the largest finite logit (NaN compares false: max_element would answer index 0 whatever
     // the row holds); a row with none is refused, as the CUDA engine's argmax refuses it
-    int64_t best = -1;
-    for (size_t i = 0; i < row.size(); ++i)
-      if (std::isfinite(row[i]) && (best < 0 || row[i] > row[size_t(best)])) best = int64_t(i);
+    int64_t best = -1, skipped = 0;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (!std::isfinite(row[i])) {
+        if (skipped++ == 0 && first_nonfinite_.empty())
+          first_nonfinite_ = fmt::format("sequence {}'s logit {} at greedy call {}", ids.size(), i, greedy_calls_);
+      } else if (best < 0 || row[i] > row[size_t(best)]) {
+        best = int64_t(i);
+      }
+    }
     if (best < 0) {
       // the forward pass recorded where the sequence's hidden state first left float32's range
       const size_t b = ids.size();
@@ -732,8 +795,10 @@ std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>
                                                                                    : "lm_head.weight") + ") overflowed"
                          : "its hidden state first held a NaN or infinity " + where);
     }
+    nonfinite_logits_ += skipped;
     ids.push_back(int32_t(best));
   }
+  ++greedy_calls_;
   stages_.add("sampling", std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   return ids;
 }

@@ -92,10 +92,13 @@ void read_exact(int fd, const std::string& path, uint8_t* dst, size_t n, int64_t
     const ssize_t r = pread(fd, dst + done, n - done, off_t(offset + int64_t(done)));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) fail(ErrorCategory::kInput, "{}: cannot read {} ({})", path, what, std::strerror(errno));
-    if (r == 0)
-      fail(ErrorCategory::kInput, "{}: the file ends at byte {} while reading {} (bytes {} to {}): it shrank after "
-           "it was opened (rewritten or truncated meanwhile?)", path, offset + int64_t(done), what, offset,
-           offset + int64_t(n));
+    if (r == 0) {
+      struct stat st {};
+      const std::string now = fstat(fd, &st) == 0 ? fmt::format("the file is {} bytes now", st.st_size)
+                                                   : std::string("the file ended");
+      fail(ErrorCategory::kInput, "{}: {}, too short for {} (reading its bytes {} to {} of the file): it shrank after "
+           "it was opened (rewritten or truncated meanwhile?)", path, now, what, offset, offset + int64_t(n));
+    }
     done += size_t(r);
   }
 }
@@ -112,6 +115,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     fail(ErrorCategory::kInput, "{}: not a regular file", path);
   }
   size_ = size_t(st.st_size);
+  opened_ = st;
   if (size_ < 8) {
     close(fd_);
     fail(ErrorCategory::kInput, "{}: {} bytes, too short for a safetensors header (8-byte length first)", path, size_);
@@ -128,6 +132,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const int64_t data_bytes = int64_t(size_) - data_start_;
     std::string header(size_t(n), '\0');
     read_exact(fd_, path, reinterpret_cast<uint8_t*>(header.data()), size_t(n), 8, "the header");
+    // a header is a JSON object from its first byte (the reference crate's InvalidHeaderStart:
+    // no byte-order mark, no leading space; trailing spaces pad it to 8 bytes)
+    if (header.empty() || header[0] != '{')
+      fail(ErrorCategory::kInput, "{}: the header starts with {}: expected '{{' (a safetensors header is a JSON object "
+           "from its first byte)", path, header.empty() ? std::string("nothing (length 0)")
+                                                         : fmt::format("byte 0x{:02x}", uint8_t(header[0])));
     std::string why;
     auto j = parse_json_bounded(header, 64, &why);
     if (!j.is_object())
@@ -224,6 +234,18 @@ const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) fail(ErrorCategory::kInput, "{}: no tensor named '{}'", path_, name);
   return it->second;
+}
+
+void SafetensorsFile::check_unchanged() const {
+  struct stat st {};
+  if (fstat(fd_, &st) != 0)
+    fail(ErrorCategory::kInput, "{}: cannot check the file after reading it ({})", path_, std::strerror(errno));
+  const auto same_time = [](const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; };
+  if (st.st_size != opened_.st_size || !same_time(st.st_mtim, opened_.st_mtim) || !same_time(st.st_ctim, opened_.st_ctim))
+    fail(ErrorCategory::kInput, "{}: the file changed while it was read ({} bytes and modified at {}.{:09d} when opened, "
+         "{} bytes and {}.{:09d} now): the weights read may mix two versions; run again once it is written",
+         path_, opened_.st_size, opened_.st_mtim.tv_sec, opened_.st_mtim.tv_nsec, st.st_size, st.st_mtim.tv_sec,
+         st.st_mtim.tv_nsec);
 }
 
 std::vector<uint8_t> SafetensorsFile::bytes(const std::string& name) const {
@@ -395,6 +417,10 @@ std::vector<std::string> Checkpoint::names() const {
 const std::string& Checkpoint::file_of(const std::string& name) const {
   info(name);
   return where_.at(name)->path();
+}
+
+void Checkpoint::check_unchanged() const {
+  for (const auto& f : files_) f->check_unchanged();
 }
 
 std::vector<float> Checkpoint::to_f32(const std::string& name) const {

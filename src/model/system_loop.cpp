@@ -109,6 +109,8 @@ SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const st
   p.prefill_tps = p.prefill_ms > 0 ? 1e3 * double(p.prompt_tokens) / p.prefill_ms : 0;
   p.decode_tps = p.decode_ms > 0 ? 1e3 * batch * p.decode_steps / p.decode_ms : 0;
   p.kv_cache_bytes = engine.cache_bytes();
+  p.nonfinite_logits = engine.nonfinite_logits();
+  p.first_nonfinite_logit = engine.first_nonfinite_logit();
   return p;
 }
 

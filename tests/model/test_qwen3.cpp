@@ -168,7 +168,12 @@ TEST_F(Qwen3Tiny, GreedyRefusesARowWithNoFiniteLogit) {
   const auto c = Qwen3Config::load(dir_->path());
   CpuQwen3Engine e(c, load_weights(c, dir_->path()), 1, 32);
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(e.nonfinite_logits(), 0);
+  EXPECT_EQ(e.greedy({{1.f, 2.f}}), std::vector<int32_t>{1});
   EXPECT_EQ(e.greedy({{nan, 1.f, 3.f, nan, 3.f}}), std::vector<int32_t>{2});
+  // the skipped logits are counted, the first named, for the harness's warning
+  EXPECT_EQ(e.nonfinite_logits(), 2);
+  EXPECT_EQ(e.first_nonfinite_logit(), "sequence 0's logit 0 at greedy call 1");
   EXPECT_THROW(e.greedy({{nan, nan, inf}}), Error);
 }
 
@@ -337,6 +342,20 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
   };
   bad_layers(2000000000, "model.layers.1999999999.input_layernorm.weight");
   bad_layers(1, "more layers");
+  bad_layers(3, "num_hidden_layers 3 is more than the checkpoint holds (its 24 tensors in 1 file(s) reach layer 1 at most)");
+  // files with no tensor at all are said as such, not blamed on num_hidden_layers
+  {
+    test::TempDir hollow;
+    write_safetensors(hollow.path() + "/model.safetensors", {});
+    try {
+      (void)load_weights(cfg, hollow.path());
+      FAIL() << "a checkpoint with no tensor loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("its 1 safetensors file(s) hold no tensor at all"), std::string::npos)
+          << e.what();
+    }
+  }
   // a Qwen2-style q_proj bias is refused, not dropped (the shards found by their *.safetensors names)
   {
     test::TempDir biased;
@@ -514,28 +533,69 @@ TEST(Qwen3Checkpoint, ExtraTensorsOfAnyDtypeAreIgnoredAUsedOneMustBeFloat) {
   }
 }
 
-// The CPU engine's weights and KV cache must fit the memory the machine has: past it Linux's
-// overcommit would end the run in the OOM killer, not in bad_alloc.
+// The CPU engine's weights, KV cache, logits and activations must fit the memory the process
+// can have: past it Linux's overcommit would end the run in the OOM killer, not in bad_alloc.
 TEST(Qwen3Checkpoint, TheCpuEngineMustFitTheHostsAvailableMemory) {
   const auto cfg = Qwen3Config::preset("qwen3-1.7b");
-  const double weights = 4.0 * double(cfg.parameters()), cache = cpu_kv_cache_bytes(cfg, 2, 1024);
-  const auto need = int64_t(weights + cache);
-  EXPECT_NO_THROW(check_cpu_host_memory(cfg, 2, 1024, need + 1));
-  EXPECT_NO_THROW(check_cpu_host_memory(cfg, 2, 1024, -1));  // unknown: no check
+  const auto b = cpu_engine_bytes(cfg, 2, 1000, 24);
+  EXPECT_EQ(b.weights, 4.0 * double(cfg.parameters()));
+  EXPECT_EQ(b.kv_cache, cpu_kv_cache_bytes(cfg, 2, 1024));
+  EXPECT_EQ(b.logits, 2.0 * 2 * 151936 * 4);
+  EXPECT_EQ(b.activations, 1000.0 * 4 * (3 * 2048 + 2 * 2048 + 2 * 1024 + 2 * 6144));
+  const auto need = int64_t(b.total());
+  EXPECT_NO_THROW(check_cpu_host_memory(cfg, 2, 1000, 24, need + 1));
+  EXPECT_NO_THROW(check_cpu_host_memory(cfg, 2, 1000, 24, -1));  // unknown: no check
   try {
-    check_cpu_host_memory(cfg, 2, 1024, need - (int64_t(1) << 20));
+    check_cpu_host_memory(cfg, 2, 1000, 24, need - (int64_t(1) << 20));
     FAIL() << "a run past the available memory passed";
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::kUsage);
     const std::string m = e.what();
-    EXPECT_NE(m.find("batch 2 x context 1024: the CPU engine needs"), std::string::npos) << m;
-    EXPECT_NE(m.find(fmt::format("float32 weights {:.4g} GB + KV cache {:.4g} GB", weights / 1e9, cache / 1e9)),
-              std::string::npos) << m;
+    EXPECT_NE(m.find("batch 2 x prompt 1000 + gen 24: the CPU engine needs"), std::string::npos) << m;
+    EXPECT_NE(m.find(fmt::format("float32 weights {:.4g} GB + KV cache {:.4g} GB + logits {:.4g} GB", b.weights / 1e9,
+                                 b.kv_cache / 1e9, b.logits / 1e9)), std::string::npos) << m;
     EXPECT_NE(m.find("MemAvailable"), std::string::npos) << m;
   }
+  // a huge vocabulary at a large batch: the logits alone (the KV cache is small) are refused
+  auto wide = Qwen3Config::preset("tiny");
+  wide.vocab = 4194304;
+  EXPECT_THROW(check_cpu_host_memory(wide, 1600, 1, 0, int64_t(24) << 30), Error);
   // this machine's figure is read (Linux: /proc/meminfo), in bytes
-  const int64_t have = host_available_bytes();
-  EXPECT_GT(have, int64_t(1) << 20);
+  EXPECT_GT(host_available_bytes(), int64_t(1) << 20);
+}
+
+// MemAvailable, or the cgroup v2 limit less its use where that is lower (a container's limit).
+TEST(Qwen3Checkpoint, AvailableMemoryIsTheLowerOfMemAvailableAndTheCgroupsRoom) {
+  test::TempDir dir;
+  const std::string root = dir.path() + "/";
+  std::filesystem::create_directories(root + "proc/self");
+  std::filesystem::create_directories(root + "sys/fs/cgroup/box");
+  test::write_text(root + "proc/meminfo", "MemTotal:       64000000 kB\nMemFree:  1000 kB\nMemAvailable:   32000000 kB\n");
+  EXPECT_EQ(host_available_bytes(root), int64_t(32000000) * 1024);  // no cgroup file yet
+  test::write_text(root + "proc/self/cgroup", "0::/box\n");
+  test::write_text(root + "sys/fs/cgroup/box/memory.max", "max\n");
+  test::write_text(root + "sys/fs/cgroup/box/memory.current", "1000\n");
+  EXPECT_EQ(host_available_bytes(root), int64_t(32000000) * 1024);  // unlimited group
+  test::write_text(root + "sys/fs/cgroup/box/memory.max", "8000000000\n");
+  EXPECT_EQ(host_available_bytes(root), 8000000000 - 1000);
+  test::write_text(root + "sys/fs/cgroup/box/memory.current", "9000000000\n");  // over its limit: nothing left
+  EXPECT_EQ(host_available_bytes(root), 0);
+  test::TempDir none;
+  EXPECT_EQ(host_available_bytes(none.path() + "/"), -1);
+}
+
+// The parameter count is the layout's element count, in closed form (tied and untied heads).
+TEST(Qwen3Checkpoint, ParametersAreTheLayoutsElements) {
+  for (const bool tie : {true, false}) {
+    auto cfg = Qwen3Config::preset("tiny");
+    cfg.tie_embeddings = tie;
+    int64_t n = 0;
+    for (const auto& t : cfg.tensor_layout(StDtype::kBF16)) n += t.elements();
+    EXPECT_EQ(cfg.parameters(), n) << "tie " << tie;
+  }
+  auto deep = Qwen3Config::preset("tiny");
+  deep.layers = int64_t(1) << 40;  // no layout built: immediate
+  EXPECT_GT(deep.parameters(), int64_t(1) << 40);
 }
 
 TEST(Qwen3Checkpoint, SameSeedSameFileOtherSeedOtherWeights) {

@@ -93,8 +93,9 @@ struct Qwen3Weights {
 void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
 /// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
 /// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)
-/// naming the tensor, the file, the shape found and the shape expected. Opens the directory and
-/// runs check_checkpoint_fits first.
+/// naming the tensor, the file, the shape found and the shape expected; a file that changed while
+/// it was read (SafetensorsFile::check_unchanged) is one too. Opens the directory and runs
+/// check_checkpoint_fits first.
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir);
 /// The same from a checkpoint already opened and passed by check_checkpoint_fits(ck, cfg, ...)
 /// (a caller that checks before other limits, as e2e does, opens and checks it once).
@@ -130,15 +131,26 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
 /// Bytes of the CPU engine's float32 KV cache, K and V: 2 x batch x layers x max_context x
 /// kv_heads x head_dim x 4, as a double (exact below 2^53; no overflow for any int64 inputs).
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context);
-/// Bytes this machine can give a new allocation now: /proc/meminfo's MemAvailable (kB x 1024,
-/// the kernel's estimate without swapping), or -1 where it cannot be read.
-int64_t host_available_bytes();
-/// Throws Error(kUsage), naming the bytes of each part and the bytes available, when the CPU
-/// engine's float32 weights (4 x parameters()) and KV cache (cpu_kv_cache_bytes) together exceed
-/// `available_bytes` (host_available_bytes(); negative: unknown, no check). Linux overcommits
-/// memory, so such a run would not get bad_alloc but be killed by the OOM killer mid-run. The e2e
-/// command calls it before the weights load.
-void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t max_context, int64_t available_bytes);
+/// Bytes this process can allocate now: /proc/meminfo's MemAvailable (kB x 1024, the kernel's
+/// estimate without swapping), or, where lower, its cgroup v2 limit less its use (memory.max -
+/// memory.current of the group /proc/self/cgroup names, as in a container); -1 where neither can
+/// be read. `root` prefixes every path read (tests point it at a fake tree).
+int64_t host_available_bytes(const std::string& root = "/");
+/// The CPU engine's host memory for a run, in bytes (doubles: no overflow for any int64 inputs).
+struct CpuEngineBytes {
+  double weights = 0;      ///< float32 weights: 4 x parameters()
+  double kv_cache = 0;     ///< cpu_kv_cache_bytes(batch, prompt + gen)
+  double logits = 0;       ///< batch x vocab x 4 for prefill's kept rows, twice that with gen > 1 (a decode step's)
+  double activations = 0;  ///< one sequence's prefill buffers: prompt x (3 H + 2 NQ D + 2 NKV D + 2 I) x 4
+  double total() const { return weights + kv_cache + logits + activations; }
+};
+/// What CpuQwen3Engine and the e2e harness hold for batch sequences of `prompt` tokens plus `gen`.
+CpuEngineBytes cpu_engine_bytes(const Qwen3Config& cfg, int64_t batch, int64_t prompt, int64_t gen);
+/// Throws Error(kUsage), naming each part of cpu_engine_bytes in GB and the bytes available,
+/// when their total exceeds `available_bytes` (host_available_bytes(); negative: unknown, no
+/// check). Linux overcommits memory, so such a run would not get bad_alloc but be killed by the
+/// OOM killer mid-run. The e2e command calls it before the weights load.
+void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t prompt, int64_t gen, int64_t available_bytes);
 
 /// The float32 CPU engine: batched prefill and decode over a contiguous per-sequence KV cache
 /// ([layer][position][kv_head][head_dim], float32), OpenMP across output features.
@@ -159,7 +171,13 @@ class CpuQwen3Engine {
   /// ties), timed as the "sampling" stage. Error(kInput) for a row with no finite logit
   /// (overflowing weights), naming the layer and position where that sequence's hidden state
   /// first held a NaN or infinity since its prefill, or the final norm / lm_head where none did.
+  /// A row with some non-finite logits but a finite one is chosen from its finite ones (where
+  /// transformers' argmax would pick the NaN) and counted: nonfinite_logits().
   std::vector<int32_t> greedy(const std::vector<std::vector<float>>& logits);
+  /// NaN or infinite logits greedy() has skipped in rows it could choose from, since construction,
+  /// and the first of them ("sequence B's logit I at greedy call C", C = 0 for prefill's), or "".
+  int64_t nonfinite_logits() const { return nonfinite_logits_; }
+  const std::string& first_nonfinite_logit() const { return first_nonfinite_; }
 
   const StageTimes& stages() const { return stages_; }
   void reset_stages() { stages_ = StageTimes{}; }
@@ -190,6 +208,8 @@ class CpuQwen3Engine {
   StageTimes stages_;
   int threads_ = 0;
   bool fuse_residual_norm_ = false;
+  int64_t nonfinite_logits_ = 0, greedy_calls_ = 0;
+  std::string first_nonfinite_;
 };
 
 }  // namespace thrive::model

@@ -15,6 +15,8 @@
 // Error(kInput) naming the file and tensor.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -63,6 +65,10 @@ class SafetensorsFile {
   const std::map<std::string, StTensorInfo>& tensors() const { return tensors_; }
   /// The entry of `name`; Error(kInput) naming the file when absent.
   const StTensorInfo& info(const std::string& name) const;
+  /// Error(kInput) naming the file when its size, modification or status-change time differ
+  /// from when it was opened: it was written while being read, and what was read may mix two
+  /// versions (a rewrite in place that keeps the size included). Call it after the last read.
+  void check_unchanged() const;
   /// The raw bytes of `name`, little-endian as stored (end - begin bytes). Error(kInput) naming
   /// the file and tensor when the file has shrunk since it was opened or cannot be read.
   std::vector<uint8_t> bytes(const std::string& name) const;
@@ -74,6 +80,7 @@ class SafetensorsFile {
   std::string path_;
   int fd_ = -1;
   size_t size_ = 0;
+  struct stat opened_ {};  // fstat at open: size and times, for check_unchanged
   int64_t data_start_ = 0;
   std::map<std::string, StTensorInfo> tensors_;
 };
@@ -131,6 +138,10 @@ class Checkpoint {
   bool has(const std::string& name) const { return where_.count(name) != 0; }
   std::vector<float> to_f32(const std::string& name) const;
   const std::string& file_of(const std::string& name) const;
+  /// SafetensorsFile::check_unchanged for every file: call it once all weights are read.
+  void check_unchanged() const;
+  /// The number of files (model.safetensors, the index's shards, or every *.safetensors).
+  size_t file_count() const { return files_.size(); }
   /// Every tensor name, sorted.
   std::vector<std::string> names() const;
 

@@ -74,6 +74,10 @@ struct SystemProfile {
   std::vector<std::vector<float>> decode_logits;  ///< the first decode step's [B][vocab] (CUDA profiles), or empty
   int64_t prompt_tokens = 0;   ///< real prompt tokens the prefill ran
   int64_t kv_cache_bytes = 0;  ///< the engine's float32 KV cache
+  /// NaN or infinite logits greedy skipped (CpuQwen3Engine::nonfinite_logits) and the first
+  /// (first_nonfinite_logit); 0 and "" for CUDA profiles
+  int64_t nonfinite_logits = 0;
+  std::string first_nonfinite_logit;
   /// The harness's own headroom rankings when it computed them (CUDA: `thrive e2e --json`'s
   /// prefill_headroom / decode_headroom rows), else null.
   nlohmann::json prefill_ranking, decode_ranking;

@@ -210,13 +210,16 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   // gigabytes before the engine refused it); a config.json that disagrees with the tensors is named
   // as such, not as a batch too large for the cache its numbers imply
   const int64_t context = int64_t(f.prompt) + std::max(f.gen, 0);
-  const double weight_gb = double(cfg.parameters()) * 4 / 1e9;
+  double weight_gb = 0;
   model::Qwen3Weights weights;
-  {  // the checkpoint's mappings end with the load, before the engine runs
+  {  // the checkpoint's files close with the load, before the engine runs
     const model::Checkpoint ck(f.model);
     model::check_checkpoint_fits(ck, cfg, f.model);
+    // only now: parameters() builds the tensor layout, gigabytes for an absurd num_hidden_layers
+    // that check_checkpoint_fits refuses first
+    weight_gb = double(cfg.parameters()) * 4 / 1e9;
     if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, context);
-    model::check_cpu_host_memory(cfg, f.batch, context, model::host_available_bytes());
+    model::check_cpu_host_memory(cfg, f.batch, f.prompt, f.gen, model::host_available_bytes());
     const auto t = std::chrono::steady_clock::now();
     try {
       weights = model::load_weights(cfg, ck);
@@ -248,6 +251,11 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   getrusage(RUSAGE_SELF, &ru);
   r.extra["peak_rss_mb"] = double(ru.ru_maxrss) / 1024.0;
   r.extra["kv_cache_bytes"] = p.kv_cache_bytes;
+  r.extra["nonfinite_logits"] = p.nonfinite_logits;
+  if (p.nonfinite_logits > 0)
+    fmt::print(stderr, "warning: {} logits were NaN or infinite (the first: {}); greedy chose among each row's finite "
+               "ones (transformers' argmax would pick a NaN): finite but huge weights overflow float32\n",
+               p.nonfinite_logits, p.first_nonfinite_logit);
   return r;
 }
 
