@@ -6,8 +6,9 @@
 // strings to strings), then the data, little-endian, row-major. Sharded checkpoints add
 // model.safetensors.index.json whose "weight_map" names the file holding each tensor.
 //
-// Every structural fact is checked before any tensor is used: header length within the file,
-// JSON an object, each entry with a known dtype, non-negative shape, offsets ordered, inside the
+// Every structural fact is checked before any tensor is used: header length within the file
+// (at most 100 MiB), JSON an object from the header's first byte ('{': InvalidHeaderStart), no
+// key twice, each entry with a known dtype, non-negative shape, offsets ordered, inside the
 // data section and matching shape x element size, no two tensors overlapping, the tensors
 // covering the data section with no hole and no trailing byte (the reference implementation's
 // InvalidOffset and MetadataIncompleteBuffer errors: "the last offset must be the end of the
