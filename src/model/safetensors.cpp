@@ -147,12 +147,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (it.key() == "__metadata__") {
         // the format's "free form text-to-text map" (the reference crate reads it as one and
         // refuses the file otherwise)
-        bool strings = it.value().is_object();
-        for (const auto& [k, v] : strings ? it.value().items() : nlohmann::json::object().items())
-          strings = strings && v.is_string();
+        const auto& meta = it.value();
+        bool strings = meta.is_object();
+        if (strings)
+          for (const auto& [k, v] : meta.items()) strings = strings && v.is_string();
         if (!strings)
           fail(ErrorCategory::kInput, "{}: \"__metadata__\" is {}: expected an object of strings to strings", path,
-               it.value().dump().substr(0, 200));
+               json_excerpt(meta, 200));
         continue;
       }
       const auto& e = it.value();
