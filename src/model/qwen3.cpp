@@ -556,31 +556,42 @@ int64_t read_int_file(const std::string& path) {
   int64_t v = -1;
   return in >> v && v >= 0 ? v : -1;
 }
+// The value of `key` in a "key value" per line file (memory.stat, /proc/meminfo), or -1.
+int64_t read_keyed(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k, rest;
+  int64_t v = 0;
+  while (in >> k >> v) {
+    std::getline(in, rest);
+    if (k == key) return v >= 0 ? v : -1;
+  }
+  return -1;
+}
 }  // namespace
 
 int64_t host_available_bytes(const std::string& root) {
-  int64_t avail = -1;
-  {
-    std::ifstream in(root + "proc/meminfo");
-    std::string key, rest;
-    int64_t kb = 0;
-    while (in >> key >> kb) {
-      std::getline(in, rest);
-      if (key == "MemAvailable:") {
-        avail = kb >= 0 && kb < (int64_t(1) << 52) ? kb * 1024 : -1;
-        break;
-      }
-    }
-  }
-  // cgroup v2: the line "0::/PATH" of /proc/self/cgroup names this process's group
+  const int64_t kb = read_keyed(root + "proc/meminfo", "MemAvailable:");
+  int64_t avail = kb >= 0 && kb < (int64_t(1) << 52) ? kb * 1024 : -1;
+  // cgroup v2: the line "0::/PATH" of /proc/self/cgroup names this process's group; a limit may
+  // sit on any group from it up to the root (a systemd slice, a container whose processes run in
+  // a child group). Each limited group's room is memory.max less its working set: memory.current
+  // less inactive_file from memory.stat (page cache the kernel reclaims first, as the kubelet
+  // counts it), so a recent multi-GB read does not count against the run.
   std::ifstream cg(root + "proc/self/cgroup");
   for (std::string line; std::getline(cg, line);) {
-    if (!line.starts_with("0::")) continue;
-    const std::string dir = root + "sys/fs/cgroup" + line.substr(3);
-    const int64_t max = read_int_file(dir + "/memory.max"), cur = read_int_file(dir + "/memory.current");
-    if (max >= 0 && cur >= 0) {
-      const int64_t left = std::max<int64_t>(0, max - cur);
-      avail = avail < 0 ? left : std::min(avail, left);
+    if (!line.starts_with("0::/")) continue;
+    std::string group = line.substr(3);
+    while (true) {
+      const std::string dir = root + "sys/fs/cgroup" + (group == "/" ? "" : group);
+      const int64_t max = read_int_file(dir + "/memory.max"), cur = read_int_file(dir + "/memory.current");
+      if (max >= 0 && cur >= 0) {
+        const int64_t inactive = std::max<int64_t>(0, read_keyed(dir + "/memory.stat", "inactive_file"));
+        const int64_t left = std::max<int64_t>(0, max - std::max<int64_t>(0, cur - inactive));
+        avail = avail < 0 ? left : std::min(avail, left);
+      }
+      if (group == "/" || group.empty()) break;
+      const auto slash = group.find_last_of('/');
+      group = slash == 0 ? "/" : group.substr(0, slash);
     }
   }
   return avail;
@@ -775,11 +786,10 @@ std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>
   for (const auto& row : logits) {
     // the largest finite logit (NaN compares false: max_element would answer index 0 whatever
     // the row holds); a row with none is refused, as the CUDA engine's argmax refuses it
-    int64_t best = -1, skipped = 0;
+    int64_t best = -1, skipped = 0, first_skipped = -1;
     for (size_t i = 0; i < row.size(); ++i) {
       if (!std::isfinite(row[i])) {
-        if (skipped++ == 0 && first_nonfinite_.empty())
-          first_nonfinite_ = fmt::format("sequence {}'s logit {} at greedy call {}", ids.size(), i, greedy_calls_);
+        if (skipped++ == 0) first_skipped = int64_t(i);
       } else if (best < 0 || row[i] > row[size_t(best)]) {
         best = int64_t(i);
       }
@@ -795,6 +805,9 @@ std::vector<int32_t> CpuQwen3Engine::greedy(const std::vector<std::vector<float>
                                                                                    : "lm_head.weight") + ") overflowed"
                          : "its hidden state first held a NaN or infinity " + where);
     }
+    // a row it could choose from: its skipped logits counted, the first named
+    if (skipped > 0 && first_nonfinite_.empty())
+      first_nonfinite_ = fmt::format("sequence {}'s logit {} at greedy call {}", ids.size(), first_skipped, greedy_calls_);
     nonfinite_logits_ += skipped;
     ids.push_back(int32_t(best));
   }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
@@ -21,26 +22,35 @@
 namespace thrive::model {
 namespace {
 
-// Every StDtype with its header spelling and bytes per element, in the enum's order.
+// Every StDtype with its header spelling and bits per element, in the enum's order (the
+// reference crate's Dtype list: huggingface/safetensors, safetensors/src/tensor.rs).
 struct DtypeRow {
   StDtype dtype;
   const char* name;
-  int bytes;
+  int bits;
 };
 constexpr DtypeRow kDtypes[] = {
-    {StDtype::kBF16, "BF16", 2}, {StDtype::kF16, "F16", 2},   {StDtype::kF32, "F32", 4},
-    {StDtype::kF64, "F64", 8},   {StDtype::kI8, "I8", 1},     {StDtype::kU8, "U8", 1},
-    {StDtype::kI16, "I16", 2},   {StDtype::kU16, "U16", 2},   {StDtype::kI32, "I32", 4},
-    {StDtype::kU32, "U32", 4},   {StDtype::kI64, "I64", 8},   {StDtype::kU64, "U64", 8},
-    {StDtype::kBool, "BOOL", 1}, {StDtype::kF8E4M3, "F8_E4M3", 1}, {StDtype::kF8E5M2, "F8_E5M2", 1},
+    {StDtype::kBF16, "BF16", 16},         {StDtype::kF16, "F16", 16},          {StDtype::kF32, "F32", 32},
+    {StDtype::kF64, "F64", 64},           {StDtype::kI8, "I8", 8},             {StDtype::kU8, "U8", 8},
+    {StDtype::kI16, "I16", 16},           {StDtype::kU16, "U16", 16},          {StDtype::kI32, "I32", 32},
+    {StDtype::kU32, "U32", 32},           {StDtype::kI64, "I64", 64},          {StDtype::kU64, "U64", 64},
+    {StDtype::kBool, "BOOL", 8},          {StDtype::kF8E4M3, "F8_E4M3", 8},    {StDtype::kF8E5M2, "F8_E5M2", 8},
+    {StDtype::kF8E8M0, "F8_E8M0", 8},     {StDtype::kC64, "C64", 64},          {StDtype::kF4, "F4", 4},
+    {StDtype::kF6E2M3, "F6_E2M3", 6},     {StDtype::kF6E3M2, "F6_E3M2", 6},
 };
+constexpr bool dtypes_in_enum_order() {
+  for (size_t i = 0; i < std::size(kDtypes); ++i)
+    if (size_t(kDtypes[i].dtype) != i) return false;
+  return true;
+}
+static_assert(dtypes_in_enum_order(), "kDtypes is indexed by StDtype");
 const DtypeRow& dtype_row(StDtype d) { return kDtypes[size_t(d)]; }
 
 StDtype dtype_from(const std::string& file, const std::string& tensor, const std::string& name) {
   for (const auto& r : kDtypes)
     if (name == r.name) return r.dtype;
-  fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype '{}': not a safetensors dtype this reader knows (BF16, F16, "
-       "F32, F64, I8 to I64, U8 to U64, BOOL, F8_E4M3, F8_E5M2)", file, tensor, name);
+  fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype '{}': not a safetensors dtype (BF16, F16, F32, F64, I8 to "
+       "I64, U8 to U64, BOOL, F8_E4M3, F8_E5M2, F8_E8M0, C64, F4, F6_E2M3, F6_E3M2)", file, tensor, name);
 }
 
 // IEEE binary16 to binary32 (subnormals, inf and NaN included).
@@ -71,7 +81,8 @@ float f16_to_f32(uint16_t h) {
 
 }  // namespace
 
-int st_dtype_bytes(StDtype d) { return dtype_row(d).bytes; }
+int st_dtype_bits(StDtype d) { return dtype_row(d).bits; }
+int st_dtype_bytes(StDtype d) { return dtype_row(d).bits % 8 == 0 ? dtype_row(d).bits / 8 : 0; }
 const char* st_dtype_name(StDtype d) { return dtype_row(d).name; }
 bool st_dtype_is_float(StDtype d) { return d == StDtype::kBF16 || d == StDtype::kF16 || d == StDtype::kF32; }
 
@@ -125,9 +136,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     read_exact(fd_, path, len, 8, 0, "the header length");
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = n << 8 | len[i];  // little-endian
-    if (n > size_ - 8 || n > (uint64_t(100) << 20))
-      fail(ErrorCategory::kInput, "{}: header length {} exceeds the file ({} bytes) or 100 MiB: truncated or not safetensors",
-           path, n, size_);
+    // the reference crate's limit, 100,000,000 bytes (HeaderTooLarge)
+    if (n > size_ - 8 || n > uint64_t(100000000))
+      fail(ErrorCategory::kInput, "{}: header length {} exceeds the file ({} bytes) or 100,000,000 bytes: truncated or "
+           "not safetensors", path, n, size_);
     data_start_ = int64_t(8 + n);
     const int64_t data_bytes = int64_t(size_) - data_start_;
     std::string header(size_t(n), '\0');
@@ -148,6 +160,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         // the format's "free form text-to-text map" (the reference crate reads it as one and
         // refuses the file otherwise)
         const auto& meta = it.value();
+        if (meta.is_null()) continue;  // the reference crate reads it as an optional map
         bool strings = meta.is_object();
         if (strings)
           for (const auto& [k, v] : meta.items()) strings = strings && v.is_string();
@@ -186,16 +199,20 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
              path, name, off[0], off[1], data_bytes);
       t.begin = int64_t(off[0]);
       t.end = int64_t(off[1]);
-      // The shape's byte count, saturated past the data section's size (a product of large
+      // The shape's bit count, saturated past the data section's size (a product of large
       // dimensions would otherwise wrap, even in 128 bits)
-      __int128 need = st_dtype_bytes(t.dtype);
-      for (int64_t d : t.shape) need = need > __int128(data_bytes) ? need : need * d;
-      // a zero dimension makes 0 bytes even where it comes after the saturation point
-      if (std::find(t.shape.begin(), t.shape.end(), int64_t{0}) != t.shape.end()) need = 0;
-      if (need != __int128(t.end - t.begin))
-        fail(ErrorCategory::kInput, "{}: tensor '{}': {} bytes for shape {} of {} ({} bytes per element): "
+      __int128 bits = st_dtype_bits(t.dtype);
+      for (int64_t d : t.shape) bits = bits > 8 * __int128(data_bytes) ? bits : bits * d;
+      // a zero dimension makes 0 bits even where it comes after the saturation point
+      if (std::find(t.shape.begin(), t.shape.end(), int64_t{0}) != t.shape.end()) bits = 0;
+      // sub-byte dtypes (F4, F6_*) must fill whole bytes (the reference crate's MisalignedSlice)
+      if (bits % 8 != 0)
+        fail(ErrorCategory::kInput, "{}: tensor '{}': shape {} of {} ({} bits per element) is not a whole number of "
+             "bytes", path, name, e["shape"].dump(), st_dtype_name(t.dtype), st_dtype_bits(t.dtype));
+      if (bits / 8 != __int128(t.end - t.begin))
+        fail(ErrorCategory::kInput, "{}: tensor '{}': {} bytes for shape {} of {} ({} bits per element): "
              "the offsets lie about its size", path, name, t.end - t.begin, e["shape"].dump(), st_dtype_name(t.dtype),
-             st_dtype_bytes(t.dtype));
+             st_dtype_bits(t.dtype));
       spans.emplace_back(t.begin, t.end, name);
       tensors_[name] = std::move(t);
     }
@@ -242,11 +259,13 @@ void SafetensorsFile::check_unchanged() const {
   if (fstat(fd_, &st) != 0)
     fail(ErrorCategory::kInput, "{}: cannot check the file after reading it ({})", path_, std::strerror(errno));
   const auto same_time = [](const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; };
+  const auto when = [](const struct stat& x) {
+    return fmt::format("{} bytes, modified {}.{:09d}, status changed {}.{:09d}", x.st_size, x.st_mtim.tv_sec,
+                       x.st_mtim.tv_nsec, x.st_ctim.tv_sec, x.st_ctim.tv_nsec);
+  };
   if (st.st_size != opened_.st_size || !same_time(st.st_mtim, opened_.st_mtim) || !same_time(st.st_ctim, opened_.st_ctim))
-    fail(ErrorCategory::kInput, "{}: the file changed while it was read ({} bytes and modified at {}.{:09d} when opened, "
-         "{} bytes and {}.{:09d} now): the weights read may mix two versions; run again once it is written",
-         path_, opened_.st_size, opened_.st_mtim.tv_sec, opened_.st_mtim.tv_nsec, st.st_size, st.st_mtim.tv_sec,
-         st.st_mtim.tv_nsec);
+    fail(ErrorCategory::kInput, "{}: the file changed while it was read ({} when opened; {} now): the weights read may "
+         "mix two versions; run again once it is written", path_, when(opened_), when(st));
 }
 
 std::vector<uint8_t> SafetensorsFile::bytes(const std::string& name) const {
@@ -301,6 +320,9 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   if (!metadata.empty()) h["__metadata__"] = metadata;
   int64_t off = 0;
   for (const auto& t : layout) {
+    if (st_dtype_bytes(t.dtype) == 0)
+      fail(ErrorCategory::kInternal, "{}: tensor '{}': this writer writes byte-sized dtypes, not {}", path, t.name,
+           st_dtype_name(t.dtype));
     const int64_t n = t.elements() * st_dtype_bytes(t.dtype);
     h[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
     off += n;

@@ -564,21 +564,32 @@ TEST(Qwen3Checkpoint, TheCpuEngineMustFitTheHostsAvailableMemory) {
   EXPECT_GT(host_available_bytes(), int64_t(1) << 20);
 }
 
-// MemAvailable, or the cgroup v2 limit less its use where that is lower (a container's limit).
+// MemAvailable, or the least room of a limited cgroup v2 group from the process's own up to the
+// root, where that is lower (a container's limit); reclaimable page cache does not count.
 TEST(Qwen3Checkpoint, AvailableMemoryIsTheLowerOfMemAvailableAndTheCgroupsRoom) {
   test::TempDir dir;
   const std::string root = dir.path() + "/";
   std::filesystem::create_directories(root + "proc/self");
-  std::filesystem::create_directories(root + "sys/fs/cgroup/box");
+  std::filesystem::create_directories(root + "sys/fs/cgroup/pod/box");
   test::write_text(root + "proc/meminfo", "MemTotal:       64000000 kB\nMemFree:  1000 kB\nMemAvailable:   32000000 kB\n");
   EXPECT_EQ(host_available_bytes(root), int64_t(32000000) * 1024);  // no cgroup file yet
-  test::write_text(root + "proc/self/cgroup", "0::/box\n");
-  test::write_text(root + "sys/fs/cgroup/box/memory.max", "max\n");
-  test::write_text(root + "sys/fs/cgroup/box/memory.current", "1000\n");
+  test::write_text(root + "proc/self/cgroup", "0::/pod/box\n");
+  const std::string box = root + "sys/fs/cgroup/pod/box/", pod = root + "sys/fs/cgroup/pod/";
+  test::write_text(box + "memory.max", "max\n");
+  test::write_text(box + "memory.current", "1000\n");
   EXPECT_EQ(host_available_bytes(root), int64_t(32000000) * 1024);  // unlimited group
-  test::write_text(root + "sys/fs/cgroup/box/memory.max", "8000000000\n");
+  test::write_text(box + "memory.max", "8000000000\n");
   EXPECT_EQ(host_available_bytes(root), 8000000000 - 1000);
-  test::write_text(root + "sys/fs/cgroup/box/memory.current", "9000000000\n");  // over its limit: nothing left
+  // page cache the kernel reclaims first is room: the working set is current - inactive_file
+  test::write_text(box + "memory.current", "7000000000\n");
+  test::write_text(box + "memory.stat", "anon 1000000000\nfile 6000000000\ninactive_file 5000000000\n");
+  EXPECT_EQ(host_available_bytes(root), 8000000000 - 2000000000);
+  // a tighter limit on the parent group (the leaf unlimited) holds too
+  test::write_text(box + "memory.max", "max\n");
+  test::write_text(pod + "memory.max", "3000000000\n");
+  test::write_text(pod + "memory.current", "2500000000\n");
+  EXPECT_EQ(host_available_bytes(root), 500000000);
+  test::write_text(pod + "memory.current", "9000000000\n");  // over its limit: nothing left
   EXPECT_EQ(host_available_bytes(root), 0);
   test::TempDir none;
   EXPECT_EQ(host_available_bytes(none.path() + "/"), -1);

@@ -130,6 +130,10 @@ TEST(Safetensors, MalformedFilesAreInputErrorsNamingTheFileAndTensor) {
                  R"("data_offsets":[4,4]}})", 8, "tensors 'a' (bytes 0 to 8) and 'z' (bytes 4 to 4) overlap"},
       {"meta-num", R"({"__metadata__":{"format":1}})", 0, "\"__metadata__\" is {\"format\":1}"},
       {"meta-list", R"({"__metadata__":["pt"]})", 0, "expected an object of strings"},
+      // a sub-byte dtype must fill whole bytes (MisalignedSlice); the header at most 100,000,000 bytes
+      {"f4-odd", R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2,
+       "shape [3] of F4 (4 bits per element) is not a whole number of bytes"},
+      {"f6-lies", R"({"w":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,4]}})", 4, "the offsets lie about its size"},
       // the header is a JSON object from its first byte (InvalidHeaderStart): no BOM, no leading space
       {"bom", "\xef\xbb\xbf{}", 0, "the header starts with byte 0xef: expected '{'"},
       {"space", " {}", 0, "the header starts with byte 0x20: expected '{'"},
@@ -194,6 +198,12 @@ TEST(Safetensors, AFileChangedAfterItWasOpenedIsCaught) {
 
 TEST(Safetensors, EmptyTensorsAndAMetadataMapAreValid) {
   test::TempDir dir;
+  // a null __metadata__ is absent (the reference reads an optional map)
+  EXPECT_NO_THROW(SafetensorsFile(raw_file(dir.path() + "/null-meta", R"({"__metadata__":null})", 0)));
+  // sub-byte dtypes in whole bytes: 4 F4 values in 2 bytes, 4 F6 values in 3
+  EXPECT_NO_THROW(SafetensorsFile(raw_file(dir.path() + "/subbyte", R"({"a":{"dtype":"F4","shape":[2,2],)"
+                                           R"("data_offsets":[0,2]},"b":{"dtype":"F6_E3M2","shape":[4],)"
+                                           R"("data_offsets":[2,5]}})", 5)));
   const std::string path = raw_file(dir.path() + "/ok", R"({"__metadata__":{"format":"pt"},)"
                                     R"("e":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
                                     R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
@@ -227,6 +237,10 @@ TEST(Safetensors, ATensorOfAnotherDtypeIsReadOnlyWhenUsed) {
   }
   // the names and sizes of every dtype (safetensors' spelling)
   EXPECT_STREQ(st_dtype_name(StDtype::kF8E5M2), "F8_E5M2");
+  EXPECT_STREQ(st_dtype_name(StDtype::kF8E8M0), "F8_E8M0");
+  EXPECT_EQ(st_dtype_bits(StDtype::kF4), 4);
+  EXPECT_EQ(st_dtype_bytes(StDtype::kF6E2M3), 0);  // sub-byte
+  EXPECT_EQ(st_dtype_bytes(StDtype::kC64), 8);
   EXPECT_EQ(st_dtype_bytes(StDtype::kU64), 8);
   EXPECT_EQ(st_dtype_bytes(StDtype::kBool), 1);
   EXPECT_EQ(st_dtype_bytes(StDtype::kBF16), 2);

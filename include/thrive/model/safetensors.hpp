@@ -7,13 +7,14 @@
 // model.safetensors.index.json whose "weight_map" names the file holding each tensor.
 //
 // Every structural fact is checked before any tensor is used: header length within the file
-// (at most 100 MiB), JSON an object from the header's first byte ('{': InvalidHeaderStart), no
-// key twice, each entry with a known dtype, non-negative shape, offsets ordered, inside the
-// data section and matching shape x element size, no two tensors overlapping, the tensors
-// covering the data section with no hole and no trailing byte (the reference implementation's
-// InvalidOffset and MetadataIncompleteBuffer errors: "the last offset must be the end of the
-// file", huggingface/safetensors), "__metadata__" a map of strings to strings. Violations throw
-// Error(kInput) naming the file and tensor.
+// and at most 100,000,000 bytes (the reference's HeaderTooLarge), JSON an object from the
+// header's first byte ('{': InvalidHeaderStart), no key twice, each entry with a known dtype,
+// a non-negative shape of a whole number of bytes, offsets ordered, inside the data section and
+// matching shape x element size, no two tensors overlapping, the tensors covering the data
+// section with no hole and no trailing byte (the reference implementation's InvalidOffset and
+// MetadataIncompleteBuffer errors: "the last offset must be the end of the file",
+// huggingface/safetensors), "__metadata__" null or a map of strings to strings. Violations
+// throw Error(kInput) naming the file and tensor.
 #pragma once
 
 #include <sys/stat.h>
@@ -30,13 +31,19 @@
 namespace thrive::model {
 
 /// Element types of a safetensors header, in safetensors' spelling ("BF16", "F16", "F32", "F64",
-/// "I8" ... "U64", "BOOL", "F8_E4M3", "F8_E5M2"; the Rust reference crate's byte-sized dtypes).
-/// THRIVE's weights are read as BF16, F16 or F32 (st_dtype_is_float); a tensor of another dtype
-/// may sit in a checkpoint (an integer buffer THRIVE does not use) and is refused only when read.
-enum class StDtype { kBF16, kF16, kF32, kF64, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kBool, kF8E4M3, kF8E5M2 };
-/// Bytes per element of `d` (1 to 8).
+/// "I8" ... "U64", "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "C64", and the sub-byte "F4",
+/// "F6_E2M3", "F6_E3M2": the reference crate's Dtype list). THRIVE's weights are read as BF16,
+/// F16 or F32 (st_dtype_is_float); a tensor of another dtype may sit in a checkpoint (an integer
+/// buffer, MX scales THRIVE does not use) and is refused only when read.
+enum class StDtype {
+  kBF16, kF16, kF32, kF64, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kBool, kF8E4M3, kF8E5M2,
+  kF8E8M0, kC64, kF4, kF6E2M3, kF6E3M2
+};
+/// Bits per element of `d` (4 to 64).
+int st_dtype_bits(StDtype d);
+/// Bytes per element of `d` (1 to 8), or 0 for the sub-byte dtypes (F4, F6_E2M3, F6_E3M2).
 int st_dtype_bytes(StDtype d);
-/// The header's spelling of `d`: "BF16", "F16", "F32", "F64", "I8", ..., "BOOL", "F8_E4M3", "F8_E5M2".
+/// The header's spelling of `d`: "BF16", "F16", "F32", "F64", "I8", ..., "BOOL", "F8_E4M3", ..., "F6_E3M2".
 const char* st_dtype_name(StDtype d);
 /// True for the dtypes THRIVE converts to float32: BF16, F16, F32.
 bool st_dtype_is_float(StDtype d);
@@ -68,7 +75,8 @@ class SafetensorsFile {
   const StTensorInfo& info(const std::string& name) const;
   /// Error(kInput) naming the file when its size, modification or status-change time differ
   /// from when it was opened: it was written while being read, and what was read may mix two
-  /// versions (a rewrite in place that keeps the size included). Call it after the last read.
+  /// versions (a rewrite in place that keeps the size included, where the file system's time
+  /// stamps move: a rewrite within one tick of a coarse clock goes unseen). Call it after the last read.
   void check_unchanged() const;
   /// The raw bytes of `name`, little-endian as stored (end - begin bytes). Error(kInput) naming
   /// the file and tensor when the file has shrunk since it was opened or cannot be read.

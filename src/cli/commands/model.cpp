@@ -210,13 +210,11 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   // gigabytes before the engine refused it); a config.json that disagrees with the tensors is named
   // as such, not as a batch too large for the cache its numbers imply
   const int64_t context = int64_t(f.prompt) + std::max(f.gen, 0);
-  double weight_gb = 0;
+  double weight_gb = 0;  // float32 weights, for the out-of-memory message
   model::Qwen3Weights weights;
   {  // the checkpoint's files close with the load, before the engine runs
     const model::Checkpoint ck(f.model);
     model::check_checkpoint_fits(ck, cfg, f.model);
-    // only now: parameters() builds the tensor layout, gigabytes for an absurd num_hidden_layers
-    // that check_checkpoint_fits refuses first
     weight_gb = double(cfg.parameters()) * 4 / 1e9;
     if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, context);
     model::check_cpu_host_memory(cfg, f.batch, f.prompt, f.gen, model::host_available_bytes());
