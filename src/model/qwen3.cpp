@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <system_error>
 #include <thread>
 
@@ -572,27 +573,39 @@ int64_t read_keyed(const std::string& path, const std::string& key) {
 int64_t host_available_bytes(const std::string& root) {
   const int64_t kb = read_keyed(root + "proc/meminfo", "MemAvailable:");
   int64_t avail = kb >= 0 && kb < (int64_t(1) << 52) ? kb * 1024 : -1;
-  // cgroup v2: the line "0::/PATH" of /proc/self/cgroup names this process's group; a limit may
-  // sit on any group from it up to the root (a systemd slice, a container whose processes run in
-  // a child group). Each limited group's room is memory.max less its working set: memory.current
-  // less inactive_file from memory.stat (page cache the kernel reclaims first, as the kubelet
-  // counts it), so a recent multi-GB read does not count against the run.
-  std::ifstream cg(root + "proc/self/cgroup");
-  for (std::string line; std::getline(cg, line);) {
-    if (!line.starts_with("0::/")) continue;
-    std::string group = line.substr(3);
+  // The process's memory cgroup: v2's "0::/PATH" line of /proc/self/cgroup, or v1's
+  // "N:...memory...:/PATH". A limit may sit on any group from it up to the root (a systemd slice,
+  // a container whose processes run in a child group). Each limited group's room is its limit
+  // less its working set: usage less inactive file pages (page cache the kernel reclaims first,
+  // as the kubelet counts it), so a recent multi-GB read does not count against the run.
+  const auto walk = [&](std::string group, const std::string& fs, const char* limit_file, const char* usage_file,
+                        const char* inactive_key) {
     while (true) {
-      const std::string dir = root + "sys/fs/cgroup" + (group == "/" ? "" : group);
-      const int64_t max = read_int_file(dir + "/memory.max"), cur = read_int_file(dir + "/memory.current");
-      if (max >= 0 && cur >= 0) {
-        const int64_t inactive = std::max<int64_t>(0, read_keyed(dir + "/memory.stat", "inactive_file"));
-        const int64_t left = std::max<int64_t>(0, max - std::max<int64_t>(0, cur - inactive));
+      const std::string dir = root + fs + (group == "/" ? "" : group);
+      const int64_t limit = read_int_file(dir + "/" + limit_file), usage = read_int_file(dir + "/" + usage_file);
+      // v2 says "max" (read as -1) where unlimited, v1 a value near 2^63
+      if (limit >= 0 && limit < (int64_t(1) << 62) && usage >= 0) {
+        const int64_t inactive = std::max<int64_t>(0, read_keyed(dir + "/memory.stat", inactive_key));
+        const int64_t left = std::max<int64_t>(0, limit - std::max<int64_t>(0, usage - inactive));
         avail = avail < 0 ? left : std::min(avail, left);
       }
       if (group == "/" || group.empty()) break;
       const auto slash = group.find_last_of('/');
       group = slash == 0 ? "/" : group.substr(0, slash);
     }
+  };
+  std::ifstream cg(root + "proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const auto c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos || line.compare(c2 + 1, 1, "/") != 0) continue;
+    const std::string group = line.substr(c2 + 1);
+    bool memory = false;  // v1: "memory" among the line's comma-separated controllers
+    std::stringstream controllers(line.substr(c1 + 1, c2 - c1 - 1));
+    for (std::string c; std::getline(controllers, c, ',');) memory = memory || c == "memory";
+    if (line.starts_with("0::"))
+      walk(group, "sys/fs/cgroup", "memory.max", "memory.current", "inactive_file");
+    else if (memory)
+      walk(group, "sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file");
   }
   return avail;
 }

@@ -593,6 +593,16 @@ TEST(Qwen3Checkpoint, AvailableMemoryIsTheLowerOfMemAvailableAndTheCgroupsRoom) 
   EXPECT_EQ(host_available_bytes(root), 0);
   test::TempDir none;
   EXPECT_EQ(host_available_bytes(none.path() + "/"), -1);
+  // cgroup v1 (a hybrid host): the memory controller's line, its limit near 2^63 where unlimited
+  test::write_text(root + "proc/self/cgroup", "9:name=systemd:/\n4:memory,other:/job/7\n0::/\n");
+  const std::string v1 = root + "sys/fs/cgroup/memory/job/7/";
+  std::filesystem::create_directories(v1);
+  test::write_text(v1 + "memory.limit_in_bytes", "9223372036854771712\n");
+  test::write_text(v1 + "memory.usage_in_bytes", "12000000000\n");
+  EXPECT_EQ(host_available_bytes(root), int64_t(32000000) * 1024);
+  test::write_text(v1 + "memory.limit_in_bytes", "16000000000\n");
+  test::write_text(v1 + "memory.stat", "cache 4000000000\ninactive_file 1\ntotal_inactive_file 3000000000\n");
+  EXPECT_EQ(host_available_bytes(root), 16000000000 - 9000000000);
 }
 
 // The parameter count is the layout's element count, in closed form (tied and untied heads).

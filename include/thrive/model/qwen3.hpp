@@ -132,11 +132,12 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
 /// kv_heads x head_dim x 4, as a double (exact below 2^53; no overflow for any int64 inputs).
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context);
 /// Bytes this process can allocate now: /proc/meminfo's MemAvailable (kB x 1024, the kernel's
-/// estimate without swapping), or, where lower, the least room of any cgroup v2 group from its
-/// own (the "0::" line of /proc/self/cgroup) up to the root that has a limit: memory.max less
-/// the working set (memory.current less memory.stat's inactive_file, page cache the kernel
-/// reclaims first). -1 where neither can be read (cgroup v1 limits are not read). `root`, ending
-/// in '/', prefixes every path read (tests point it at a fake tree).
+/// estimate without swapping), or, where lower, the least room of any limited memory cgroup from
+/// the process's own (/proc/self/cgroup) up to the root: its limit less its working set, usage
+/// less inactive file pages (page cache the kernel reclaims first). cgroup v2: memory.max,
+/// memory.current, memory.stat's inactive_file; v1: memory.limit_in_bytes,
+/// memory.usage_in_bytes, total_inactive_file. -1 where nothing can be read. `root`, ending in
+/// '/', prefixes every path read (tests point it at a fake tree).
 int64_t host_available_bytes(const std::string& root = "/");
 /// The CPU engine's host memory for a run, in bytes (doubles: no overflow for any int64 inputs).
 struct CpuEngineBytes {
