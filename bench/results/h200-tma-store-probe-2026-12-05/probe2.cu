@@ -12,9 +12,9 @@
 // rows, the parts' results, the attention output, h and gu, the counts) could then go out that
 // way while the weight ring stays cp.async (TMA for the ring was slower, ../h200-tma-2026-12-03/).
 //
-// Same frame as ../h200-fence-probe-2026-12-04/probe.cu (whose mode 2 never ran: warp 15 waited
-// at a named barrier that only warp 15 itself would have arrived at; the arrival is warp 0's
-// here): one 512-thread block per SM, each streaming warp copying 2 KiB a tile into a 5-stage ring
+// The frame (bench/micro/ring_probe.cuh) is ../h200-fence-probe-2026-12-04/probe.cu's, whose mode
+// 2 never ran there: warp 15 waited at a named barrier that only warp 15 itself would have arrived
+// at; warp 0 arrives now: one 512-thread block per SM, each streaming warp copying 2 KiB a tile into a 5-stage ring
 // of 32 KiB tiles (4 tiles in flight, cp.async.cg with an L2 evict-first policy, as
 // EngineDlStream) from a 4 GiB buffer. At tile `at`, lane 0 of the measuring warp times, in SM
 // cycles (clock64):
@@ -37,13 +37,10 @@
 #include <cstdio>
 #include <vector>
 
-constexpr int kStages = 5, kTile = 32768, kRounds = 8, kVariants = 5;
+#include "../../micro/ring_probe.cuh"
 
-__device__ __forceinline__ long long clk() {
-  long long t;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
-  return t;
-}
+constexpr int kRounds = 8, kVariants = 5;
+
 // Writes v to the 16-byte flag line p (word 0 read by the partner) the variant's way; line is a
 // 16-byte shared-memory buffer of the measuring lane.
 __device__ __forceinline__ void publish(unsigned* p, unsigned v, int V, unsigned* line) {
@@ -62,87 +59,37 @@ __device__ __forceinline__ void publish(unsigned* p, unsigned v, int V, unsigned
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
 }
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 __device__ void measure(unsigned* flags, long long* out, int V, unsigned* line) {
   const int b = blockIdx.x, partner = b ^ 1;
   long long* o = out + (long long)b * (1 + kRounds);
   // publish alone, to a word no one polls (the block's own flag line + 16 bytes)
-  long long c0 = clk();
+  long long c0 = probe_clk();
   publish(flags + 32 * b + 4, 0u, V, line);
-  o[0] = clk() - c0;
+  o[0] = probe_clk() - c0;
   if (partner >= (int)gridDim.x) return;
   for (int r = 1; r <= kRounds; ++r) {
-    c0 = clk();
+    c0 = probe_clk();
     if ((b & 1) == 0) {
       publish(flags + 32 * partner, r, V, line);
-      while (ld_acquire(flags + 32 * b) != (unsigned)r) {}
+      while (probe_ld_acquire(flags + 32 * b) != (unsigned)r) {}
     } else {
-      while (ld_acquire(flags + 32 * b) != (unsigned)r) {}
+      while (probe_ld_acquire(flags + 32 * b) != (unsigned)r) {}
       publish(flags + 32 * partner, r, V, line);
     }
-    o[1 + r - 1] = clk() - c0;
+    o[1 + r - 1] = probe_clk() - c0;
   }
 }
 
 extern "C" __global__ void __launch_bounds__(512, 1)
     probe(const char* src, size_t per_block, unsigned* flags, long long* out, int mode, int V, int iters, int at) {
-  extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(16) unsigned line[4];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool streams = mode != 0 && !(mode == 2 && warp == 15);
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  const char* base = src + blockIdx.x * per_block;
-  const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
-  size_t off = 0;
-  unsigned sink = 0;
-  auto issue = [&](int t) {
-    if (streams) {
-      const unsigned dst = ring_s + (t % kStages) * kTile + warp * 2048 + lane * 16;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const char* s = base + (off + warp * 2048 + u * 512 + lane * 16) % per_block;
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + u * 512), "l"(s),
-                     "l"(policy)
-                     : "memory");
-      }
-      off += kTile;
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  if (mode == 2 && warp == 15) {
-    // wait until warp 0 reaches tile `at` (the other warps' copies then in flight), then measure
-    asm volatile("bar.sync 1, 64;" ::: "memory");
-    if (lane == 0) measure(flags, out, V, line);
-    return;
-  }
-  for (int t = 0; t < kStages - 1; ++t) issue(t);
-  for (int t = 0; t < iters; ++t) {
-    asm volatile("cp.async.wait_group 3;" ::: "memory");
-    __syncwarp();
-    sink += ((const unsigned*)(ring + (t % kStages) * kTile + warp * 2048))[lane];
-    issue(t + kStages - 1);
-    if (t == at && warp == 0) {
-      if (mode == 2) asm volatile("bar.arrive 1, 64;" ::: "memory");
-      else if (lane == 0) measure(flags, out, V, line);
-      __syncwarp();
-    }
-  }
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  if (sink == 0x12345678u) out[0] = -1;
+  probe_ring(src, per_block, mode, iters, at, [&] { measure(flags, out, V, line); });
 }
 
 int main() {
-  int sms = 0, khz = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
-  const int grid = sms & ~1;
-  const size_t bytes = 4ull << 30, per_block = bytes / grid / kTile * kTile;
+  const ProbeGrid g = probe_grid();
+  const int grid = g.grid;
+  const size_t bytes = g.bytes, per_block = g.per_block;
   char* src;
   unsigned* flags;
   long long* out;
@@ -152,10 +99,10 @@ int main() {
     return 1;
   }
   cudaMemset(src, 1, bytes);
-  const int smem = kStages * kTile;
+  const int smem = kProbeStages * kProbeTile;
   cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   printf("grid %d blocks, SM clock %d MHz (attribute), 4 tiles of 32 KiB in flight a streaming block\n", grid,
-         khz / 1000);
+         g.sm_mhz);
   const char* modes[] = {"no stream", "all warps stream, warp 0 measures", "warps 0-14 stream, warp 15 measures"};
   const char* vs[] = {"st.relaxed", "fence.sc + st", "st.release", "fence.sc + TMA store", "TMA store"};
   std::vector<long long> h(grid * (1 + kRounds));
@@ -185,7 +132,7 @@ int main() {
           return v;
         };
         printf("rep %d | %-36s | %-20s | kernel %.1f us (%.2f TB/s streamed)\n", rep, modes[mode], vs[V], ms * 1e3,
-               mode ? (double)grid * 160 * kTile / (ms * 1e-3) / 1e12 * (mode == 2 ? 15.0 / 16 : 1.0) : 0.0);
+               mode ? (double)grid * 160 * kProbeTile / (ms * 1e-3) / 1e12 * (mode == 2 ? 15.0 / 16 : 1.0) : 0.0);
         const auto p = column(0, 1);
         printf("    publish %lld cyc [%lld, %lld]; rtt by round (even blocks' median):", p[p.size() / 2], p.front(),
                p.back());
