@@ -408,9 +408,7 @@ void check_tensor_entry(const Checkpoint& ck, const StTensorInfo& want) {
   if (have.shape != want.shape)
     fail(ErrorCategory::kInput, "{}: tensor '{}' has shape {}: config.json implies {}", ck.file_of(want.name),
          want.name, nlohmann::json(have.shape).dump(), nlohmann::json(want.shape).dump());
-  if (!st_dtype_is_float(have.dtype))
-    fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype {}: THRIVE reads weights stored as BF16, F16 or F32",
-         ck.file_of(want.name), want.name, st_dtype_name(have.dtype));
+  check_float_dtype(ck.file_of(want.name), have);
 }
 }  // namespace
 
@@ -627,7 +625,7 @@ void check_cpu_host_memory(const Qwen3Config& cfg, int64_t batch, int64_t prompt
   if (b.total() > double(available_bytes))
     fail(ErrorCategory::kUsage, "batch {} x prompt {} + gen {}: the CPU engine needs {:.4g} GB (float32 weights {:.4g} "
          "GB + KV cache {:.4g} GB + logits {:.4g} GB + activations {:.4g} GB), more than the {:.4g} GB this process can "
-         "allocate (MemAvailable in /proc/meminfo, or its cgroup's memory.max less memory.current); use a smaller batch "
+         "allocate (MemAvailable in /proc/meminfo, or its memory cgroup's limit less its working set); use a smaller batch "
          "or context, or the CUDA engine (--device cuda)", batch, prompt, std::max<int64_t>(gen, 0), b.total() / 1e9,
          b.weights / 1e9, b.kv_cache / 1e9, b.logits / 1e9, b.activations / 1e9, double(available_bytes) / 1e9);
 }

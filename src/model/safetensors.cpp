@@ -85,6 +85,11 @@ int st_dtype_bits(StDtype d) { return dtype_row(d).bits; }
 int st_dtype_bytes(StDtype d) { return dtype_row(d).bits % 8 == 0 ? dtype_row(d).bits / 8 : 0; }
 const char* st_dtype_name(StDtype d) { return dtype_row(d).name; }
 bool st_dtype_is_float(StDtype d) { return d == StDtype::kBF16 || d == StDtype::kF16 || d == StDtype::kF32; }
+void check_float_dtype(const std::string& file, const StTensorInfo& t) {
+  if (!st_dtype_is_float(t.dtype))
+    fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype {}: THRIVE reads weights stored as BF16, F16 or F32", file,
+         t.name, st_dtype_name(t.dtype));
+}
 
 int64_t StTensorInfo::elements() const {
   // a zero dimension first: the product of the others may not fit (the loader bounds the nonzero case)
@@ -277,9 +282,7 @@ std::vector<uint8_t> SafetensorsFile::bytes(const std::string& name) const {
 
 std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
   const auto& t = info(name);
-  if (!st_dtype_is_float(t.dtype))
-    fail(ErrorCategory::kInput, "{}: tensor '{}' has dtype {}: THRIVE reads weights stored as BF16, F16 or F32", path_,
-         name, st_dtype_name(t.dtype));
+  check_float_dtype(path_, t);
   const size_t esize = size_t(st_dtype_bytes(t.dtype));
   std::vector<float> out(size_t(t.elements()));
   // read and convert 16 MiB at a time: no second copy of a large tensor (the 1.7B model's

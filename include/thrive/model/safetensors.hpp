@@ -56,6 +56,9 @@ struct StTensorInfo {
   int64_t begin = 0, end = 0;  ///< byte offsets in the data section
   int64_t elements() const;
 };
+/// Error(kInput) naming `file`, the tensor and its dtype unless `t` is BF16, F16 or F32 (the
+/// dtypes THRIVE reads weights from; to_f32 and the engine's header check both call it).
+void check_float_dtype(const std::string& file, const StTensorInfo& t);
 
 /// A safetensors file, validated at open and read with pread (not mapped: a file truncated while
 /// it is read gives an Error(kInput) naming it, where a mapping would kill the process with SIGBUS).
