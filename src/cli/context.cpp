@@ -94,7 +94,7 @@ void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_device) {
   app.add_option("--home", flags.home, "THRIVE_HOME: memory.db, kernel archive, compile cache");
   if (with_device)
     app.add_option("--device", flags.device, "cpu | cuda | auto (THRIVE_DEVICE)");
-  app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off (THRIVE_LOG_LEVEL)");
+  app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|critical|off (THRIVE_LOG_LEVEL)");
 }
 
 config::Config& Context::config() {

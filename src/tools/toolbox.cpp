@@ -1,8 +1,16 @@
 #include "thrive/tools/toolbox.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <optional>
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "thrive/backend/backend.hpp"
 #include "thrive/backend/embedded.hpp"
@@ -73,9 +81,36 @@ std::optional<memory::KernelRecord> Toolbox::best_or_nearest(const ops::Op& op, 
 double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   if (cfg_.peak_bw_gbps > 0) return cfg_.peak_bw_gbps;
   if (peak_ && !remeasure) return *peak_;
-  if (!remeasure)
+  const auto cached_peak = [&]() -> std::optional<double> {
     if (auto cached = store_.peak_bandwidth_gbps(device_key_); cached && *cached > 0 && std::isfinite(*cached))
-      return *(peak_ = *cached);  // anything else (an import's 0 or -5) is measured again
+      return cached;
+    return std::nullopt;  // anything else (an import's 0 or -5) is measured again
+  };
+  if (!remeasure)
+    if (auto cached = cached_peak()) return *(peak_ = *cached);
+  // One measurement at a time per THRIVE_HOME: its buffers are large (bench::measure_copy_bandwidth
+  // sizes them past the last-level cache), and several first runs measuring at once would share
+  // the bandwidth they measure, and can exhaust host memory. A run that waited reads the value
+  // the other one stored.
+  const std::string lock_path = cfg_.home + "/bandwidth.lock";
+  struct Held {
+    int fd;
+    ~Held() {
+      if (fd >= 0) ::close(fd);
+    }
+  } held{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)};
+  if (held.fd >= 0 && ::flock(held.fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      spdlog::info("{}: another thrive process is measuring the copy bandwidth; waiting for its result", lock_path);
+      if (::flock(held.fd, LOCK_EX) != 0) spdlog::warn("{}: cannot lock ({}); measuring anyway", lock_path, std::strerror(errno));
+    } else {
+      spdlog::warn("{}: cannot lock ({}); measuring anyway", lock_path, std::strerror(errno));
+    }
+    if (!remeasure)
+      if (auto cached = cached_peak()) return *(peak_ = *cached);
+  } else if (held.fd < 0) {
+    spdlog::warn("{}: cannot open ({}); measuring without it", lock_path, std::strerror(errno));
+  }
   sandbox::Status status;
   std::string detail;
   auto cfg = cfg_;

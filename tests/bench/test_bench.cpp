@@ -2,9 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -12,6 +19,8 @@
 #include "thrive/backend/cpu_backend.hpp"
 #include "thrive/bench/bench.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/memory/store.hpp"
+#include "thrive/tools/toolbox.hpp"
 #include "thrive/verify/verify.hpp"
 
 namespace thrive::bench {
@@ -389,3 +398,35 @@ TEST(BenchStatsJson, RoundTrip) {
 
 }  // namespace
 }  // namespace thrive::bench
+
+namespace thrive::tools {
+namespace {
+
+// Two processes sharing a THRIVE_HOME measure the copy ceiling one at a time: while another
+// holds THRIVE_HOME/bandwidth.lock, the toolbox waits, and then takes the value the other stored
+// instead of measuring again (a measurement on this machine takes far longer than the store's read).
+TEST(BandwidthCeiling, WaitsForAnotherMeasurementAndTakesItsValue) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  memory::Store store(home.path() + "/memory.db");
+  Toolbox tb(cfg, store, "cpu");
+  const int fd = ::open((home.path() + "/bandwidth.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  std::atomic<bool> done{false};
+  double got = 0;
+  std::thread t([&] {
+    got = tb.peak_bandwidth_gbps();
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(done.load()) << "measured while another process held the lock";
+  memory::Store other(home.path() + "/memory.db");  // the other process stores its result, then unlocks
+  other.set_peak_bandwidth_gbps(tb.device_key(), 1234.5);
+  ::close(fd);
+  t.join();
+  EXPECT_EQ(got, 1234.5);
+}
+
+}  // namespace
+}  // namespace thrive::tools

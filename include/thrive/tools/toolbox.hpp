@@ -137,7 +137,9 @@ class Toolbox {
   /// cached for this device in memory, else measured now (copy kernel) and cached.
   /// `remeasure` measures again and replaces the cached value. A benchmark faster than
   /// the cached ceiling triggers one re-measurement per toolbox before it is judged
-  /// suspect (a ceiling measured on a loaded machine would otherwise stick).
+  /// suspect (a ceiling measured on a loaded machine would otherwise stick). Processes sharing
+  /// a THRIVE_HOME measure one at a time (an exclusive flock on THRIVE_HOME/bandwidth.lock); one
+  /// that waited takes the value the other stored. Throws Error(kBackend) when the measurement fails.
   double peak_bandwidth_gbps(bool remeasure = false);
 
   /// Canonical key: "<op>.<backend>.<arch>.bf16.<params>" (or "src-<hash>" when the

@@ -504,8 +504,12 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
     fmt::print("{}\n", doc.dump(2));
     return;
   }
-  fmt::print("Qwen3 engine on {} ({}): {} ({:.1f} M parameters), batch {}, prompt {}, gen {}\n", r.device,
-             r.precision, f.model, double(cfg.parameters()) / 1e6, f.batch, f.prompt, f.gen);
+  // with --prompts-file, --prompt is only the longest prompt allowed: say what ran
+  const std::string prompt_said =
+      f.prompts_file.empty() ? fmt::format("prompt {}", f.prompt)
+                             : fmt::format("prompts from {} ({} tokens in all)", f.prompts_file, r.prompt_tokens);
+  fmt::print("Qwen3 engine on {} ({}): {} ({:.1f} M parameters), batch {}, {}, gen {}\n", r.device, r.precision,
+             f.model, double(cfg.parameters()) / 1e6, f.batch, prompt_said, f.gen);
   if (r.decode_steps > 0)
     fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.3f} ms per step over {} steps; "
                "weights loaded in {:.0f} ms\n",
@@ -539,6 +543,7 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
   fmt::print("ceilings: copy {:.1f} GB/s, matrix {:.3g} TFLOP/s; headroom = share x (1 - floor / measured)\n",
              r.bandwidth_gbps, r.tflops);
   for (const char* phase : {"prefill_headroom", "decode_headroom"}) {
+    if (r.decode_steps == 0 && std::string_view(phase) == "decode_headroom") continue;  // no step ran: nothing to rank
     fmt::print("{:<18} {:>10} {:>7} {:>10} {:>8} {:>9}\n", phase, "ms", "share", "floor ms", "bound", "headroom");
     for (const auto& row : doc[phase])
       fmt::print("  {:<16} {:>10.3f} {:>6.1f}% {:>10.3f} {:>8} {:>8.1f}%\n", row["stage"].get<std::string>(),
