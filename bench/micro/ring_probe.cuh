@@ -1,7 +1,7 @@
 // The frame of the handoff probes (bench/results/h200-fence-probe-2026-12-04/probe.cu,
 // bench/results/h200-tma-store-probe-2026-12-05/probe2.cu): a kernel of one 512-thread block an
 // SM in which each streaming warp copies its 2 KiB of every 32 KiB tile into a 5-stage shared-
-// memory ring (4 tiles in flight, cp.async.cg with an L2 evict-first policy, as the persistent
+// memory ring (4 tiles in flight by default, cp.async.cg with an L2 evict-first policy, as the persistent
 // decode kernel's EngineDlStream does) from a buffer of per_block bytes a block, and one lane
 // measures something (the probe's `measure`) at tile `at`, with the copies in flight:
 //   mode 0: no block streams, warp 0's lane 0 measures;
@@ -16,7 +16,13 @@
 
 #include <cstddef>
 
-constexpr int kProbeStages = 5, kProbeTile = 32768;
+// PROBE_STAGES (a -D at build time; default 5, the kernel's ring) sets the ring's depth: NS - 1
+// tiles in flight a block.
+#ifndef PROBE_STAGES
+#define PROBE_STAGES 5
+#endif
+constexpr int kProbeStages = PROBE_STAGES, kProbeTile = 32768;
+static_assert(kProbeStages >= 2 && kProbeStages <= 8, "PROBE_STAGES: 2 to 8");
 
 // The launch of a probe: an even number of blocks, one an SM (blocks pair up), each streaming its
 // share of a 4 GiB buffer in whole tiles; the SM clock in MHz (the device attribute) for reading
@@ -81,7 +87,7 @@ __device__ __forceinline__ void probe_ring(const char* src, size_t per_block, in
   }
   for (int t = 0; t < kProbeStages - 1; ++t) issue(t);
   for (int t = 0; t < iters; ++t) {
-    asm volatile("cp.async.wait_group 3;" ::: "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(kProbeStages - 2) : "memory");
     __syncwarp();
     sink += ((const unsigned*)(ring + (t % kProbeStages) * kProbeTile + warp * 2048))[lane];
     issue(t + kProbeStages - 1);

@@ -26,7 +26,8 @@
 // 2: warps 0-14 stream, warp 15 copies nothing and measures.
 // V 0: st.relaxed.gpu; 1: fence.sc.gpu + st.relaxed.gpu (the kernel's release today);
 //   2: st.release.gpu; 3: fence.sc.gpu + a 16-byte line by cp.async.bulk (TMA) + wait_group 0;
-//   4: a 16-byte line by cp.async.bulk (TMA) + wait_group 0, no fence.
+//   4: a 16-byte line by cp.async.bulk (TMA) + wait_group 0, no fence; 5: as 4 but wait_group.read 0
+//   (the shared line read, the global write not waited for: a tagged word's reader checks the data).
 // Read: V 3/4 against V 1/0 in mode 1. If the TMA store's rtt is near mode 0's while V 1's is
 // thousands of cycles, the handoffs are worth moving to bulk stores; if not, the wait is past
 // the LSU (the crossbar or L2) and this lever is closed too.
@@ -39,7 +40,7 @@
 
 #include "../../micro/ring_probe.cuh"
 
-constexpr int kRounds = 8, kVariants = 5;
+constexpr int kRounds = 8, kVariants = 6;
 
 // Writes v to the 16-byte flag line p (word 0 read by the partner) the variant's way; line is a
 // 16-byte shared-memory buffer of the measuring lane.
@@ -56,7 +57,10 @@ __device__ __forceinline__ void publish(unsigned* p, unsigned v, int V, unsigned
     const unsigned s = (unsigned)__cvta_generic_to_shared(line);
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 16;" ::"l"(p), "r"(s) : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    // V 5: only until the copy has read shared memory (the line may be written again), not
+    // until its write is performed: the tagged-word handoff's way, whose reader checks the data
+    if (V == 5) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    else asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   }
 }
 __device__ void measure(unsigned* flags, long long* out, int V, unsigned* line) {
@@ -101,10 +105,10 @@ int main() {
   cudaMemset(src, 1, bytes);
   const int smem = kProbeStages * kProbeTile;
   cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  printf("grid %d blocks, SM clock %d MHz (attribute), 4 tiles of 32 KiB in flight a streaming block\n", grid,
-         g.sm_mhz);
+  printf("grid %d blocks, SM clock %d MHz (attribute), %d tiles of 32 KiB in flight a streaming block\n", grid,
+         g.sm_mhz, kProbeStages - 1);
   const char* modes[] = {"no stream", "all warps stream, warp 0 measures", "warps 0-14 stream, warp 15 measures"};
-  const char* vs[] = {"st.relaxed", "fence.sc + st", "st.release", "fence.sc + TMA store", "TMA store"};
+  const char* vs[] = {"st.relaxed", "fence.sc + st", "st.release", "fence.sc + TMA store", "TMA store", "TMA store, .read"};
   std::vector<long long> h(grid * (1 + kRounds));
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
