@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,9 +224,15 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) fail(ErrorCategory::kBackend, "pipe: {}", std::strerror(errno));
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) fail(ErrorCategory::kBackend, "fork: {}", std::strerror(errno));
   if (pid == 0) {
+    // The worker dies with the process that waits for it (killed, say, by SIGKILL): an orphan
+    // would keep a candidate, or a bandwidth measurement whose lock its parent held, running
+    // until its own end. The check after it covers a parent gone before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(3);
     close(fds[0]);
     // A session of its own: run_process puts each compiler in a process group of its
     // own, so only the session id ties everything the worker spawned to it.

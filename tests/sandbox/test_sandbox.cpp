@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <string>
+#include <thread>
 
 #include "tests/support/test_support.hpp"
 #include "thrive/backend/cpu_backend.hpp"
@@ -253,6 +256,47 @@ TEST(RunIsolated, CrashAndTimeoutAreStatuses) {
   EXPECT_FALSE(hung.has_value());
   EXPECT_EQ(status, Status::kTimeout);
   EXPECT_LT(took, 3.0);
+}
+
+// A caller killed while its worker runs (kill -9 of a thrive process) takes the worker with it:
+// an orphaned worker kept running a candidate, or a bandwidth measurement whose lock had gone with
+// its parent, for up to its whole timeout.
+TEST(RunIsolated, TheWorkerDiesWithItsCaller) {
+  test::TempDir dir;
+  const std::string pid_file = dir.path() + "/worker.pid";
+  std::fflush(nullptr);
+  const pid_t caller = fork();
+  ASSERT_GE(caller, 0);
+  if (caller == 0) {
+    Status st = Status::kPassed;
+    std::string detail;
+    run_isolated(
+        [&]() -> nlohmann::json {
+          test::write_text(pid_file + ".tmp", std::to_string(getpid()));
+          std::rename((pid_file + ".tmp").c_str(), pid_file.c_str());
+          for (;;) pause();
+        },
+        60.0, st, detail);
+    _exit(0);
+  }
+  pid_t worker = 0;
+  for (int i = 0; i < 200 && worker == 0; ++i) {
+    if (const auto text = test::slurp(pid_file); !text.empty()) worker = std::stoi(text);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  kill(caller, SIGKILL);
+  waitpid(caller, nullptr, 0);
+  ASSERT_GT(worker, 0) << "the worker never started";
+  // gone, or a zombie waiting for whichever process reaps orphans here
+  const auto running = [&] {
+    const std::string stat = test::slurp("/proc/" + std::to_string(worker) + "/stat");
+    const auto close_paren = stat.rfind(')');
+    return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] != 'Z';
+  };
+  bool alive = true;
+  for (int i = 0; i < 100 && (alive = running()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (alive) kill(worker, SIGKILL);
+  EXPECT_FALSE(alive) << "worker " << worker << " outlived its caller by 5 s";
 }
 
 TEST(RunIsolated, ErrorsCrossTheProcessBoundaryWithTheirCategory) {

@@ -63,7 +63,9 @@ EvalResult evaluate(const config::Config& cfg, const std::string& backend_name,
                     const EvalRequest& request);
 
 /// Runs `work` in a forked child under `timeout_s`, returning its JSON, or nullopt
-/// with `status` set to kTimeout or kCrashed and `detail` naming the signal.
+/// with `status` set to kTimeout or kCrashed and `detail` naming the signal. The child dies
+/// (SIGKILL) with the thread that called this (PR_SET_PDEATHSIG): a caller killed mid-run leaves
+/// no worker running.
 std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>& work,
                                            double timeout_s, Status& status, std::string& detail);
 
