@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -188,6 +189,53 @@ std::string fnv1a_hex(const std::string& data) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+FileLock::FileLock(const std::string& path, bool directory) : path_(path) {
+  fd_ = directory ? ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                  : ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) error_ = errno;
+}
+
+FileLock::FileLock(FileLock&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), error_(o.error_) { o.fd_ = -1; }
+
+FileLock& FileLock::operator=(FileLock&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_), fd_ = o.fd_, error_ = o.error_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+FileLock::~FileLock() { release(); }
+
+void FileLock::release() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+FileLock::Outcome FileLock::acquire(Mode mode, bool wait, const std::function<void()>& on_wait) {
+  if (fd_ < 0) {
+    error_ = EBADF;
+    return Outcome::kFailed;
+  }
+  const int op = mode == Mode::kShared ? LOCK_SH : LOCK_EX;
+  int rc;
+  do rc = ::flock(fd_, op | LOCK_NB);
+  while (rc != 0 && errno == EINTR);
+  if (rc == 0) return Outcome::kLocked;
+  if (errno != EWOULDBLOCK) {
+    error_ = errno;
+    return Outcome::kFailed;
+  }
+  if (!wait) return Outcome::kBusy;
+  if (on_wait) on_wait();
+  do rc = ::flock(fd_, op);
+  while (rc != 0 && errno == EINTR);
+  if (rc == 0) return Outcome::kWaited;
+  error_ = errno;
+  return Outcome::kFailed;
 }
 
 }  // namespace thrive

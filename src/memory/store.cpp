@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include <limits>
-#include <fcntl.h>
 #include <sqlite3.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -224,30 +222,16 @@ std::string default_store_path(const std::string& home) { return home + "/memory
 
 std::string store_lock_path(const std::string& db_path) { return db_path + ".lock"; }
 
-namespace {
-// The store's lock file, opened (created if missing; never through a symlink): its descriptor, or -1.
-int open_store_lock(const std::string& db_path) {
-  return open(store_lock_path(db_path).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-}
-}  // namespace
-
-StoreLock::~StoreLock() {
-  if (fd >= 0) close(fd);
-}
-
-StoreLock lock_store_exclusive(const std::string& db_path) {
-  StoreLock lock;
-  lock.fd = open_store_lock(db_path);
-  if (lock.fd < 0)
-    fail(ErrorCategory::kStorage, "{}: cannot open the store's lock file ({})", store_lock_path(db_path),
-         std::strerror(errno));
-  if (flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    close(lock.fd);
-    lock.fd = -1;
-    if (err != EWOULDBLOCK) fail(ErrorCategory::kStorage, "{}: cannot lock ({})", store_lock_path(db_path), std::strerror(err));
+FileLock lock_store_exclusive(const std::string& db_path) {
+  FileLock lock(store_lock_path(db_path));
+  if (!lock.is_open())
+    fail(ErrorCategory::kStorage, "{}: cannot open the store's lock file ({})", lock.path(), std::strerror(lock.error()));
+  switch (lock.acquire(FileLock::Mode::kExclusive, false)) {
+    case FileLock::Outcome::kBusy: return FileLock{};
+    case FileLock::Outcome::kFailed:
+      fail(ErrorCategory::kStorage, "{}: cannot lock ({})", lock.path(), std::strerror(lock.error()));
+    default: return lock;
   }
-  return lock;
 }
 
 Store::Store(const std::string& path) : path_(path) {
@@ -260,11 +244,8 @@ Store::Store(const std::string& path) : path_(path) {
   // (waits while a reset holds it: a rename). Where no lock file can be made (a read-only
   // directory) the store cannot write there either; SQLite's open below reports that.
   if (path != ":memory:") {
-    lock_.fd = open_store_lock(path);
-    if (lock_.fd >= 0 && flock(lock_.fd, LOCK_SH) != 0) {
-      close(lock_.fd);
-      lock_.fd = -1;
-    }
+    lock_ = FileLock(store_lock_path(path));
+    if (lock_.acquire(FileLock::Mode::kShared, true) == FileLock::Outcome::kFailed) lock_.release();
   }
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {

@@ -7,9 +7,7 @@
 #include <filesystem>
 #include <optional>
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "thrive/backend/backend.hpp"
@@ -92,24 +90,18 @@ double Toolbox::peak_bandwidth_gbps(bool remeasure) {
   // sizes them past the last-level cache), and several first runs measuring at once would share
   // the bandwidth they measure, and can exhaust host memory. A run that waited reads the value
   // the other one stored.
-  const std::string lock_path = cfg_.home + "/bandwidth.lock";
-  struct Held {
-    int fd;
-    ~Held() {
-      if (fd >= 0) ::close(fd);
-    }
-  } held{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)};
-  if (held.fd >= 0 && ::flock(held.fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      spdlog::info("{}: another thrive process is measuring the copy bandwidth; waiting for its result", lock_path);
-      if (::flock(held.fd, LOCK_EX) != 0) spdlog::warn("{}: cannot lock ({}); measuring anyway", lock_path, std::strerror(errno));
-    } else {
-      spdlog::warn("{}: cannot lock ({}); measuring anyway", lock_path, std::strerror(errno));
-    }
+  FileLock lock(cfg_.home + "/bandwidth.lock");
+  if (!lock.is_open()) {
+    spdlog::warn("{}: cannot open ({}); measuring without it", lock.path(), std::strerror(lock.error()));
+  } else if (const auto got = lock.acquire(FileLock::Mode::kExclusive, true, [&] {
+               spdlog::info("{}: another thrive process is measuring the copy bandwidth; waiting for its result",
+                            lock.path());
+             });
+             got != FileLock::Outcome::kLocked) {
+    if (got == FileLock::Outcome::kFailed)
+      spdlog::warn("{}: cannot lock ({}); measuring anyway", lock.path(), std::strerror(lock.error()));
     if (!remeasure)
       if (auto cached = cached_peak()) return *(peak_ = *cached);
-  } else if (held.fd < 0) {
-    spdlog::warn("{}: cannot open ({}); measuring without it", lock_path, std::strerror(errno));
   }
   sandbox::Status status;
   std::string detail;

@@ -1,9 +1,16 @@
 // write_file_atomic: whole files only, also with several writers of one path at once (threads of
 // one process: the temporary name was once the path plus the process id, which such writers
 // shared), the umask left alone and an ordinary new file's mode, no temporary files left behind,
-// links written through, non-files refused.
+// links written through, non-files refused. FileLock: flock(2) turns between open files,
+// waiting with one message, never opened through a link.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
 
 #include <filesystem>
 #include <string>
@@ -120,6 +127,68 @@ TEST(WriteFileAtomic, ReplacesWritesThroughALinkAndRefusesNonFiles) {
   }
   // no temporary file is left beside the files
   EXPECT_EQ(names_in(dir.path() + "/sub/dir"), std::vector<std::string>{"log.txt"});
+}
+
+// Two FileLocks on one path are two open file descriptions, so their flock(2) locks conflict as
+// two processes' would: shared beside shared, exclusive alone; a waiter says so once and gets the
+// lock when the holder goes; a moved lock stays held.
+TEST(FileLock, TakesTurnsWaitsOnceAndMovesHeld) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/x.lock";
+  FileLock a(path), b(path);
+  ASSERT_TRUE(a.is_open()) << std::strerror(a.error());
+  ASSERT_TRUE(fs::is_regular_file(path));
+  EXPECT_EQ(a.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kLocked);
+  EXPECT_EQ(b.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kLocked);
+  b.release();
+  FileLock c(path);
+  EXPECT_EQ(c.acquire(FileLock::Mode::kExclusive, false), FileLock::Outcome::kBusy);
+  // the holder moves: still held (c stays busy), the moved-from one holds nothing
+  FileLock moved(std::move(a));
+  EXPECT_FALSE(a.is_open());
+  EXPECT_EQ(a.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kFailed);
+  EXPECT_EQ(a.error(), EBADF);
+  EXPECT_EQ(c.acquire(FileLock::Mode::kExclusive, false), FileLock::Outcome::kBusy);
+  std::atomic<bool> released{false};
+  std::thread holder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    released = true;
+    moved.release();
+  });
+  int messages = 0;
+  const auto got = c.acquire(FileLock::Mode::kExclusive, true, [&] { ++messages; });
+  holder.join();
+  EXPECT_EQ(got, FileLock::Outcome::kWaited);
+  EXPECT_TRUE(released);
+  EXPECT_EQ(messages, 1);
+  FileLock d(path);
+  EXPECT_EQ(d.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kBusy);
+  c = FileLock{};  // assignment releases what c held
+  EXPECT_EQ(d.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kLocked);
+}
+
+// A link planted at the lock's path is not followed (its target is neither created nor locked);
+// a directory is locked only as one, and a missing one is an error, not a created file.
+TEST(FileLock, RefusesLinksAndLocksDirectories) {
+  test::TempDir dir;
+  const std::string target = dir.path() + "/elsewhere", link = dir.path() + "/x.lock";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  FileLock through(link);
+  EXPECT_FALSE(through.is_open());
+  EXPECT_EQ(through.error(), ELOOP);
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_EQ(through.acquire(FileLock::Mode::kExclusive, true), FileLock::Outcome::kFailed);
+
+  FileLock d1(dir.path(), true), d2(dir.path(), true);
+  ASSERT_TRUE(d1.is_open()) << std::strerror(d1.error());
+  EXPECT_EQ(d1.acquire(FileLock::Mode::kExclusive, false), FileLock::Outcome::kLocked);
+  EXPECT_EQ(d2.acquire(FileLock::Mode::kExclusive, false), FileLock::Outcome::kBusy);
+  FileLock missing(dir.path() + "/none", true);
+  EXPECT_FALSE(missing.is_open());
+  EXPECT_EQ(missing.error(), ENOENT);
+  EXPECT_FALSE(fs::exists(dir.path() + "/none"));
+  FileLock not_dir(link + "x", true);
+  EXPECT_FALSE(not_dir.is_open());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace thrive {
@@ -73,6 +74,45 @@ void check_replaceable(const std::string& path);
 /// Creates `dir` (and parents) and checks it is writable; throws Error(kStorage)
 /// "THRIVE_HOME=<dir>: not writable (<reason>)" style messages using `what`.
 void ensure_writable_dir(const std::string& dir, const std::string& what);
+
+/// An advisory lock held with flock(2) on an open file or directory: the descriptor, closed
+/// (which releases the lock) when its holder goes. Move-only; a FileLock that holds nothing has
+/// is_open() false. Used where THRIVE processes must take turns per THRIVE_HOME or directory: a
+/// memory store and its reset, the copy-bandwidth measurement, a checkpoint directory's init.
+class FileLock {
+ public:
+  enum class Mode { kShared, kExclusive };
+  /// What acquire() did: locked at once; locked after waiting for another holder; not locked
+  /// because another holds a conflicting lock (only without waiting); not locked for another
+  /// reason (error() has flock's errno, or EBADF when the file is not open).
+  enum class Outcome { kLocked, kWaited, kBusy, kFailed };
+  FileLock() = default;
+  /// Opens `path` to lock it, taking no lock yet: a regular file, created (mode 0644 less the
+  /// umask) when missing and never opened through a symlink (O_NOFOLLOW: a link planted there
+  /// fails with ELOOP), or with `directory`, an existing directory (O_DIRECTORY). Throws nothing:
+  /// on failure is_open() is false and error() is open(2)'s errno.
+  explicit FileLock(const std::string& path, bool directory = false);
+  FileLock(FileLock&& o) noexcept;
+  FileLock& operator=(FileLock&& o) noexcept;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock();
+  /// Takes the lock in `mode`. Without `wait` it returns kBusy at once while another open file
+  /// description holds a conflicting lock. With `wait` it first tries without waiting, and when
+  /// busy calls `on_wait` once (to say why nothing happens) and blocks until it gets the lock:
+  /// kWaited. On kFailed the file stays open and error() says why.
+  Outcome acquire(Mode mode, bool wait, const std::function<void()>& on_wait = {});
+  /// Closes the file, releasing any lock.
+  void release();
+  bool is_open() const { return fd_ >= 0; }
+  /// The errno of the last failure (open or flock), 0 when none.
+  int error() const { return error_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1, error_ = 0;
+};
 
 /// 64-bit FNV-1a of `data` as 16 hex digits.
 std::string fnv1a_hex(const std::string& data);

@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "thrive/core/files.hpp"
+
 struct sqlite3;
 
 namespace thrive::memory {
@@ -101,18 +103,6 @@ struct SystemChange {
 /// Counts from import_json.
 struct ImportSummary {
   int cards_added = 0, evidence_merged = 0, kernels_added = 0, best_replaced = 0, best_kept = 0;
-};
-
-/// A held flock(2) on a store's lock file (store_lock_path): the descriptor, closed (which
-/// releases the lock) with its holder; fd -1 holds nothing. Move-only.
-struct StoreLock {
-  int fd = -1;
-  StoreLock() = default;
-  StoreLock(StoreLock&& o) noexcept : fd(o.fd) { o.fd = -1; }
-  StoreLock(const StoreLock&) = delete;
-  StoreLock& operator=(const StoreLock&) = delete;
-  StoreLock& operator=(StoreLock&&) = delete;
-  ~StoreLock();
 };
 
 class Store {
@@ -224,7 +214,7 @@ class Store {
   /// Throws kStorage: the file belongs to another application (left untouched).
   [[noreturn]] void refuse_foreign(int app_id) const;
   Store() = default;  // open_read_only's
-  StoreLock lock_;  // the shared advisory lock on store_lock_path(path_) of a read-write store
+  FileLock lock_;  // the shared advisory lock on store_lock_path(path_) of a read-write store
   sqlite3* db_ = nullptr;
   std::string path_;
 };
@@ -238,9 +228,9 @@ std::string default_store_path(const std::string& home);
 /// aside, so it never moves a store that another process is writing.
 std::string store_lock_path(const std::string& db_path);
 /// Takes the exclusive lock on store_lock_path(db_path) without waiting. Returns it held (released
-/// when the returned lock goes), or with fd -1 when another process holds the store open. Throws
-/// Error(kStorage) naming the lock file when it cannot be created or locked.
-StoreLock lock_store_exclusive(const std::string& db_path);
+/// when the returned lock goes), or holding nothing (is_open() false) when another process holds
+/// the store open. Throws Error(kStorage) naming the lock file when it cannot be created or locked.
+FileLock lock_store_exclusive(const std::string& db_path);
 
 /// Current UTC time, ISO-8601 ("2026-11-30T05:10:33Z").
 std::string now_iso8601();

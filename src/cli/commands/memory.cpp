@@ -148,7 +148,7 @@ void register_memory(CLI::App& app, Context& ctx) {
         // Not while another process has the store open (an optimize, e2e, import or MCP server):
         // its writes would go on into the moved file, the backup (memory::store_lock_path)
         const auto lock = memory::lock_store_exclusive(path);
-        if (lock.fd < 0)
+        if (!lock.is_open())
           fail(ErrorCategory::kStorage,
                "{}: in use by another thrive process (it holds {}); reset when that process has finished", path,
                memory::store_lock_path(path));

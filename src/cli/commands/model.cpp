@@ -7,8 +7,6 @@
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -661,22 +659,14 @@ void register_model(CLI::App& app, Context&) {
     // One model init at a time in a directory (an exclusive flock on it, held to the end): the
     // check and the write cannot interleave with another's.
     ensure_writable_dir(f.out, "--out");
-    const int dir_fd = open(f.out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    bool locked = dir_fd >= 0 && flock(dir_fd, LOCK_EX | LOCK_NB) == 0;
-    if (!locked && dir_fd >= 0 && errno == EWOULDBLOCK) {  // say why nothing happens, then wait
+    FileLock lock(f.out, true);
+    const auto got = lock.acquire(FileLock::Mode::kExclusive, true, [&] {
       fmt::print(stderr, "--out {}: another thrive model init is writing there; waiting for it to finish\n", f.out);
       std::fflush(stderr);
-      locked = flock(dir_fd, LOCK_EX) == 0;
-    }
-    if (!locked) {
-      const int err = errno;
-      if (dir_fd >= 0) ::close(dir_fd);
-      fail(ErrorCategory::kStorage, "--out {}: cannot lock the directory ({})", f.out, std::strerror(err));
-    }
-    struct Unlock {
-      int fd;
-      ~Unlock() { ::close(fd); }
-    } unlock{dir_fd};
+    });
+    if (got == FileLock::Outcome::kFailed)
+      fail(ErrorCategory::kStorage, "--out {}: cannot lock the directory ({})", f.out,
+           std::strerror(lock.error()));
     check_init_target(f.out, f.force);
     // what an init killed here before left (the lock keeps any other from writing them now)
     for (const char* name : {"/config.json", "/model.safetensors"}) remove_stale_staged_files(f.out + name);
