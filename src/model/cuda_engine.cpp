@@ -289,7 +289,9 @@ struct CudaQwen3Engine::Impl {
   void *k_cache = nullptr, *v_cache = nullptr;
   void *h, *n1, *n2, *qkv, *q, *k, *v, *attn, *o, *gu, *act, *d;
   void *ids, *pos, *seq, *ctx_lens, *last_idx, *last_h, *logits, *next, *scores, *probs, *cos_sin;
-  void *argmax_part, *argmax_count;  // engine_argmax's per-block (max, index) and per-row counters
+  // engine_argmax's per-block (max, index) pairs, and its counters: u64 skipped (non-finite)
+  // logits, then u32 per-row arrival counts
+  void *argmax_part, *argmax_count;
   // decode's token history: u32 counts [B], then i32 tokens [max_context, B] (engine_argmax's advance)
   void* history = nullptr;
   // engine_decode_attention's workspace: per-(b, g) counters (padded to 256 bytes), part (max, sum)
@@ -612,10 +614,10 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
          opts.persistent_splits);
   if (opts.gemv_rows != 1 && opts.gemv_rows != 2)
     fail(ErrorCategory::kUsage, "engine: {} GEMV rows per warp: expected 1 or 2", opts.gemv_rows);
-  if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt + 1 ||
+  if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt ||
       opts.max_context > cfg.max_position)
     fail(ErrorCategory::kUsage,
-         "engine: batch {}, max prompt {}, context {}: expected batch >= 1, prompt >= 1, prompt < context <= "
+         "engine: batch {}, max prompt {}, context {}: expected batch >= 1, prompt >= 1, prompt <= context <= "
          "max_position_embeddings {}",
          opts.batch, opts.max_prompt, opts.max_context, cfg.max_position);
   // The decode kernels keep positions and context lengths in 32 bits (ctx_lens is i32, and the
@@ -792,8 +794,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.logits = m.alloc(B * cfg.vocab * 4);
   m.next = m.alloc(B * 4);
   m.argmax_part = m.alloc(B * argmax_blocks(cfg.vocab) * 8);
-  m.argmax_count = m.alloc(B * 4);
-  m.be->memset(m.argmax_count, 0, B * 4);
+  m.argmax_count = m.alloc(8 + B * 4);
+  m.be->memset(m.argmax_count, 0, 8 + B * 4);
   m.history = m.alloc((B + B * L) * 4);
   m.be->memset(m.history, 0, B * 4);
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
@@ -878,6 +880,12 @@ double CudaQwen3Engine::measure_gemm_tflops() {
   }
   m.be->release(x), m.be->release(w), m.be->release(y);
   return best_us > 0 ? 2.0 * double(n) * double(n) * double(n) / (best_us * 1e-6) / 1e12 : 0.0;
+}
+
+int64_t CudaQwen3Engine::nonfinite_logits() const {
+  uint64_t n = 0;
+  impl_->be->download(&n, impl_->argmax_count, 8);
+  return int64_t(n);
 }
 
 int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_memory_used(); }

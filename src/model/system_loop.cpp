@@ -87,7 +87,8 @@ SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const st
     p.prompt_tokens += int64_t(pr.size());
   }
   const int batch = int(prompts.size());
-  CpuQwen3Engine engine(cfg, std::move(weights), batch, longest + std::max(gen, 0));
+  // the last generated token is never fed back: gen - 1 decode steps past the prompt
+  CpuQwen3Engine engine(cfg, std::move(weights), batch, longest + std::max(gen - 1, 0));
   engine.set_threads(sc.threads);
   engine.set_fuse_residual_norm(sc.fuse_residual_norm);
   auto t = Clock::now();
@@ -285,7 +286,7 @@ LoopResult run_outer_loop(const LoopOptions& o, const SystemConfig& start, const
 LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, const LoopOptions& o,
                            const SystemConfig& start, double bandwidth_gbps, double tflops,
                            const std::function<void(const LoopIteration&)>& sink) {
-  check_cpu_kv_cache(cfg, o.batch, int64_t(o.prompt) + std::max(o.gen, 0));  // before any prompt is built
+  check_cpu_kv_cache(cfg, o.batch, int64_t(o.prompt) + std::max(o.gen - 1, 0));  // before any prompt is built
   SystemDriver d;
   d.notes = {"communication: one device, nothing to do"};
   d.profile = [&](const SystemConfig& sc) { return profile_once(cfg, weights, o, sc); };

@@ -347,6 +347,26 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
   EXPECT_EQ(one.out.find("ms per step over 0 steps"), std::string::npos) << one.out;
 }
 
+// The context a run needs is the prompt plus one position a decode step: --gen G feeds back G - 1
+// tokens (the first comes from prefill, the last is never fed back), so a prompt may fill
+// max_position_embeddings when --gen is 1, and one more token is refused by name before any work.
+TEST_F(Cli, E2eNeedsPromptPlusGenMinusOnePositions) {
+  const std::string dir = files.path() + "/tiny";
+  ASSERT_EQ(test::run_thrive({"model", "init", "--preset", "tiny", "--out", dir}, env()).exit_code, 0);
+  auto config = nlohmann::json::parse(read_file(dir + "/config.json"));
+  config["max_position_embeddings"] = 8;
+  test::write_text(dir + "/config.json", config.dump(2));
+  for (const auto& [prompt, gen] : {std::pair{"8", "1"}, std::pair{"6", "3"}, std::pair{"8", "0"}}) {
+    const auto r = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--prompt", prompt, "--gen", gen, "--json"}, env());
+    ASSERT_EQ(r.exit_code, 0) << prompt << " " << gen << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"][0].size(), size_t(std::stoi(gen))) << prompt << " " << gen;
+  }
+  const auto over = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--prompt", "6", "--gen", "4"}, env());
+  EXPECT_EQ(over.exit_code, 2) << over.err;
+  expect_one_line_error(over, "--prompt 6 --gen 4: a context of 9 positions");
+  EXPECT_NE(over.err.find("max_position_embeddings 8"), std::string::npos) << over.err;
+}
+
 // Break-it findings (2026-11-30): hostile paths and files end in one clear line, never in a crash,
 // a hang, a replaced device node or a lost memory.
 TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {

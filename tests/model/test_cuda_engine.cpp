@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include "tests/support/test_support.hpp"
@@ -455,6 +456,102 @@ INSTANTIATE_TEST_SUITE_P(GraphsPersistentBatch, CudaEngineGreedyLoop,
                          ::testing::Values(std::tuple{true, false, 1}, std::tuple{false, false, 1},
                                            std::tuple{true, false, 3}, std::tuple{true, true, 1},
                                            std::tuple{false, true, 4}, std::tuple{true, true, 4}));
+
+// Rows `rows` of the tied embedding (model.embed_tokens.weight, bf16) set to `bits` in place: finite
+// but huge values make those tokens' logits overflow float32 (the CPU loader refuses a NaN weight;
+// the engine upload takes the bytes as they are).
+void set_embedding_rows(const std::string& dir, const Qwen3Config& cfg, const std::vector<int>& rows, uint16_t bits) {
+  const std::string file = dir + "/model.safetensors";
+  int64_t at = 0;
+  {
+    const SafetensorsFile st(file);
+    const auto& e = st.info("model.embed_tokens.weight");
+    ASSERT_EQ(e.dtype, StDtype::kBF16);
+    at = e.begin;
+  }
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header = 0;
+  f.read(reinterpret_cast<char*>(&header), 8);
+  const std::vector<uint16_t> row(size_t(cfg.hidden), bits);
+  for (int r : rows) {
+    f.seekp(std::streamoff(8 + header + uint64_t(at) + uint64_t(r) * uint64_t(cfg.hidden) * 2));
+    f.write(reinterpret_cast<const char*>(row.data()), std::streamsize(row.size() * 2));
+  }
+  ASSERT_TRUE(f.good()) << file;
+}
+
+// Greedy on the device takes each row's largest finite logit and counts the NaN or infinite ones,
+// as the CPU engine does: three tokens whose (tied) lm_head rows hold bf16's largest values give
+// non-finite logits in every row, and prefill, decode() and decode_greedy() all count them.
+// Parameter: the persistent decode kernel.
+class CudaEngineNonFinite : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CudaEngineNonFinite, GreedySkipsAndCountsThemAsTheCpuDoes) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  test::TempDir home;
+  const auto cfg = Qwen3Config::preset("tiny");
+  const auto dir = tiny_checkpoint(home, cfg, 29);
+  set_embedding_rows(dir, cfg, {7, 200}, 0x7f7f);  // +3.39e38
+  set_embedding_rows(dir, cfg, {9}, 0xff7f);       // -3.39e38
+  const std::vector<int32_t> poisoned = {7, 9, 200};
+  auto o = options(2, 4, 16, true);
+  o.persistent_decode = GetParam();
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), o.batch, o.max_context);
+  EXPECT_EQ(gpu.nonfinite_logits(), 0);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4}, {5, 6}};
+  const auto first = gpu.prefill(prompts);
+  auto next = cpu.greedy(cpu.prefill(prompts));
+  for (int s = 0; s < 5; ++s) next = cpu.greedy(cpu.decode(next));
+  // every row of the 6 greedy calls had the three tokens' logits overflow
+  ASSERT_EQ(cpu.nonfinite_logits(), 3 * 2 * 6);
+  EXPECT_EQ(gpu.nonfinite_logits(), 3 * 2);
+  auto gnext = gpu.decode(first);
+  EXPECT_EQ(gpu.nonfinite_logits(), 3 * 2 * 2);
+  const auto rows = gpu.decode_greedy(gnext, 4);
+  EXPECT_EQ(gpu.nonfinite_logits(), cpu.nonfinite_logits());
+  for (const auto& r : {first, gnext, rows[0], rows[1], rows[2], rows[3]})
+    for (int32_t t : r) {
+      EXPECT_GE(t, 0);
+      EXPECT_LT(t, cfg.vocab);
+      EXPECT_EQ(std::count(poisoned.begin(), poisoned.end(), t), 0) << "chose a non-finite logit's token " << t;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Persistent, CudaEngineNonFinite, ::testing::Bool());
+
+// A context of just the longest prompt (a run whose only token comes from prefill): prefill runs,
+// a decode step from a full context is refused by name, and a shorter prompt leaves room for one.
+// A context shorter than the prompt is refused before any GPU work.
+TEST(CudaEngineOptions, ContextOfJustThePromptPrefillsAndRefusesDecodePastIt) {
+  test::TempDir home;
+  const auto cfg = Qwen3Config::preset("tiny");
+  auto o = options(1, 4, 3, true);
+  try {
+    CudaQwen3Engine gpu(cfg, home.path() + "/none", test::fast_config(home.path()), o, KernelRegistry{});
+    ADD_FAILURE() << "a context of 3 for prompts of 4 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("context 3: expected batch >= 1, prompt >= 1, prompt <= context"), std::string::npos)
+        << e.what();
+  }
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto dir = tiny_checkpoint(home, cfg, 31);
+  for (const bool persistent : {false, true}) {
+    o = options(1, 4, 4, true);
+    o.persistent_decode = persistent;
+    CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+    auto t = gpu.prefill({{1, 2, 3, 4}});
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_THROW(gpu.decode(t), Error);
+    EXPECT_THROW(gpu.decode_greedy(t, 1), Error);
+    t = gpu.prefill({{1, 2, 3}});
+    EXPECT_EQ(gpu.decode(t).size(), 1u) << "persistent " << persistent;
+    EXPECT_THROW(gpu.decode(t), Error);
+  }
+}
 
 // A context past the decode kernels' 32-bit positions is refused by name before any CUDA work
 // (so this runs without a GPU), even when the model's max_position_embeddings allows it.

@@ -50,7 +50,7 @@ namespace thrive::model {
 struct CudaEngineOptions {
   int batch = 1;              ///< sequences (B)
   int64_t max_prompt = 1;     ///< longest prompt prefill() accepts (sets prefill buffers)
-  int64_t max_context = 2;    ///< KV-cache length per sequence (L): prompt + generated tokens
+  int64_t max_context = 2;    ///< KV-cache length per sequence (L), >= max_prompt: the prompt, then one a decode step
   bool graphs = true;         ///< decode steps replayed as one CUDA graph
   /// Prefill attention: true = engine_flash_attention (FlashAttention-2 on tensor cores, one
   /// kernel per layer; head_dim 16/32/64/128), false = per query head cuBLASLt S = QK^T (f32),
@@ -241,6 +241,11 @@ class CudaQwen3Engine {
   void reset_stages() { stages_ = StageTimes{}; }
   /// Bytes this engine allocated on the device (weights, KV cache, activations, workspaces).
   int64_t allocated_bytes() const { return allocated_; }
+  /// NaN or infinite logits the greedy argmax has skipped since construction, summed over rows
+  /// and steps (prefill, decode and decode_greedy): it chooses among each row's finite logits, as
+  /// CpuQwen3Engine::greedy does (which also names the first; this count comes from the device,
+  /// where no position is kept). Reads a device counter: waits for the stream's work.
+  int64_t nonfinite_logits() const;
   /// Device memory in use on the whole GPU, bytes (driver's total - free), -1 if unknown.
   int64_t device_memory_used() const;
   /// The device's bf16 matrix rate, TFLOP/s: the best of 10 cuBLASLt GEMMs of 4096^3 (f32

@@ -74,8 +74,8 @@ struct SystemProfile {
   std::vector<std::vector<float>> decode_logits;  ///< the first decode step's [B][vocab] (CUDA profiles), or empty
   int64_t prompt_tokens = 0;   ///< real prompt tokens the prefill ran
   int64_t kv_cache_bytes = 0;  ///< the engine's float32 KV cache
-  /// NaN or infinite logits greedy skipped (CpuQwen3Engine::nonfinite_logits) and the first
-  /// (first_nonfinite_logit); 0 and "" for CUDA profiles
+  /// NaN or infinite logits greedy skipped (CpuQwen3Engine::nonfinite_logits, or the CUDA
+  /// engine's count in e2e's JSON) and the first (first_nonfinite_logit; "" for CUDA profiles)
   int64_t nonfinite_logits = 0;
   std::string first_nonfinite_logit;
   /// The harness's own headroom rankings when it computed them (CUDA: `thrive e2e --json`'s

@@ -2192,22 +2192,27 @@ extern "C" __global__ void engine_gather_rows(ThriveCudaArgs a) {
   for (long long i = threadIdx.x; i < H; i += blockDim.x) out[i] = x[i];
 }
 
-// Greedy sampling: out[r] = argmax_j logits[r, j], the lowest index on ties; NaN entries are
-// skipped (a row of NaNs gives -1). A vocabulary row is 600 KB at Qwen3's 151936, too much for
+// Greedy sampling: out[r] = argmax_j logits[r, j] over the finite logits, the lowest index on
+// ties; NaN and infinite entries are skipped and counted (a row with no finite one gives -1). A vocabulary row is 600 KB at Qwen3's 151936, too much for
 // one block to walk at one load latency per step, so gridDim.x blocks share a row: block c takes
 // columns [c*chunk, (c+1)*chunk), chunk = cdiv(V, gridDim.x), each thread keeping 4 loads in
 // flight, and writes its (max, index) to part[r, c]; the last block of the row to finish (a
 // per-row counter, reset to 0 by that block, so the kernel can be replayed in a CUDA graph)
 // reduces the parts. tensors: logits f32 [R, V], out i32 [R], part f32+i32 pairs [R, gridDim.x]
-// (8 bytes each), counter u32 [R] (0 before the first launch); dims: R, V. Block 1024 at most,
+// (8 bytes each), counters: u64 (the skipped logits, summed over rows and launches: the host
+// reads and keeps it), then u32 [R] per-row arrival counts at byte 8 (all 0 before the first
+// launch); dims: R, V. Block 1024 at most,
 // grid (G, R) with G <= 1024.
 // Decode's advance (tensors 4-7 given, dims[2] = cap): the token becomes the next step's input on
 // the device, so decode steps can follow each other with no host round trip: ids i32 [R] = out,
 // pos i64 [R] += 1, ctx_lens i32 [R] += 1, and history (u32 counts [R], then i32 tokens [cap, R])
 // gets it at row counts[r] of column r while that is < cap (the count grows regardless: the host
 // resets it and reads back min(count, cap) rows).
-__device__ __forceinline__ void engine_argmax_take(float v, long long j, float& best, long long& at) {
-  if (v == v && (at < 0 || v > best || (v == best && j < at))) best = v, at = j;
+// Only finite logits are taken (as CpuQwen3Engine::greedy: NaN compares false, and +inf is an
+// overflow, not a preference); the others are counted in `skipped`.
+__device__ __forceinline__ void engine_argmax_take(float v, long long j, float& best, long long& at, unsigned& skipped) {
+  if (!(fabsf(v) <= 3.402823466e38f)) ++skipped;
+  else if (at < 0 || v > best || (v == best && j < at)) best = v, at = j;
 }
 // The block's (best, at) in thread 0, from every thread's.
 __device__ __forceinline__ void engine_argmax_block(float& best, long long& at) {
@@ -2232,20 +2237,22 @@ extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
   const float* x = (const float*)a.tensors[0] + r * V;
   float best = -__int_as_float(0x7f800000);
   long long at = -1;
+  unsigned skipped = 0;
   const long long step = blockDim.x;
   long long j = lo + threadIdx.x;
   for (; j + 3 * step < hi; j += 4 * step) {
     const float v0 = x[j], v1 = x[j + step], v2 = x[j + 2 * step], v3 = x[j + 3 * step];
-    engine_argmax_take(v0, j, best, at);
-    engine_argmax_take(v1, j + step, best, at);
-    engine_argmax_take(v2, j + 2 * step, best, at);
-    engine_argmax_take(v3, j + 3 * step, best, at);
+    engine_argmax_take(v0, j, best, at, skipped);
+    engine_argmax_take(v1, j + step, best, at, skipped);
+    engine_argmax_take(v2, j + 2 * step, best, at, skipped);
+    engine_argmax_take(v3, j + 3 * step, best, at, skipped);
   }
-  for (; j < hi; j += step) engine_argmax_take(x[j], j, best, at);
+  for (; j < hi; j += step) engine_argmax_take(x[j], j, best, at, skipped);
+  if (skipped > 0u) atomicAdd((unsigned long long*)a.tensors[3], (unsigned long long)skipped);
   engine_argmax_block(best, at);
   float* part_v = (float*)a.tensors[2] + 2 * r * G;
   int* part_i = (int*)part_v;
-  unsigned* counter = (unsigned*)a.tensors[3] + r;
+  unsigned* counter = (unsigned*)((char*)a.tensors[3] + 8) + r;
   __shared__ bool last;
   if (threadIdx.x == 0) {
     part_v[2 * blockIdx.x] = best;

@@ -197,6 +197,20 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
   return model::random_prompts(f.batch, f.prompt, vocab, parse_seed(f.seed, "--seed"));
 }
 
+// The positions a run uses per sequence: the prompt's, then each decode step's input. --gen G
+// generates G tokens, the first from prefill, and the last one is never fed back, so G - 1 decode
+// steps take positions P to P + G - 2: a context of P + G - 1 (P with --gen 0 or 1).
+int64_t e2e_context(const E2eFlags& f) { return int64_t(f.prompt) + std::max(f.gen - 1, 0); }
+
+// The harness's warning when greedy skipped NaN or infinite logits (`first`: where the first
+// was, "" when the engine does not say: the CUDA engine counts on the device).
+void warn_nonfinite_logits(int64_t count, const std::string& first) {
+  if (count <= 0) return;
+  fmt::print(stderr, "warning: {} logits were NaN or infinite{}; greedy chose among each row's finite ones "
+             "(transformers' argmax would pick a NaN): finite but huge weights overflow float32\n",
+             count, first.empty() ? std::string() : " (the first: " + first + ")");
+}
+
 E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg) {
   E2eResult r;
   ctx.config().device = "cpu";
@@ -207,7 +221,7 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   // load and the random prompts are built (batch x prompt ids: a huge batch would take minutes and
   // gigabytes before the engine refused it); a config.json that disagrees with the tensors is named
   // as such, not as a batch too large for the cache its numbers imply
-  const int64_t context = int64_t(f.prompt) + std::max(f.gen, 0);
+  const int64_t context = e2e_context(f);
   double weight_gb = 0;  // float32 weights, for the out-of-memory message
   model::Qwen3Weights weights;
   {  // the checkpoint's files close with the load, before the engine runs
@@ -248,10 +262,7 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   r.extra["peak_rss_mb"] = double(ru.ru_maxrss) / 1024.0;
   r.extra["kv_cache_bytes"] = p.kv_cache_bytes;
   r.extra["nonfinite_logits"] = p.nonfinite_logits;
-  if (p.nonfinite_logits > 0)
-    fmt::print(stderr, "warning: {} logits were NaN or infinite (the first: {}); greedy chose among each row's finite "
-               "ones (transformers' argmax would pick a NaN): finite but huge weights overflow float32\n",
-               p.nonfinite_logits, p.first_nonfinite_logit);
+  warn_nonfinite_logits(p.nonfinite_logits, p.first_nonfinite_logit);
   return r;
 }
 
@@ -335,7 +346,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   model::CudaEngineOptions o;
   o.batch = f.batch;
   o.max_prompt = f.prompt;
-  o.max_context = int64_t(f.prompt) + std::max(f.gen, 1);
+  o.max_context = e2e_context(f);
   o.graphs = f.graphs == "on";
   o.flash_prefill = f.attention == "flash";
   const auto fusions = parse_fusions(f.fusions);
@@ -460,7 +471,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"decode_loop", o.graphs ? fmt::format("device (graphs of {} steps)", model::CudaQwen3Engine::kGreedyChunk)
                                       : std::string("device (eager launches)")},
              {"gpu_memory_allocated_bytes", engine.allocated_bytes()},
-             {"gpu_memory_used_bytes", engine.device_memory_used()}};
+             {"gpu_memory_used_bytes", engine.device_memory_used()},
+             {"nonfinite_logits", engine.nonfinite_logits()}};
+  warn_nonfinite_logits(r.extra["nonfinite_logits"].get<int64_t>(), "");
   return r;
 }
 
@@ -635,8 +648,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
          "they apply to --device cuda", fmt::join(engine_flags_given, " "));
   const auto& cfg = model_config();
-  if (int64_t(f.prompt) + f.gen > cfg.max_position)
-    fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", f.prompt, f.gen, cfg.max_position);
+  if (e2e_context(f) > cfg.max_position)
+    fail(ErrorCategory::kUsage, "--prompt {} --gen {}: a context of {} positions (the prompt's, then one a decode step: "
+         "the last generated token is never fed back), more than max_position_embeddings {}",
+         f.prompt, f.gen, e2e_context(f), cfg.max_position);
   report(f, cfg, device == "cpu" ? run_cpu(ctx, f, cfg) : run_cuda(ctx, f, cfg));
 }
 

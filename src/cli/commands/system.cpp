@@ -150,6 +150,7 @@ model::SystemProfile profile_cuda(const std::string& home, const std::string& mo
   p.prefill_ranking = doc.value("prefill_headroom", nlohmann::json::array());
   p.decode_ranking = doc.value("decode_headroom", nlohmann::json::array());
   p.tokens = doc.at("tokens").get<std::vector<std::vector<int32_t>>>();
+  p.nonfinite_logits = doc.value("nonfinite_logits", int64_t{0});
   const std::string bytes = read_file(dump + ".logits.f32");
   if (bytes.size() != size_t(o.batch) * size_t(vocab) * 4)
     fail(ErrorCategory::kInternal, "{}.logits.f32: {} bytes, expected {} x {} float32", dump, bytes.size(), o.batch, vocab);
@@ -292,8 +293,9 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   const std::string device = backend::resolve_backend_name(cfg.device);
   cfg.device = device;
   const auto qcfg = model::Qwen3Config::load(f.model);
-  if (int64_t(o.prompt) + o.gen > qcfg.max_position)
-    fail(ErrorCategory::kUsage, "--prompt {} + --gen {} exceeds max_position_embeddings {}", o.prompt, o.gen, qcfg.max_position);
+  if (int64_t(o.prompt) + o.gen - 1 > qcfg.max_position)  // the last generated token is never fed back
+    fail(ErrorCategory::kUsage, "--prompt {} --gen {}: a context of {} positions (the prompt's, then one a decode step), "
+         "more than max_position_embeddings {}", o.prompt, o.gen, int64_t(o.prompt) + o.gen - 1, qcfg.max_position);
   if (device == "cuda") cfg.model = model::CudaQwen3Engine::op_dims(qcfg);  // the inner loop verifies at the engine's dims
   auto& tb = ctx.toolbox();
   // The kernels specialist's agent, made (and its LLM settings checked) before any work. Only the
