@@ -611,7 +611,7 @@ int64_t host_available_bytes(const std::string& root) {
 CpuEngineBytes cpu_engine_bytes(const Qwen3Config& cfg, int64_t batch, int64_t prompt, int64_t gen) {
   CpuEngineBytes b;
   b.weights = 4.0 * double(cfg.parameters());
-  b.kv_cache = cpu_kv_cache_bytes(cfg, batch, prompt + std::max<int64_t>(gen, 0));
+  b.kv_cache = cpu_kv_cache_bytes(cfg, batch, prompt + std::max<int64_t>(gen - 1, 0));  // the last token is not fed back
   b.logits = (gen > 1 ? 2.0 : 1.0) * double(batch) * double(cfg.vocab) * 4;  // a decode step's only with gen > 1
   b.activations = double(prompt) * 4 *
                   (3.0 * double(cfg.hidden) + 2.0 * double(cfg.heads * cfg.head_dim) +

@@ -539,7 +539,7 @@ TEST(Qwen3Checkpoint, TheCpuEngineMustFitTheHostsAvailableMemory) {
   const auto cfg = Qwen3Config::preset("qwen3-1.7b");
   const auto b = cpu_engine_bytes(cfg, 2, 1000, 24);
   EXPECT_EQ(b.weights, 4.0 * double(cfg.parameters()));
-  EXPECT_EQ(b.kv_cache, cpu_kv_cache_bytes(cfg, 2, 1024));
+  EXPECT_EQ(b.kv_cache, cpu_kv_cache_bytes(cfg, 2, 1023));  // 23 decode steps past the prompt
   EXPECT_EQ(b.logits, 2.0 * 2 * 151936 * 4);
   EXPECT_EQ(b.activations, 1000.0 * 4 * (3 * 2048 + 2 * 2048 + 2 * 1024 + 2 * 6144));
   const auto need = int64_t(b.total());

@@ -142,7 +142,7 @@ int64_t host_available_bytes(const std::string& root = "/");
 /// The CPU engine's host memory for a run, in bytes (doubles: no overflow for any int64 inputs).
 struct CpuEngineBytes {
   double weights = 0;      ///< float32 weights: 4 x parameters()
-  double kv_cache = 0;     ///< cpu_kv_cache_bytes(batch, prompt + gen)
+  double kv_cache = 0;     ///< cpu_kv_cache_bytes(batch, prompt + gen - 1): gen - 1 decode steps feed tokens back
   double logits = 0;       ///< batch x vocab x 4 for prefill's kept rows, twice that with gen > 1 (a decode step's)
   double activations = 0;  ///< one sequence's prefill buffers: prompt x (3 H + 2 NQ D + 2 NKV D + 2 I) x 4
   double total() const { return weights + kv_cache + logits + activations; }

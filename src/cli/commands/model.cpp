@@ -407,7 +407,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   auto keep = [&] {
     for (int b = 0; b < f.batch; ++b) r.tokens[size_t(b)].push_back(next[size_t(b)]);
   };
-  keep();
+  if (f.gen > 0) keep();  // prefill's token is the first generated one (none with --gen 0, as on the CPU)
   engine.set_stage_timing(false);
   for (int s = 0; s < first; ++s) {
     next = engine.decode(next, f.dump.empty() ? nullptr : &r.decode_logits);
