@@ -217,7 +217,7 @@ void FileLock::release() {
 
 FileLock::Outcome FileLock::acquire(Mode mode, bool wait, const std::function<void()>& on_wait) {
   if (fd_ < 0) {
-    error_ = EBADF;
+    if (error_ == 0) error_ = EBADF;  // (open's errno, where it failed, says more)
     return Outcome::kFailed;
   }
   const int op = mode == Mode::kShared ? LOCK_SH : LOCK_EX;

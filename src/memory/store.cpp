@@ -1,6 +1,7 @@
 #include "thrive/memory/store.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <limits>
 #include <sqlite3.h>
@@ -20,6 +21,7 @@
 #include "thrive/core/error.hpp"
 #include "thrive/core/json.hpp"
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include "thrive/core/files.hpp"
 
@@ -245,7 +247,18 @@ Store::Store(const std::string& path) : path_(path) {
   // directory) the store cannot write there either; SQLite's open below reports that.
   if (path != ":memory:") {
     lock_ = FileLock(store_lock_path(path));
-    if (lock_.acquire(FileLock::Mode::kShared, true) == FileLock::Outcome::kFailed) lock_.release();
+    const auto got = lock_.acquire(FileLock::Mode::kShared, true, [&] {
+      spdlog::info("memory store {}: waiting for `thrive memory reset` (it holds {})", path, lock_.path());
+    });
+    if (got == FileLock::Outcome::kFailed) {
+      // Said unless the place is read-only or not this user's (SQLite's open below fails there
+      // too, and its one error line says why): a link, directory or FIFO planted at the name
+      const int err = lock_.error();
+      if (err != EACCES && err != EPERM && err != EROFS)
+        spdlog::warn("memory store {}: cannot take its lock {} ({}); a `thrive memory reset` meanwhile would not see "
+                     "this process", path, lock_.path(), std::strerror(err));
+      lock_.release();
+    }
   }
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {

@@ -1028,7 +1028,7 @@ std::vector<std::vector<int32_t>> CudaQwen3Engine::decode_greedy(const std::vect
     for (int64_t b = 0; b < B; ++b)
       if (rows[size_t(s * B + b)] < 0)
         fail(ErrorCategory::kBackend,
-             "decode_greedy: sequence {} had no finite logit at step {} of {} (every logit NaN); the positions "
+             "decode_greedy: sequence {} had no finite logit at step {} of {} (every logit NaN or infinite); the positions "
              "advanced, and the tokens from there on are not a greedy continuation",
              b, s, steps);
   for (int64_t s = 0; s < steps; ++s) out.emplace_back(rows.begin() + s * B, rows.begin() + (s + 1) * B);

@@ -544,6 +544,8 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
          "allows", batch, max_context, cfg.layers, cfg.kv_heads, cfg.head_dim, need / 1e9, double(max_cache_bytes) / 1e9);
 }
 
+int64_t decode_context(int64_t prompt, int64_t gen) { return prompt + std::max<int64_t>(gen - 1, 0); }
+
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context) {
   return 8.0 * double(batch) * double(cfg.layers) * double(max_context) * double(cfg.kv_heads) * double(cfg.head_dim);
 }
@@ -611,7 +613,7 @@ int64_t host_available_bytes(const std::string& root) {
 CpuEngineBytes cpu_engine_bytes(const Qwen3Config& cfg, int64_t batch, int64_t prompt, int64_t gen) {
   CpuEngineBytes b;
   b.weights = 4.0 * double(cfg.parameters());
-  b.kv_cache = cpu_kv_cache_bytes(cfg, batch, prompt + std::max<int64_t>(gen - 1, 0));  // the last token is not fed back
+  b.kv_cache = cpu_kv_cache_bytes(cfg, batch, decode_context(prompt, gen));
   b.logits = (gen > 1 ? 2.0 : 1.0) * double(batch) * double(cfg.vocab) * 4;  // a decode step's only with gen > 1
   b.activations = double(prompt) * 4 *
                   (3.0 * double(cfg.hidden) + 2.0 * double(cfg.heads * cfg.head_dim) +

@@ -87,13 +87,13 @@ SystemProfile profile_cpu(const Qwen3Config& cfg, Qwen3Weights weights, const st
     p.prompt_tokens += int64_t(pr.size());
   }
   const int batch = int(prompts.size());
-  // the last generated token is never fed back: gen - 1 decode steps past the prompt
-  CpuQwen3Engine engine(cfg, std::move(weights), batch, longest + std::max(gen - 1, 0));
+  CpuQwen3Engine engine(cfg, std::move(weights), batch, decode_context(longest, gen));
   engine.set_threads(sc.threads);
   engine.set_fuse_residual_norm(sc.fuse_residual_norm);
   auto t = Clock::now();
   p.prefill_logits = engine.prefill(prompts);
-  auto next = engine.greedy(p.prefill_logits);
+  std::vector<int32_t> next;  // with gen 0 no token is chosen (nor are its logits' NaNs counted)
+  if (gen > 0) next = engine.greedy(p.prefill_logits);
   p.prefill_ms = ms_since(t);
   p.prefill_stages = engine.stages();
   engine.reset_stages();
@@ -286,7 +286,7 @@ LoopResult run_outer_loop(const LoopOptions& o, const SystemConfig& start, const
 LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, const LoopOptions& o,
                            const SystemConfig& start, double bandwidth_gbps, double tflops,
                            const std::function<void(const LoopIteration&)>& sink) {
-  check_cpu_kv_cache(cfg, o.batch, int64_t(o.prompt) + std::max(o.gen - 1, 0));  // before any prompt is built
+  check_cpu_kv_cache(cfg, o.batch, decode_context(o.prompt, o.gen));  // before any prompt is built
   SystemDriver d;
   d.notes = {"communication: one device, nothing to do"};
   d.profile = [&](const SystemConfig& sc) { return profile_once(cfg, weights, o, sc); };
@@ -309,18 +309,38 @@ LoopResult run_system_loop(const Qwen3Config& cfg, const Qwen3Weights& weights, 
   return run_outer_loop(o, start, d, sink);
 }
 
+namespace {
+// Row c against row r (same length): the largest |c_i - r_i| over the logits finite in both; 0
+// where both hold the same non-finite value (a NaN, or one infinity: an overflow both systems
+// make, which greedy skips in both), +inf where only one is finite or they differ; the largest
+// finite |r_i|; and r's two largest finite logits (greedy chooses among the finite ones).
+struct RowDiff {
+  double diff = 0, scale = 0, top = -INFINITY, second = -INFINITY;
+  double rel() const { return scale > 0 ? diff / scale : diff; }
+};
+RowDiff row_diff(const std::vector<float>& c, const std::vector<float>& r) {
+  RowDiff d;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const float a = c[i], b = r[i];
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      if (!((std::isnan(a) && std::isnan(b)) || a == b)) d.diff = INFINITY;
+      continue;
+    }
+    d.diff = std::max(d.diff, std::abs(double(a) - double(b)));
+    d.scale = std::max(d.scale, std::abs(double(b)));
+    if (b > d.top) d.second = d.top, d.top = b;
+    else if (b > d.second) d.second = b;
+  }
+  return d;
+}
+}  // namespace
+
 double max_logit_error(const SystemProfile& cand, const SystemProfile& ref) {
   double err = 0;
   if (cand.prefill_logits.size() != ref.prefill_logits.size()) return INFINITY;
   for (size_t b = 0; b < ref.prefill_logits.size(); ++b) {
     if (cand.prefill_logits[b].size() != ref.prefill_logits[b].size()) return INFINITY;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.prefill_logits[b].size(); ++i) {
-      const double diff = std::abs(double(cand.prefill_logits[b][i]) - double(ref.prefill_logits[b][i]));
-      num = std::isnan(diff) ? INFINITY : std::max(num, diff);
-      den = std::max(den, double(std::abs(ref.prefill_logits[b][i])));
-    }
-    err = std::max(err, den > 0 ? num / den : num);
+    err = std::max(err, row_diff(cand.prefill_logits[b], ref.prefill_logits[b]).rel());
   }
   return err;
 }
@@ -463,29 +483,17 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
 
 namespace {
 
-// Row b's error (max |c - r| / max |r|, +inf on NaN) and whether the greedy token is decisive
-// in `r` (top-2 margin > 2 x the absolute difference).
+// Row b's error (row_diff: max |c - r| / max |r| over the finite logits, +inf where the
+// non-finite ones differ) and whether the greedy token is decisive in `r` (its top-2 finite
+// margin > 2 x the absolute difference).
 struct RowCheck {
   double rel = 0;
   bool decisive = false;
 };
 RowCheck check_row(const std::vector<float>& c, const std::vector<float>& r) {
-  RowCheck out;
   if (c.size() != r.size() || r.empty()) return {INFINITY, false};
-  double diff = 0, scale = 0;
-  size_t top = 0;
-  for (size_t i = 0; i < r.size(); ++i) {
-    const double d = std::abs(double(c[i]) - double(r[i]));
-    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
-    scale = std::max(scale, double(std::abs(r[i])));
-    if (r[i] > r[top]) top = i;
-  }
-  double second = -INFINITY;
-  for (size_t i = 0; i < r.size(); ++i)
-    if (i != top) second = std::max(second, double(r[i]));
-  out.rel = scale > 0 ? diff / scale : diff;
-  out.decisive = double(r[top]) - second > 2 * diff;
-  return out;
+  const RowDiff d = row_diff(c, r);
+  return {d.rel(), d.top - d.second > 2 * d.diff};
 }
 
 int32_t token_at(const std::vector<std::vector<int32_t>>& t, size_t b, size_t i) {

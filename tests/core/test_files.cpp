@@ -178,6 +178,7 @@ TEST(FileLock, RefusesLinksAndLocksDirectories) {
   EXPECT_EQ(through.error(), ELOOP);
   EXPECT_FALSE(fs::exists(target));
   EXPECT_EQ(through.acquire(FileLock::Mode::kExclusive, true), FileLock::Outcome::kFailed);
+  EXPECT_EQ(through.error(), ELOOP);  // open's reason survives a failed acquire
 
   FileLock d1(dir.path(), true), d2(dir.path(), true);
   ASSERT_TRUE(d1.is_open()) << std::strerror(d1.error());

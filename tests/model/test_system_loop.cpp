@@ -227,6 +227,31 @@ TEST(VerifyBf16, ToleranceAndDecisiveTokensOnBothPaths) {
   }
 }
 
+// The same overflow in both systems (a NaN, or one infinity, at the same logit) is no error: both
+// greedy choices skip it, and the finite logits decide. A non-finite logit in one system only, or a
+// different one, is infinite error; the scale and the decisive margin come from finite logits.
+TEST(VerifyBf16, TheSameNonFiniteLogitInBothSystemsMatches) {
+  const float inf = INFINITY;
+  auto ref = profile_with({{NAN, 1.f, 10.f, inf}, {-inf, 5.f, 0.f, NAN}}, {{2, 0}, {1, 1}});
+  ref.decode_logits = {{NAN, 8.f, 1.f, 0.f}, {0.f, 1.f, 9.f, inf}};
+  std::string detail;
+  EXPECT_EQ(max_logit_error(ref, ref), 0.0);
+  EXPECT_TRUE(verify_bf16(ref, ref, 5e-2, detail)) << detail;
+  EXPECT_NE(detail.find("first 2/2, second 2/2"), std::string::npos) << detail;  // decisive by finite margins
+  auto near = ref;
+  near.prefill_logits[0][2] = 10.2f;
+  EXPECT_NEAR(max_logit_error(near, ref), 0.02, 1e-6);  // 0.2 / the largest finite |logit|, 10
+  for (const float other : {1.f, -inf, NAN}) {
+    auto bad = ref;
+    bad.prefill_logits[0][3] = other;  // +inf in ref
+    EXPECT_EQ(max_logit_error(bad, ref), INFINITY) << other;
+    EXPECT_FALSE(verify_bf16(bad, ref, 5e-2, detail)) << other << ": " << detail;
+  }
+  auto bad = ref;
+  bad.prefill_logits[0][1] = NAN;  // finite in ref
+  EXPECT_EQ(max_logit_error(bad, ref), INFINITY);
+}
+
 // A scripted engine: two phases, a stage per phase; the loop must weigh phases by the metric,
 // run a proposal's preparation before profiling it, and never keep an unverified change.
 TEST(OuterLoop, WeighsPhasesPreparesAndRejectsUnverifiedChanges) {

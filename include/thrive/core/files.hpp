@@ -100,7 +100,8 @@ class FileLock {
   /// Takes the lock in `mode`. Without `wait` it returns kBusy at once while another open file
   /// description holds a conflicting lock. With `wait` it first tries without waiting, and when
   /// busy calls `on_wait` once (to say why nothing happens) and blocks until it gets the lock:
-  /// kWaited. On kFailed the file stays open and error() says why.
+  /// kWaited. On kFailed the file stays open and error() says why: flock's errno, or for a file
+  /// that is not open, open's errno (EBADF after release() or a move).
   Outcome acquire(Mode mode, bool wait, const std::function<void()>& on_wait = {});
   /// Closes the file, releasing any lock.
   void release();

@@ -128,6 +128,11 @@ constexpr int64_t kCpuMaxCacheBytes = int64_t(16) << 30;
 /// command calls it before it builds prompts or loads weights; the engine's constructor again.
 void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_context,
                         int64_t max_cache_bytes = kCpuMaxCacheBytes);
+/// The KV-cache positions a sequence uses when a run generates `gen` tokens after a `prompt`-token
+/// prompt: prompt + gen - 1. The first token comes from prefill, each of the gen - 1 decode steps
+/// feeds one back, and the last generated token never is (prompt alone for gen <= 1). The e2e
+/// harness, the outer loop and the CPU memory estimate size and check contexts by it.
+int64_t decode_context(int64_t prompt, int64_t gen);
 /// Bytes of the CPU engine's float32 KV cache, K and V: 2 x batch x layers x max_context x
 /// kv_heads x head_dim x 4, as a double (exact below 2^53; no overflow for any int64 inputs).
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context);
@@ -142,7 +147,7 @@ int64_t host_available_bytes(const std::string& root = "/");
 /// The CPU engine's host memory for a run, in bytes (doubles: no overflow for any int64 inputs).
 struct CpuEngineBytes {
   double weights = 0;      ///< float32 weights: 4 x parameters()
-  double kv_cache = 0;     ///< cpu_kv_cache_bytes(batch, prompt + gen - 1): gen - 1 decode steps feed tokens back
+  double kv_cache = 0;     ///< cpu_kv_cache_bytes(batch, decode_context(prompt, gen))
   double logits = 0;       ///< batch x vocab x 4 for prefill's kept rows, twice that with gen > 1 (a decode step's)
   double activations = 0;  ///< one sequence's prefill buffers: prompt x (3 H + 2 NQ D + 2 NKV D + 2 I) x 4
   double total() const { return weights + kv_cache + logits + activations; }

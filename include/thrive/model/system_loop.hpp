@@ -146,7 +146,9 @@ struct LoopResult {
 };
 
 /// The prefill-logit error of `cand` against `ref`: the largest over sequences of
-/// max_i |cand_i - ref_i| / max_i |ref_i|; +inf when the shapes differ or a NaN appears.
+/// max_i |cand_i - ref_i| / max_i |ref_i| over the logits finite in both; +inf when the shapes
+/// differ or a logit is non-finite in one system and not the same NaN or infinity in the other
+/// (the same overflow in both, which greedy skips in both, matches).
 double max_logit_error(const SystemProfile& cand, const SystemProfile& ref);
 
 /// The CUDA engine's specialists, as a pure function of the stage, the phase, the current

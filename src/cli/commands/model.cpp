@@ -197,10 +197,8 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
   return model::random_prompts(f.batch, f.prompt, vocab, parse_seed(f.seed, "--seed"));
 }
 
-// The positions a run uses per sequence: the prompt's, then each decode step's input. --gen G
-// generates G tokens, the first from prefill, and the last one is never fed back, so G - 1 decode
-// steps take positions P to P + G - 2: a context of P + G - 1 (P with --gen 0 or 1).
-int64_t e2e_context(const E2eFlags& f) { return int64_t(f.prompt) + std::max(f.gen - 1, 0); }
+// The positions a run uses per sequence (model::decode_context): P + G - 1.
+int64_t e2e_context(const E2eFlags& f) { return model::decode_context(f.prompt, f.gen); }
 
 // The harness's warning when greedy skipped NaN or infinite logits (`first`: where the first
 // was, "" when the engine does not say: the CUDA engine counts on the device).
@@ -385,6 +383,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   const auto prompts = random_prompts(f, cfg.vocab);
   for (const auto& p : prompts) r.prompt_tokens += int64_t(p.size());
   engine.prefill(prompts);  // warm-up: cuBLASLt plans, first-touch of every buffer
+  // the skipped logits of the greedy calls whose tokens are not the run's (the engine counts every
+  // argmax): the warm-up's, the --dump prefill's, and with --gen 0 the measured prefill's
+  int64_t uncounted = engine.nonfinite_logits();
   engine.set_stage_timing(true);
   engine.reset_stages();
   t = std::chrono::steady_clock::now();
@@ -394,7 +395,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   engine.reset_stages();
   if (!f.dump.empty()) {  // the logits of an untimed prefill: their download is not prefill time
     engine.set_stage_timing(false);
+    const int64_t before = engine.nonfinite_logits();
     next = engine.prefill(prompts, &r.prefill_logits);
+    uncounted += engine.nonfinite_logits() - before;
   }
   // Decode: one eager step warms up (cuBLASLt plans for the decode shapes), the next steps run
   // eagerly with stage timing (the breakdown), one more captures the graph, the rest are the
@@ -472,7 +475,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
                                       : std::string("device (eager launches)")},
              {"gpu_memory_allocated_bytes", engine.allocated_bytes()},
              {"gpu_memory_used_bytes", engine.device_memory_used()},
-             {"nonfinite_logits", engine.nonfinite_logits()}};
+             {"nonfinite_logits", f.gen > 0 ? engine.nonfinite_logits() - uncounted : int64_t{0}}};
   warn_nonfinite_logits(r.extra["nonfinite_logits"].get<int64_t>(), "");
   return r;
 }
@@ -675,6 +678,8 @@ void register_model(CLI::App& app, Context&) {
     // check and the write cannot interleave with another's.
     ensure_writable_dir(f.out, "--out");
     FileLock lock(f.out, true);
+    if (!lock.is_open())
+      fail(ErrorCategory::kStorage, "--out {}: cannot open the directory to lock it ({})", f.out, std::strerror(lock.error()));
     const auto got = lock.acquire(FileLock::Mode::kExclusive, true, [&] {
       fmt::print(stderr, "--out {}: another thrive model init is writing there; waiting for it to finish\n", f.out);
       std::fflush(stderr);

@@ -47,7 +47,7 @@ model::CudaEngineOptions engine_options(const model::SystemConfig& sc, const mod
   model::CudaEngineOptions e;
   e.batch = o.batch;
   e.max_prompt = o.prompt;
-  e.max_context = int64_t(o.prompt) + o.gen;
+  e.max_context = model::decode_context(o.prompt, o.gen);  // as the e2e child's engine (model.cpp)
   e.graphs = sc.graphs;
   e.flash_prefill = sc.flash_prefill;
   e.fuse_qk_rope_kv = sc.fuse_qk_rope_kv;
@@ -293,9 +293,9 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   const std::string device = backend::resolve_backend_name(cfg.device);
   cfg.device = device;
   const auto qcfg = model::Qwen3Config::load(f.model);
-  if (int64_t(o.prompt) + o.gen - 1 > qcfg.max_position)  // the last generated token is never fed back
+  if (model::decode_context(o.prompt, o.gen) > qcfg.max_position)
     fail(ErrorCategory::kUsage, "--prompt {} --gen {}: a context of {} positions (the prompt's, then one a decode step), "
-         "more than max_position_embeddings {}", o.prompt, o.gen, int64_t(o.prompt) + o.gen - 1, qcfg.max_position);
+         "more than max_position_embeddings {}", o.prompt, o.gen, model::decode_context(o.prompt, o.gen), qcfg.max_position);
   if (device == "cuda") cfg.model = model::CudaQwen3Engine::op_dims(qcfg);  // the inner loop verifies at the engine's dims
   auto& tb = ctx.toolbox();
   // The kernels specialist's agent, made (and its LLM settings checked) before any work. Only the
@@ -394,7 +394,13 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
       {"r_t", o.r_t}, {"a_t", o.a_t}, {"start", r.start.to_json()}, {"best", r.best.to_json()}, {"t_best", r.t_best},
       {"decode_tokens_per_s", {{"start", s0.decode_tps}, {"best", s1.decode_tps}}},
       {"prefill_tokens_per_s", {{"start", s0.prefill_tps}, {"best", s1.prefill_tps}}},
-      {"iterations", its}, {"notes", r.notes}, {"stop_reason", r.stop_reason}, {"decode_time_now", remaining}};
+      {"iterations", its}, {"notes", r.notes}, {"stop_reason", r.stop_reason}, {"decode_time_now", remaining},
+      {"nonfinite_logits", {{"start", s0.nonfinite_logits}, {"best", s1.nonfinite_logits}}}};
+  if (s0.nonfinite_logits > 0)
+    fmt::print(stderr, "warning: the starting system's greedy skipped {} NaN or infinite logits{} (finite but huge "
+               "weights overflow float32); verification compares the finite ones, and a non-finite logit must be "
+               "the same in a changed system\n",
+               s0.nonfinite_logits, s0.first_nonfinite_logit.empty() ? "" : " (the first: " + s0.first_nonfinite_logit + ")");
   fmt::print(out, "\nstopped: {}\nbest system {}: decode {:.1f} -> {:.1f} tokens/s ({:+.1f}%), prefill {:.1f} -> {:.1f} "
              "tokens/s ({:+.1f}%)\n", r.stop_reason, r.best.to_json().dump(), s0.decode_tps, s1.decode_tps,
              s0.decode_tps > 0 ? 100 * (s1.decode_tps / s0.decode_tps - 1) : 0.0, s0.prefill_tps, s1.prefill_tps,
