@@ -157,9 +157,12 @@ void check_replaceable(const std::string& path) {
 void ensure_writable_dir(const std::string& dir, const std::string& what) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
+  if (ec || !fs::is_directory(dir)) {
+    std::error_code link_ec;  // a link to nowhere: create_directories says only "File exists"
+    const bool dangling = fs::is_symlink(fs::symlink_status(dir, link_ec)) && !fs::exists(dir, link_ec);
     fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
-         ec ? ec.message() : "not a directory");
+         dangling ? "a symbolic link to a path that does not exist" : ec ? ec.message() : "not a directory");
+  }
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
          std::strerror(errno));

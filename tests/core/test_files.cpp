@@ -192,5 +192,28 @@ TEST(FileLock, RefusesLinksAndLocksDirectories) {
   EXPECT_FALSE(not_dir.is_open());
 }
 
+// A directory THRIVE writes into: made with its parents, or refused naming the path and why (a
+// dangling link says so, not create_directories' "File exists").
+TEST(EnsureWritableDir, MakesDirectoriesAndNamesWhatIsInTheWay) {
+  test::TempDir dir;
+  EXPECT_NO_THROW(ensure_writable_dir(dir.path() + "/a/b", "--out"));
+  EXPECT_TRUE(fs::is_directory(dir.path() + "/a/b"));
+  const std::string dangling = dir.path() + "/gone", file = dir.path() + "/file";
+  ASSERT_EQ(symlink((dir.path() + "/nowhere").c_str(), dangling.c_str()), 0);
+  test::write_text(file, "x");
+  for (const auto& [path, why] : {std::pair{dangling, std::string("a symbolic link to a path that does not exist")},
+                                  std::pair{file, std::string("expected a writable directory")}}) {
+    try {
+      ensure_writable_dir(path, "--out");
+      ADD_FAILURE() << path << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kStorage);
+      EXPECT_NE(std::string(e.what()).find("--out=" + path + ": expected a writable directory"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir.path() + "/nowhere"));
+}
+
 }  // namespace
 }  // namespace thrive
