@@ -158,10 +158,13 @@ void ensure_writable_dir(const std::string& dir, const std::string& what) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
-    std::error_code link_ec;  // a link to nowhere: create_directories says only "File exists"
-    const bool dangling = fs::is_symlink(fs::symlink_status(dir, link_ec)) && !fs::exists(dir, link_ec);
+    // a link to nowhere, or to itself: create_directories says only "File exists"
+    std::error_code link_ec, target_ec;
+    const bool broken = fs::is_symlink(fs::symlink_status(dir, link_ec)) && !fs::exists(dir, target_ec);
     fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
-         dangling ? "a symbolic link to a path that does not exist" : ec ? ec.message() : "not a directory");
+         !broken ? (ec ? ec.message() : "not a directory")
+         : target_ec.value() == ELOOP ? "a symbolic link in a loop"
+                                      : "a symbolic link to a path that does not exist");
   }
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     fail(ErrorCategory::kStorage, "{}={}: expected a writable directory ({})", what, dir,
@@ -197,6 +200,8 @@ std::string fnv1a_hex(const std::string& data) {
 FileLock::FileLock(const std::string& path, bool directory) : path_(path) {
   fd_ = directory ? ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                   : ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  // a lock file another user made (a `sudo thrive memory reset`): flock needs no write access
+  if (fd_ < 0 && errno == EACCES && !directory) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd_ < 0) error_ = errno;
 }
 

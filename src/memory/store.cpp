@@ -251,10 +251,12 @@ Store::Store(const std::string& path) : path_(path) {
       spdlog::info("memory store {}: waiting for `thrive memory reset` (it holds {})", path, lock_.path());
     });
     if (got == FileLock::Outcome::kFailed) {
-      // Said unless the place is read-only or not this user's (SQLite's open below fails there
-      // too, and its one error line says why): a link, directory or FIFO planted at the name
+      // Said unless the store's directory is not writable (SQLite's open below fails there too,
+      // and its one error line says why): a link or directory planted at the name, a lock file
+      // no one may read
+      const auto dir = std::filesystem::path(path).parent_path();
       const int err = lock_.error();
-      if (err != EACCES && err != EPERM && err != EROFS)
+      if (access(dir.empty() ? "." : dir.c_str(), W_OK) == 0)
         spdlog::warn("memory store {}: cannot take its lock {} ({}); a `thrive memory reset` meanwhile would not see "
                      "this process", path, lock_.path(), std::strerror(err));
       lock_.release();

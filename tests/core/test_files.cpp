@@ -167,6 +167,21 @@ TEST(FileLock, TakesTurnsWaitsOnceAndMovesHeld) {
   EXPECT_EQ(d.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kLocked);
 }
 
+// A lock file this user may only read (another user's, made by a `sudo thrive memory reset`) is
+// opened read-only and locked all the same: flock needs no write access. Root may write any
+// file, so this needs another user.
+TEST(FileLock, LocksAFileItMayOnlyRead) {
+  if (geteuid() == 0) GTEST_SKIP() << "runs as root, which may write any file";
+  test::TempDir dir;
+  const std::string path = dir.path() + "/x.lock";
+  test::write_text(path, "");
+  ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+  FileLock a(path), b(path);
+  ASSERT_TRUE(a.is_open()) << std::strerror(a.error());
+  EXPECT_EQ(a.acquire(FileLock::Mode::kExclusive, false), FileLock::Outcome::kLocked);
+  EXPECT_EQ(b.acquire(FileLock::Mode::kShared, false), FileLock::Outcome::kBusy);
+}
+
 // A link planted at the lock's path is not followed (its target is neither created nor locked);
 // a directory is locked only as one, and a missing one is an error, not a created file.
 TEST(FileLock, RefusesLinksAndLocksDirectories) {
@@ -201,7 +216,10 @@ TEST(EnsureWritableDir, MakesDirectoriesAndNamesWhatIsInTheWay) {
   const std::string dangling = dir.path() + "/gone", file = dir.path() + "/file";
   ASSERT_EQ(symlink((dir.path() + "/nowhere").c_str(), dangling.c_str()), 0);
   test::write_text(file, "x");
+  const std::string loop = dir.path() + "/loop";
+  ASSERT_EQ(symlink(loop.c_str(), loop.c_str()), 0);
   for (const auto& [path, why] : {std::pair{dangling, std::string("a symbolic link to a path that does not exist")},
+                                  std::pair{loop, std::string("a symbolic link in a loop")},
                                   std::pair{file, std::string("expected a writable directory")}}) {
     try {
       ensure_writable_dir(path, "--out");

@@ -89,7 +89,8 @@ class FileLock {
   FileLock() = default;
   /// Opens `path` to lock it, taking no lock yet: a regular file, created (mode 0644 less the
   /// umask) when missing and never opened through a symlink (O_NOFOLLOW: a link planted there
-  /// fails with ELOOP), or with `directory`, an existing directory (O_DIRECTORY). Throws nothing:
+  /// fails with ELOOP; an existing file this user may only read is opened read-only, which flock
+  /// allows), or with `directory`, an existing directory (O_DIRECTORY). Throws nothing:
   /// on failure is_open() is false and error() is open(2)'s errno.
   explicit FileLock(const std::string& path, bool directory = false);
   FileLock(FileLock&& o) noexcept;
