@@ -5,7 +5,7 @@
 # prefill), `thrive e2e` on cuda and on cpu with the same prompts: the JSON's nonfinite_logits
 # must be equal (2 rows x 2 logits x gen greedy calls; 0 with --gen 0). Then the context rule:
 # --prompt 16 --gen 1 runs, --prompt 16 --gen 2 is a usage error (exit 2).
-#   device tool: run command="bash bench/results/h200-nonfinite-e2e-2026-12-06/run.sh" carry=[".sysroot"]
+#   device tool: run command="bash bench/results/h100-nonfinite-e2e-2026-12-06/run.sh" carry=[".sysroot"]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/thrive-out}
