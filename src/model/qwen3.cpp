@@ -546,6 +546,13 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
 
 int64_t decode_context(int64_t prompt, int64_t gen) { return prompt + std::max<int64_t>(gen - 1, 0); }
 
+void check_decode_context(const Qwen3Config& cfg, int64_t prompt, int64_t gen) {
+  if (decode_context(prompt, gen) > cfg.max_position)
+    fail(ErrorCategory::kUsage, "--prompt {} --gen {}: a context of {} positions (the prompt's, then one a decode step: "
+         "the last generated token is never fed back), more than max_position_embeddings {}",
+         prompt, gen, decode_context(prompt, gen), cfg.max_position);
+}
+
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context) {
   return 8.0 * double(batch) * double(cfg.layers) * double(max_context) * double(cfg.kv_heads) * double(cfg.head_dim);
 }

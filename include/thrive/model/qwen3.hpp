@@ -133,6 +133,10 @@ void check_cpu_kv_cache(const Qwen3Config& cfg, int64_t batch, int64_t max_conte
 /// feeds one back, and the last generated token never is (prompt alone for gen <= 1). The e2e
 /// harness, the outer loop and the CPU memory estimate size and check contexts by it.
 int64_t decode_context(int64_t prompt, int64_t gen);
+/// Throws Error(kUsage) "--prompt P --gen G: a context of N positions (...), more than
+/// max_position_embeddings M" when decode_context(prompt, gen) passes cfg.max_position: the
+/// e2e harness's and the outer loop's check, before any work.
+void check_decode_context(const Qwen3Config& cfg, int64_t prompt, int64_t gen);
 /// Bytes of the CPU engine's float32 KV cache, K and V: 2 x batch x layers x max_context x
 /// kv_heads x head_dim x 4, as a double (exact below 2^53; no overflow for any int64 inputs).
 double cpu_kv_cache_bytes(const Qwen3Config& cfg, int64_t batch, int64_t max_context);

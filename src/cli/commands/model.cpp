@@ -651,10 +651,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
          "they apply to --device cuda", fmt::join(engine_flags_given, " "));
   const auto& cfg = model_config();
-  if (e2e_context(f) > cfg.max_position)
-    fail(ErrorCategory::kUsage, "--prompt {} --gen {}: a context of {} positions (the prompt's, then one a decode step: "
-         "the last generated token is never fed back), more than max_position_embeddings {}",
-         f.prompt, f.gen, e2e_context(f), cfg.max_position);
+  model::check_decode_context(cfg, f.prompt, f.gen);
   report(f, cfg, device == "cpu" ? run_cpu(ctx, f, cfg) : run_cuda(ctx, f, cfg));
 }
 

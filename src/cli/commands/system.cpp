@@ -293,9 +293,7 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
   const std::string device = backend::resolve_backend_name(cfg.device);
   cfg.device = device;
   const auto qcfg = model::Qwen3Config::load(f.model);
-  if (model::decode_context(o.prompt, o.gen) > qcfg.max_position)
-    fail(ErrorCategory::kUsage, "--prompt {} --gen {}: a context of {} positions (the prompt's, then one a decode step), "
-         "more than max_position_embeddings {}", o.prompt, o.gen, model::decode_context(o.prompt, o.gen), qcfg.max_position);
+  model::check_decode_context(qcfg, o.prompt, o.gen);
   if (device == "cuda") cfg.model = model::CudaQwen3Engine::op_dims(qcfg);  // the inner loop verifies at the engine's dims
   auto& tb = ctx.toolbox();
   // The kernels specialist's agent, made (and its LLM settings checked) before any work. Only the
