@@ -222,7 +222,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
-  o.persistent_splits = 0, o.persistent_unified_max = false;
+  o.persistent_splits = 0, o.persistent_blocks = 0, o.persistent_unified_max = false;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -602,6 +602,20 @@ double unified_max_bound(double q_norm_max, double k_norm_max, int64_t head_dim)
   return 1.4426950408889634 * std::sqrt(double(head_dim)) * q_norm_max * k_norm_max * 1.04;
 }
 
+int64_t persistent_decode_blocks(const Qwen3Config& cfg, int64_t sms, int64_t parts) {
+  if (sms < 1 || parts < 0)
+    fail(ErrorCategory::kUsage, "persistent_decode_blocks: {} SMs, {} attention parts: expected SMs >= 1 and parts >= 0",
+         sms, parts);
+  const int64_t rows[4] = {(cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim, cfg.hidden, 2 * cfg.intermediate, cfg.hidden};
+  int64_t blocks = (parts + kDlAttnGroups - 1) / kDlAttnGroups;
+  for (const int64_t n : rows) {
+    // the kernel splits a GEMV's groups evenly (engine_dl_groups): the largest share is cdiv(groups, blocks)
+    const int64_t groups = (n + 15) / 16, share = (groups + sms - 1) / sms;
+    blocks = std::max(blocks, (groups + share - 1) / share);
+  }
+  return std::min(blocks, sms);
+}
+
 CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir, const config::Config& run_cfg,
                                  const CudaEngineOptions& opts, const KernelRegistry& registry)
     : impl_(std::make_unique<Impl>()), registry_(registry) {
@@ -612,6 +626,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   if (opts.persistent_splits < 0 || opts.persistent_splits > 64)
     fail(ErrorCategory::kUsage, "engine: {} persistent attention splits: expected 0 (automatic) or 1 to 64",
          opts.persistent_splits);
+  if (opts.persistent_blocks < 0)
+    fail(ErrorCategory::kUsage, "engine: {} persistent kernel blocks: expected 0 (automatic) or 1 to the SM count",
+         opts.persistent_blocks);
   if (opts.gemv_rows != 1 && opts.gemv_rows != 2)
     fail(ErrorCategory::kUsage, "engine: {} GEMV rows per warp: expected 1 or 2", opts.gemv_rows);
   if (opts.batch < 1 || opts.max_prompt < 1 || opts.max_context < opts.max_prompt ||
@@ -694,22 +711,39 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.engine_modules[ek.entry] = r.module;
   }
   if (m.opts.persistent_decode) {
-    // One block per SM, as much of the SM's shared memory as the ring can use; fewer than two
-    // stages (a large T x intermediate, or a device with little shared memory) takes the layered
-    // path.
+    // One block per SM (persistent_decode_blocks of them, or as many as asked for), as much of the
+    // SM's shared memory as the ring can use; fewer than two stages (a large T x intermediate, or a
+    // device with little shared memory) takes the layered path.
     const auto& mod = *m.engine_modules.at(decode_layers_entry(cfg, m.opts));
     const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg) + decode_layers_const_bytes(cfg, B);
     const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlAutoStages,
                                     room / kDlTileBytes);
-    m.dl_blocks = dev.compute_units;
-    if (m.dl_stages < 2 || m.dl_blocks < 1) {
+    if (m.opts.persistent_blocks > dev.compute_units)
+      fail(ErrorCategory::kUsage, "engine: {} persistent kernel blocks: expected at most the device's {} SMs (one block a SM)",
+           m.opts.persistent_blocks, dev.compute_units);
+    const int64_t wanted = std::clamp<int64_t>(
+        m.opts.persistent_splits > 0 ? m.opts.persistent_splits
+                                     : decode_layers_splits(dev.compute_units, B, NKV, L, m.opts.persistent_tc_attention, 0),
+        1, 64);
+    m.dl_blocks = m.opts.persistent_blocks > 0 ? m.opts.persistent_blocks
+                                               : persistent_decode_blocks(cfg, dev.compute_units, B * NKV * wanted);
+    // every part of a (sequence, KV head) runs at once, two a block: fewer blocks than that take
+    // the layered path when automatic (more KV heads than twice the SMs), and are an error when asked for
+    const bool parts_fit = m.dl_blocks * kDlAttnGroups >= B * NKV;
+    if (!parts_fit && m.opts.persistent_blocks > 0)
+      fail(ErrorCategory::kUsage,
+           "engine: {} persistent kernel blocks: expected at least {} for batch {} x {} KV heads (two attention parts "
+           "a block, and every part of a sequence's KV head runs at once)",
+           m.dl_blocks, (B * NKV + kDlAttnGroups - 1) / kDlAttnGroups, B, NKV);
+    if (m.dl_stages < 2 || m.dl_blocks < 1 || !parts_fit) {
       persistent_off(m.opts);
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention, m.opts.persistent_splits);
       m.opts.persistent_stages = int(m.dl_stages);
       m.opts.persistent_splits = int(m.dl_splits);
+      m.opts.persistent_blocks = int(m.dl_blocks);
       // The KV prefetch only where one layer's cache fits a quarter of L2: a larger one would push
       // its own lines out before attention reads them (twice the KV traffic) and evict the
       // activations and counters the weight stream's evict-first hint keeps there.

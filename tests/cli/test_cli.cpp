@@ -572,6 +572,12 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "4x"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-splits", "4"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-splits", "0"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "-1"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "012"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "12x"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "12345"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-blocks", "4"},
+           {"e2e", "--device", "cpu", "--model", dir, "--persistent-blocks", "0"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-stages", "4"},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-kv-prefetch", "on"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-kv-prefetch", "off"},
@@ -613,6 +619,11 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-splits", "100"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-splits 100: expected 0 (automatic) or a whole number of splits, 1 to 64"),
+            std::string::npos)
+      << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "12345"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-blocks 12345: expected 0 (automatic) or a whole number of blocks, 1 to the SM count"),
             std::string::npos)
       << r.err;
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-attention", "simt"}, env());

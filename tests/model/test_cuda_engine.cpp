@@ -591,6 +591,133 @@ TEST(CudaEngineOptions, PersistentSplitsOutOfRangeAreRefused) {
   }
 }
 
+// A negative block count is refused by name before any CUDA work (so this runs without a GPU).
+TEST(CudaEngineOptions, NegativePersistentBlocksAreRefused) {
+  const auto cfg = Qwen3Config::preset("tiny");
+  auto o = options(1, 4, 8, false);
+  o.persistent_decode = true;
+  o.persistent_blocks = -3;
+  try {
+    CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{});
+    ADD_FAILURE() << "blocks -3 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("engine: -3 persistent kernel blocks: expected 0 (automatic) or 1 to the SM count"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The persistent kernel's automatic block count (persistent_decode_blocks). At Qwen3-1.7B dims on
+// 132 SMs it is 128: the largest shares stay 2, 1, 6 and 1 row groups (qkv, o, gate|up, down).
+// Over many shapes, SM counts and part counts it is the fewest blocks with the SM count's largest
+// shares and room for the parts (two a block): one block fewer gives some GEMV a larger share, or
+// too little room.
+TEST(CudaEngineOptions, PersistentBlocksAreTheFewestWithTheSameLargestShares) {
+  const auto q = Qwen3Config::preset("qwen3-1.7b");
+  EXPECT_EQ(persistent_decode_blocks(q, 132, 1 * 8 * 9), 128);  // batch 1, 9 splits
+  EXPECT_EQ(persistent_decode_blocks(q, 132, 4 * 8 * 8), 128);  // batch 4, 8 splits: 256 parts
+  EXPECT_EQ(persistent_decode_blocks(q, 132, 300), 132);        // 150 blocks for the parts: at most the SMs
+  EXPECT_EQ(persistent_decode_blocks(q, 100, 0), 96);           // shares 3, 2, 8, 2 need 86, 64, 96, 64
+  EXPECT_EQ(persistent_decode_blocks(q, 1, 0), 1);
+  const auto shares = [](const Qwen3Config& c, int64_t blocks) {
+    std::vector<int64_t> out;
+    for (const int64_t n : {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden, 2 * c.intermediate, c.hidden})
+      out.push_back(((n + 15) / 16 + blocks - 1) / blocks);
+    return out;
+  };
+  int checked = 0;
+  for (const auto& [hidden, intermediate, heads, kv_heads, head_dim] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{
+           {2048, 6144, 16, 8, 128}, {2560, 9728, 32, 8, 128}, {1024, 3072, 16, 8, 128}, {2120, 4200, 4, 2, 64},
+           {64, 128, 4, 2, 16}, {5120, 25600, 64, 8, 128}, {72, 200, 2, 1, 16}})
+    for (const int64_t sms : {1, 7, 64, 78, 114, 132, 144})
+      for (const int64_t parts : {0, 9, 64, 100, 1000}) {
+        auto c = q;
+        c.hidden = hidden, c.intermediate = intermediate, c.heads = heads, c.kv_heads = kv_heads, c.head_dim = head_dim;
+        const int64_t blocks = persistent_decode_blocks(c, sms, parts), room = (parts + 1) / 2;
+        const auto label = fmt::format("hidden {} intermediate {} heads {}/{} x {}, {} SMs, {} parts", hidden,
+                                       intermediate, heads, kv_heads, head_dim, sms, parts);
+        ASSERT_GE(blocks, 1) << label;
+        EXPECT_LE(blocks, sms) << label;
+        EXPECT_EQ(shares(c, blocks), shares(c, sms)) << label;
+        EXPECT_GE(blocks, std::min(sms, room)) << label;
+        if (blocks > 1 && blocks - 1 >= room) {
+          EXPECT_NE(shares(c, blocks - 1), shares(c, sms)) << label << ": " << blocks - 1 << " blocks would do";
+          ++checked;
+        }
+      }
+  EXPECT_GT(checked, 100);
+  for (const auto& [sms, parts] : std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {-1, 8}, {132, -1}}) {
+    try {
+      persistent_decode_blocks(q, sms, parts);
+      ADD_FAILURE() << sms << " SMs, " << parts << " parts accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fmt::format("persistent_decode_blocks: {} SMs, {} attention parts: expected "
+                                                       "SMs >= 1 and parts >= 0", sms, parts)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Blocks asked for by count (CudaEngineOptions::persistent_blocks): automatic, a few (every block
+// with many row groups of every GEMV, the attention splits capped at 2 x blocks / (batch x
+// kv_heads)) and one a SM. options() reports the count used; the outputs match the layered path
+// and the float32 CPU engine. Too many blocks (past the SM count) or too few for one part a
+// (sequence, KV head) are refused by name. Parameters: batch, blocks asked for (-1: the SM count).
+class CudaEnginePersistentBlocks : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [batch, asked] = GetParam();
+  test::TempDir home;
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto dir = tiny_checkpoint(home, cfg, 37);
+  auto o = options(batch, 112, 128, true);
+  o.persistent_decode = true;
+  auto layered_o = o;
+  layered_o.persistent_decode = false;
+  CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  EXPECT_EQ(layered.options().persistent_blocks, 0);
+  const int sms = layered.device().compute_units;
+  o.persistent_blocks = asked < 0 ? sms : asked;
+  CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(gpu.options().persistent_decode) << "the persistent kernel did not take this configuration";
+  const int blocks = gpu.options().persistent_blocks, splits = gpu.options().persistent_splits;
+  if (asked != 0) EXPECT_EQ(blocks, o.persistent_blocks);
+  else EXPECT_EQ(blocks, persistent_decode_blocks(cfg, sms, int64_t(batch) * cfg.kv_heads * splits));
+  EXPECT_LE(int64_t(batch) * cfg.kv_heads * splits, 2 * blocks);  // every part of a (sequence, KV head) at once
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 128);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {  // 90, 95, ... tokens
+    prompts.emplace_back();
+    for (int i = 0; i < 90 + 5 * b; ++i) prompts.back().push_back(int32_t((11 + 29 * b + 3 * i) % cfg.vocab));
+  }
+  expect_decode_matches_layered_and_cpu(gpu, layered, cpu, prompts, 8);
+  // past the SM count, and fewer than one part a (sequence, KV head) needs: refused by name
+  for (const int bad : {sms + 1, int(batch * cfg.kv_heads + 1) / 2 - 1}) {
+    if (bad < 1) continue;
+    auto b = o;
+    b.persistent_blocks = bad;
+    try {
+      CudaQwen3Engine refused(cfg, dir, test::fast_config(home.path()), b, registry_of(cfg, b, false));
+      ADD_FAILURE() << bad << " blocks accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fmt::format("engine: {} persistent kernel blocks: expected", bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BatchAndBlocks, CudaEnginePersistentBlocks,
+                         ::testing::Values(std::tuple{1, 0}, std::tuple{1, 3}, std::tuple{4, 5}, std::tuple{2, -1}));
+
 // Splits asked for by count (CudaEngineOptions::persistent_splits): one split (a part holds the
 // whole context, several tiles a warp for the tensor-core parts, several rounds of key loads for
 // the CUDA-core parts), three, and at batch 4 more than the parallel merge allows on most GPUs (2 x
@@ -615,8 +742,9 @@ TEST_P(CudaEnginePersistentSplits, MatchTheLayeredPathAndTheCpu) {
   layered_o.persistent_decode = false;
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   ASSERT_TRUE(gpu.options().persistent_decode) << "the persistent kernel did not take this configuration";
-  // that many, or the parallel merge's cap: 2 x SMs / (batch x kv_heads)
-  const int cap = 2 * gpu.device().compute_units / (batch * cfg.kv_heads);
+  // that many, or the parallel merge's cap: 2 x blocks / (batch x kv_heads)
+  const int cap = 2 * gpu.options().persistent_blocks / (batch * cfg.kv_heads);
+  EXPECT_LE(gpu.options().persistent_blocks, gpu.device().compute_units);
   EXPECT_EQ(gpu.options().persistent_splits, std::clamp(std::min(splits, cap), 1, 64));
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   EXPECT_EQ(layered.options().persistent_splits, 0);

@@ -113,11 +113,17 @@ struct CudaEngineOptions {
   /// Attention splits of the persistent kernel (parts per sequence and KV head, each a contiguous
   /// range of the context): 0 = automatic (about 64 keys a part for the tensor-core parts, 32 for
   /// the CUDA-core parts), else that many (1 to 64), capped where the parallel merge's limit is
-  /// lower: every part of a (sequence, KV head) must run at once, at most 2 x SMs / (batch x
-  /// kv_heads) splits. options() reports the count used (0 whenever persistent_decode is off).
+  /// lower: every part of a (sequence, KV head) must run at once, at most 2 x blocks / (batch x
+  /// kv_heads) splits (persistent_blocks). options() reports the count used (0 whenever persistent_decode is off).
   /// For measuring the split count, e.g. on the H200 at batch 1, prompt 512 the automatic count
   /// is 9.
   int persistent_splits = 0;
+  /// Blocks of the persistent kernel (one a SM; each streams its even share of every GEMV's
+  /// groups of 16 rows): 0 = automatic, persistent_decode_blocks(); else that many (1 to the
+  /// device's SM count; more is an error naming the SM count), with the attention splits capped
+  /// at 2 x blocks / (batch x kv_heads). options() reports the count used (0 whenever
+  /// persistent_decode is off).
+  int persistent_blocks = 0;
   /// Prefetch each layer's KV cache (keys [0, n) of every sequence) into L2 as the persistent
   /// kernel's qkv stage starts, a 1 / gridDim share per block (cp.async.bulk.prefetch.L2, sm_90):
   /// attention's key loads then wait on L2 rather than on DRAM queues full of the weight stream.
@@ -153,6 +159,21 @@ struct CudaEngineOptions {
   /// tensor-core parts or persistent_decode are off.
   bool persistent_unified_max = false;
 };
+
+/// The persistent kernel's automatic block count (CudaEngineOptions::persistent_blocks = 0) on a
+/// device of `sms` SMs: the fewest blocks that give no block more row groups (16 rows) of any of
+/// the four GEMVs (qkv: (heads + 2 kv_heads) x head_dim rows, o: hidden, gate|up: 2 x
+/// intermediate, down: hidden) than `sms` blocks would, and at least cdiv(parts, 2), so that the
+/// attention's `parts` (batch x kv_heads x splits wanted: each block runs two at once, and every
+/// part of a (sequence, KV head) runs at once) keep their count; at most `sms`. At Qwen3-1.7B
+/// dims (256, 128, 768 and 128 groups) and 132 SMs (H100 and H200) it is 128: every block then
+/// has 2, 1, 6 and 1 groups, where 132 blocks give the same largest shares but leave 4 blocks
+/// without o and down rows. Measured on H100s at batch 1, prompt 512 (2026-12-06, two calls on
+/// two machines, two rounds alternating in each, bench/results/h200-gemv-drift-2026-12-06/):
+/// 1.662-1.663 ms/step with 128 blocks against 1.677-1.678 with 132, then 1.644-1.646 against
+/// 1.647-1.649; batch 4 2.053 against 2.066. Unbalanced counts are much slower: 124 blocks (two
+/// o and down groups on some) 1.841, 120 blocks 1.855. Throws Error (kUsage) for sms < 1 or parts < 0.
+int64_t persistent_decode_blocks(const Qwen3Config& cfg, int64_t sms, int64_t parts);
 
 /// The largest score bound M (log2 units) of the unified max for a layer whose q_norm and k_norm
 /// weights have largest magnitudes q_norm_max and k_norm_max (head dim head_dim, softmax scale

@@ -50,6 +50,7 @@ struct E2eFlags {
   std::string decode_attention = "engine";
   std::string persistent_stages = "0";
   std::string persistent_splits = "0";
+  std::string persistent_blocks = "0";
   std::string persistent_kv_prefetch = "off";
   std::string persistent_attention = "tc";
   std::string persistent_softmax = "merge";
@@ -361,6 +362,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
   o.persistent_splits = std::stoi(f.persistent_splits);
+  o.persistent_blocks = std::stoi(f.persistent_blocks);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
   o.persistent_unified_max = f.persistent_softmax == "unified";
@@ -464,6 +466,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_decode", eo.persistent_decode},
              {"persistent_stages", eo.persistent_stages},
              {"persistent_splits", eo.persistent_splits},
+             {"persistent_blocks", eo.persistent_blocks},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
              {"persistent_softmax", eo.persistent_unified_max ? "unified" : eo.persistent_decode ? "merge" : "off"},
@@ -543,8 +546,8 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
     if (doc["persistent_decode"].get<bool>())
-      fmt::print("persistent decode kernel: on (ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {})\n",
-                 doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
+      fmt::print("persistent decode kernel: on ({} blocks, ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {})\n",
+                 doc.value("persistent_blocks", 0), doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
                  doc["persistent_attention"].get<std::string>() == "tc" ? "tensor-core" : "CUDA-core",
                  doc.value("persistent_softmax", std::string("merge")) == "unified" ? "unified-max" : "merged",
                  doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off");
@@ -584,10 +587,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          f.batch, f.gemv, f.decode_attention, f.fusions.substr(0, 80));
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
-  // a whole number of one or two digits, no leading zero: its value, else -1
-  const auto small_count = [](const std::string& s) {
-    if (s.empty() || s.size() > 2 || s.find_first_not_of("0123456789") != std::string::npos ||
-        (s.size() == 2 && s[0] == '0'))
+  // a whole number of one to `digits` digits, no leading zero: its value, else -1
+  const auto small_count = [](const std::string& s, size_t digits = 2) {
+    if (s.empty() || s.size() > digits || s.find_first_not_of("0123456789") != std::string::npos ||
+        (s.size() > 1 && s[0] == '0'))
       return -1;
     return std::stoi(s);
   };
@@ -599,11 +602,15 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   if (splits < 0 || splits > 64)
     fail(ErrorCategory::kUsage, "--persistent-splits {}: expected 0 (automatic) or a whole number of splits, 1 to 64",
          f.persistent_splits.substr(0, 40));
+  const int blocks = small_count(f.persistent_blocks, 4);
+  if (blocks < 0)
+    fail(ErrorCategory::kUsage, "--persistent-blocks {}: expected 0 (automatic) or a whole number of blocks, 1 to the SM count",
+         f.persistent_blocks.substr(0, 40));
   if (f.persistent_attention != "tc" && f.persistent_attention != "cores")
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
   if (f.persistent_softmax != "unified" && f.persistent_softmax != "merge")
     fail(ErrorCategory::kUsage, "--persistent-softmax {}: expected unified or merge", f.persistent_softmax.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-kv-prefetch", "--persistent-attention",
+  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-blocks", "--persistent-kv-prefetch", "--persistent-attention",
                            "--persistent-softmax"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
         !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
@@ -737,7 +744,11 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--persistent-splits", f.persistent_splits,
                   "Attention splits (parts per sequence and KV head) of the persistent decode kernel: 0 (default) = "
                   "automatic, about 64 keys a tensor-core part and 32 a CUDA-core part | 1..64: that many, capped at "
-                  "2 x SMs / (batch x kv_heads); the JSON's persistent_splits is the count used");
+                  "2 x blocks / (batch x kv_heads); the JSON's persistent_splits is the count used");
+  cmd->add_option("--persistent-blocks", f.persistent_blocks,
+                  "Blocks (one a SM) of the persistent decode kernel: 0 (default) = automatic, the fewest that give no "
+                  "block a larger share of any GEMV's rows than one a SM would (128 for Qwen3-1.7B on 132 SMs) | 1..SMs: "
+                  "that many; the JSON's persistent_blocks is the count used");
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on | off "
                   "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
@@ -774,7 +785,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
-                             "--persistent-kv-prefetch",
+                             "--persistent-blocks", "--persistent-kv-prefetch",
                              "--persistent-attention", "--persistent-softmax"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
