@@ -50,6 +50,15 @@ std::string tiny_checkpoint(const test::TempDir& home, const Qwen3Config& cfg, u
   return dir;
 }
 
+// The persistent-kernel tests' model: GEMVs with ragged tiles (hidden 2120 and intermediate 4200
+// are not multiples of the kernel's 1024-column tiles; 2120 rows leave a part-filled last group
+// of 16), `heads` query heads over 2 KV heads of 64, a 512-token vocabulary.
+Qwen3Config persistent_test_config(int64_t heads = 4) {
+  auto cfg = Qwen3Config::preset("tiny");
+  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = heads, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  return cfg;
+}
+
 CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bool graphs, bool knobs = true) {
   CudaEngineOptions o;
   o.batch = batch;
@@ -273,8 +282,7 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc] = GetParam();
   test::TempDir home;
-  auto cfg = Qwen3Config::preset("tiny");
-  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 2 * groups, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto cfg = persistent_test_config(2 * groups);
   const auto dir = tiny_checkpoint(home, cfg, 17);
   auto o = options(batch, prompt + 4, context, true);
   o.pdl = pdl;
@@ -674,8 +682,7 @@ TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto [batch, asked] = GetParam();
   test::TempDir home;
-  auto cfg = Qwen3Config::preset("tiny");
-  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto cfg = persistent_test_config();
   const auto dir = tiny_checkpoint(home, cfg, 37);
   auto o = options(batch, 112, 128, true);
   o.persistent_decode = true;
@@ -731,8 +738,7 @@ TEST_P(CudaEnginePersistentSplits, MatchTheLayeredPathAndTheCpu) {
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto [batch, splits, tc] = GetParam();
   test::TempDir home;
-  auto cfg = Qwen3Config::preset("tiny");
-  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto cfg = persistent_test_config();
   const auto dir = tiny_checkpoint(home, cfg, 31);
   auto o = options(batch, 112, 128, true);
   o.persistent_decode = true;
@@ -815,8 +821,7 @@ TEST_P(CudaEnginePersistentSoftmax, UnifiedMaxAndMergeMatchTheLayeredPathAndTheC
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto [batch, bound, unified, expect_unified] = GetParam();
   test::TempDir home;
-  auto cfg = Qwen3Config::preset("tiny");
-  cfg.hidden = 2120, cfg.intermediate = 4200, cfg.heads = 4, cfg.kv_heads = 2, cfg.head_dim = 64, cfg.vocab = 512;
+  const auto cfg = persistent_test_config();
   const auto dir = tiny_checkpoint(home, cfg, 37);
   if (bound > 0) {
     scale_k_norms(dir, cfg, bound / checkpoint_unified_bound(dir, cfg));
