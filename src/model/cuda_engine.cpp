@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 
 #include "src/model/cublaslt.hpp"
@@ -603,17 +604,22 @@ double unified_max_bound(double q_norm_max, double k_norm_max, int64_t head_dim)
 }
 
 int64_t persistent_decode_blocks(const Qwen3Config& cfg, int64_t sms, int64_t parts) {
+  cfg.validate("persistent_decode_blocks");
   if (sms < 1 || parts < 0)
     fail(ErrorCategory::kUsage, "persistent_decode_blocks: {} SMs, {} attention parts: expected SMs >= 1 and parts >= 0",
          sms, parts);
-  const int64_t rows[4] = {(cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim, cfg.hidden, 2 * cfg.intermediate, cfg.hidden};
-  int64_t blocks = (parts + kDlAttnGroups - 1) / kDlAttnGroups;
+  const auto cdiv = [](int64_t a, int64_t b) { return a / b + (a % b != 0); };  // a >= 0, b >= 1, no overflow
+  int64_t qkv_rows;  // validated dims are at most 2^31 each: the product may pass 2^63
+  if (__builtin_mul_overflow(cfg.heads + 2 * cfg.kv_heads, cfg.head_dim, &qkv_rows))
+    qkv_rows = std::numeric_limits<int64_t>::max();
+  const int64_t rows[4] = {qkv_rows, cfg.hidden, 2 * cfg.intermediate, cfg.hidden};
+  int64_t blocks = cdiv(parts, kDlAttnGroups);
   for (const int64_t n : rows) {
     // the kernel splits a GEMV's groups evenly (engine_dl_groups): the largest share is cdiv(groups, blocks)
-    const int64_t groups = (n + 15) / 16, share = (groups + sms - 1) / sms;
-    blocks = std::max(blocks, (groups + share - 1) / share);
+    const int64_t groups = cdiv(n, 16), share = cdiv(groups, sms);
+    if (share > 0) blocks = std::max(blocks, cdiv(groups, share));
   }
-  return std::min(blocks, sms);
+  return std::max<int64_t>(1, std::min(blocks, sms));
 }
 
 CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir, const config::Config& run_cfg,
@@ -659,6 +665,10 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   check_checkpoint_fits(ck, cfg, dir);
   m.be = backend::make_backend("cuda", run_cfg);
   const auto& dev = m.be->device();
+  // asked for (opts, not m.opts: a persistent kernel the options turn off reads 0 there)
+  if (opts.persistent_blocks > dev.compute_units)
+    fail(ErrorCategory::kUsage, "engine: {} persistent kernel blocks: expected at most the device's {} SMs (one block a SM)",
+         opts.persistent_blocks, dev.compute_units);
   if (m.opts.persistent_decode && (dev.arch.rfind("sm_", 0) != 0 || std::stoi(dev.arch.substr(3)) < 90))
     persistent_off(m.opts);  // griddepcontrol and the tested path: sm_90+
   const int64_t H = cfg.hidden, I = cfg.intermediate, NQ = cfg.heads, NKV = cfg.kv_heads, D = cfg.head_dim;
@@ -711,7 +721,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.engine_modules[ek.entry] = r.module;
   }
   if (m.opts.persistent_decode) {
-    // One block per SM (persistent_decode_blocks of them, or as many as asked for), as much of the
+    // One block a SM (persistent_decode_blocks of them, or as many as asked for), as much of the
     // SM's shared memory as the ring can use; fewer than two stages (a large T x intermediate, or a
     // device with little shared memory) takes the layered path.
     const auto& mod = *m.engine_modules.at(decode_layers_entry(cfg, m.opts));
@@ -719,24 +729,13 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
     m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlAutoStages,
                                     room / kDlTileBytes);
-    if (m.opts.persistent_blocks > dev.compute_units)
-      fail(ErrorCategory::kUsage, "engine: {} persistent kernel blocks: expected at most the device's {} SMs (one block a SM)",
-           m.opts.persistent_blocks, dev.compute_units);
     const int64_t wanted = std::clamp<int64_t>(
         m.opts.persistent_splits > 0 ? m.opts.persistent_splits
                                      : decode_layers_splits(dev.compute_units, B, NKV, L, m.opts.persistent_tc_attention, 0),
         1, 64);
     m.dl_blocks = m.opts.persistent_blocks > 0 ? m.opts.persistent_blocks
                                                : persistent_decode_blocks(cfg, dev.compute_units, B * NKV * wanted);
-    // every part of a (sequence, KV head) runs at once, two a block: fewer blocks than that take
-    // the layered path when automatic (more KV heads than twice the SMs), and are an error when asked for
-    const bool parts_fit = m.dl_blocks * kDlAttnGroups >= B * NKV;
-    if (!parts_fit && m.opts.persistent_blocks > 0)
-      fail(ErrorCategory::kUsage,
-           "engine: {} persistent kernel blocks: expected at least {} for batch {} x {} KV heads (two attention parts "
-           "a block, and every part of a sequence's KV head runs at once)",
-           m.dl_blocks, (B * NKV + kDlAttnGroups - 1) / kDlAttnGroups, B, NKV);
-    if (m.dl_stages < 2 || m.dl_blocks < 1 || !parts_fit) {
+    if (m.dl_stages < 2 || m.dl_blocks < 1) {
       persistent_off(m.opts);
     } else {
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;

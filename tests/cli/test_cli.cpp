@@ -621,6 +621,10 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_NE(r.err.find("--persistent-splits 100: expected 0 (automatic) or a whole number of splits, 1 to 64"),
             std::string::npos)
       << r.err;
+  // a count of three digits passes the CLI (then the run goes on, or stops at a missing GPU)
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "132", "--gen", "2", "--prompt", "4"},
+                       env());
+  EXPECT_NE(r.exit_code, 2) << r.err;
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-blocks", "12345"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-blocks 12345: expected 0 (automatic) or a whole number of blocks, 1 to the SM count"),

@@ -628,6 +628,14 @@ TEST(CudaEngineOptions, PersistentBlocksAreTheFewestWithTheSameLargestShares) {
   EXPECT_EQ(persistent_decode_blocks(q, 132, 300), 132);        // 150 blocks for the parts: at most the SMs
   EXPECT_EQ(persistent_decode_blocks(q, 100, 0), 96);           // shares 3, 2, 8, 2 need 86, 64, 96, 64
   EXPECT_EQ(persistent_decode_blocks(q, 1, 0), 1);
+  EXPECT_EQ(persistent_decode_blocks(q, 132, 1 * 8 * 32), 128);  // batch 1, a 2048-token context
+  EXPECT_EQ(persistent_decode_blocks(q, 132, 1 * 8 * 33), 132);  // more: the parts' floor, 132
+  // no overflow at the ends of the range
+  EXPECT_EQ(persistent_decode_blocks(q, std::numeric_limits<int64_t>::max(), 0), 768);  // a group a block
+  EXPECT_EQ(persistent_decode_blocks(q, 132, std::numeric_limits<int64_t>::max()), 132);
+  auto huge = q;
+  huge.heads = huge.kv_heads = huge.head_dim = int64_t(1) << 31;  // 3 x 2^62 qkv rows
+  EXPECT_EQ(persistent_decode_blocks(huge, 132, 0), 132);
   const auto shares = [](const Qwen3Config& c, int64_t blocks) {
     std::vector<int64_t> out;
     for (const int64_t n : {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden, 2 * c.intermediate, c.hidden})
@@ -656,6 +664,16 @@ TEST(CudaEngineOptions, PersistentBlocksAreTheFewestWithTheSameLargestShares) {
         }
       }
   EXPECT_GT(checked, 100);
+  Qwen3Config empty{};  // hidden 0 and the rest: refused as the engine refuses it
+  try {
+    persistent_decode_blocks(empty, 132, 0);
+    ADD_FAILURE() << "an empty config accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find("persistent_decode_blocks: \"hidden_size\" is 0: expected 1 to 2^31"),
+              std::string::npos)
+        << e.what();
+  }
   for (const auto& [sms, parts] : std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {-1, 8}, {132, -1}}) {
     try {
       persistent_decode_blocks(q, sms, parts);
@@ -670,11 +688,13 @@ TEST(CudaEngineOptions, PersistentBlocksAreTheFewestWithTheSameLargestShares) {
   }
 }
 
-// Blocks asked for by count (CudaEngineOptions::persistent_blocks): automatic, a few (every block
-// with many row groups of every GEMV, the attention splits capped at 2 x blocks / (batch x
-// kv_heads)) and one a SM. options() reports the count used; the outputs match the layered path
-// and the float32 CPU engine. Too many blocks (past the SM count) or too few for one part a
-// (sequence, KV head) are refused by name. Parameters: batch, blocks asked for (-1: the SM count).
+// Blocks asked for by count (CudaEngineOptions::persistent_blocks): automatic (below the SM count
+// on the H100's and H200's 132 SMs for this model: 32, 64, 256 and 64 row groups give 128 blocks),
+// a few (every block with many row groups of every GEMV, the attention splits capped at 2 x
+// blocks / (batch x kv_heads): one split at 5 blocks and batch 4, the parts taking turns) and one a
+// SM. options() reports the count used; the outputs match the layered path and the float32 CPU
+// engine. More blocks than SMs are refused by name, also where the persistent kernel is off.
+// Parameters: batch, blocks asked for (-1: the SM count).
 class CudaEnginePersistentBlocks : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
@@ -682,7 +702,8 @@ TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto [batch, asked] = GetParam();
   test::TempDir home;
-  const auto cfg = persistent_test_config();
+  auto cfg = persistent_test_config();
+  cfg.hidden = 1024, cfg.intermediate = 2048;
   const auto dir = tiny_checkpoint(home, cfg, 37);
   auto o = options(batch, 112, 128, true);
   o.persistent_decode = true;
@@ -695,9 +716,16 @@ TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
   CudaQwen3Engine gpu(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
   ASSERT_TRUE(gpu.options().persistent_decode) << "the persistent kernel did not take this configuration";
   const int blocks = gpu.options().persistent_blocks, splits = gpu.options().persistent_splits;
-  if (asked != 0) EXPECT_EQ(blocks, o.persistent_blocks);
-  else EXPECT_EQ(blocks, persistent_decode_blocks(cfg, sms, int64_t(batch) * cfg.kv_heads * splits));
-  EXPECT_LE(int64_t(batch) * cfg.kv_heads * splits, 2 * blocks);  // every part of a (sequence, KV head) at once
+  if (asked != 0) {
+    EXPECT_EQ(blocks, o.persistent_blocks);
+  } else {
+    EXPECT_EQ(blocks, persistent_decode_blocks(cfg, sms, int64_t(batch) * cfg.kv_heads * splits));
+    if (sms == 132) {
+      EXPECT_EQ(blocks, 128);
+    }
+  }
+  // every part of a (sequence, KV head) at once, or one split
+  EXPECT_TRUE(splits == 1 || int64_t(batch) * cfg.kv_heads * splits <= 2 * blocks) << splits << " splits";
   CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 128);
   std::vector<std::vector<int32_t>> prompts;
   for (int b = 0; b < batch; ++b) {  // 90, 95, ... tokens
@@ -705,17 +733,17 @@ TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
     for (int i = 0; i < 90 + 5 * b; ++i) prompts.back().push_back(int32_t((11 + 29 * b + 3 * i) % cfg.vocab));
   }
   expect_decode_matches_layered_and_cpu(gpu, layered, cpu, prompts, 8);
-  // past the SM count, and fewer than one part a (sequence, KV head) needs: refused by name
-  for (const int bad : {sms + 1, int(batch * cfg.kv_heads + 1) / 2 - 1}) {
-    if (bad < 1) continue;
-    auto b = o;
-    b.persistent_blocks = bad;
+  // past the SM count: refused by name, with the persistent kernel on and with it off
+  for (const bool persistent : {true, false}) {
+    auto b = persistent ? o : layered_o;
+    b.persistent_blocks = sms + 1;
     try {
       CudaQwen3Engine refused(cfg, dir, test::fast_config(home.path()), b, registry_of(cfg, b, false));
-      ADD_FAILURE() << bad << " blocks accepted";
+      ADD_FAILURE() << sms + 1 << " blocks accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fmt::format("engine: {} persistent kernel blocks: expected", bad)),
+      EXPECT_NE(std::string(e.what()).find(fmt::format("engine: {} persistent kernel blocks: expected at most the "
+                                                       "device's {} SMs", sms + 1, sms)),
                 std::string::npos)
           << e.what();
     }

@@ -88,7 +88,7 @@ struct CudaEngineOptions {
   /// and NQ / NKV in {1, 2, 4, 8}; off otherwise.
   bool engine_decode_attention = true;
   /// Decode at batch <= 4 as one persistent kernel for all decoder layers
-  /// (engine_decode_layers: a block per SM streams its share of every layer's weights through a
+  /// (engine_decode_layers: a block a SM, persistent_blocks of them, streams its share of every layer's weights through a
   /// ring of shared-memory stages filled by cp.async, stages synchronized by counters in global
   /// memory instead of kernel boundaries; stage "decoder_layers", split into the layer stages by
   /// in-kernel timestamps when stages are timed). Needs the GEMV path with fuse_swiglu_down and
@@ -118,11 +118,12 @@ struct CudaEngineOptions {
   /// For measuring the split count, e.g. on the H200 at batch 1, prompt 512 the automatic count
   /// is 9.
   int persistent_splits = 0;
-  /// Blocks of the persistent kernel (one a SM; each streams its even share of every GEMV's
-  /// groups of 16 rows): 0 = automatic, persistent_decode_blocks(); else that many (1 to the
-  /// device's SM count; more is an error naming the SM count), with the attention splits capped
-  /// at 2 x blocks / (batch x kv_heads). options() reports the count used (0 whenever
-  /// persistent_decode is off).
+  /// Blocks of the persistent kernel (at most one a SM; each streams its even share of every
+  /// GEMV's groups of 16 rows): 0 = automatic, persistent_decode_blocks(); else that many (1 to
+  /// the device's SM count; more is an error naming the SM count, whether or not the persistent
+  /// kernel runs), with the attention splits capped at 2 x blocks / (batch x kv_heads) (one
+  /// split where that is below 1: the parts then take turns). options() reports the count used
+  /// (0 whenever persistent_decode is off).
   int persistent_blocks = 0;
   /// Prefetch each layer's KV cache (keys [0, n) of every sequence) into L2 as the persistent
   /// kernel's qkv stage starts, a 1 / gridDim share per block (cp.async.bulk.prefetch.L2, sm_90):
@@ -165,14 +166,17 @@ struct CudaEngineOptions {
 /// the four GEMVs (qkv: (heads + 2 kv_heads) x head_dim rows, o: hidden, gate|up: 2 x
 /// intermediate, down: hidden) than `sms` blocks would, and at least cdiv(parts, 2), so that the
 /// attention's `parts` (batch x kv_heads x splits wanted: each block runs two at once, and every
-/// part of a (sequence, KV head) runs at once) keep their count; at most `sms`. At Qwen3-1.7B
-/// dims (256, 128, 768 and 128 groups) and 132 SMs (H100 and H200) it is 128: every block then
-/// has 2, 1, 6 and 1 groups, where 132 blocks give the same largest shares but leave 4 blocks
-/// without o and down rows. Measured on H100s at batch 1, prompt 512 (2026-12-06, two calls on
+/// part of a (sequence, KV head) runs at once) keep their count; at least 1, at most `sms`. At
+/// Qwen3-1.7B dims (256, 128, 768 and 128 groups) on 132 SMs (H100 and H200) with up to 256
+/// parts (batch 1 up to 32 splits: the automatic count up to a context of about 2048; batch 4 up
+/// to 8: the most 132 SMs allow) it is 128: every block then has 2, 1, 6 and 1 groups, where 132
+/// blocks give the same largest shares but leave 4 blocks without o and down rows; with more
+/// parts (a longer context at batch 1 to 3) the parts' floor raises it, to 132 at most. Measured on H100s at batch 1, prompt 512 (2026-12-06, two calls on
 /// two machines, two rounds alternating in each, bench/results/h200-gemv-drift-2026-12-06/):
 /// 1.662-1.663 ms/step with 128 blocks against 1.677-1.678 with 132, then 1.644-1.646 against
 /// 1.647-1.649; batch 4 2.053 against 2.066. Unbalanced counts are much slower: 124 blocks (two
-/// o and down groups on some) 1.841, 120 blocks 1.855. Throws Error (kUsage) for sms < 1 or parts < 0.
+/// o and down groups on some) 1.841, 120 blocks 1.855. Throws Error (kInput) for a config that
+/// Qwen3Config::validate refuses, (kUsage) for sms < 1 or parts < 0.
 int64_t persistent_decode_blocks(const Qwen3Config& cfg, int64_t sms, int64_t parts);
 
 /// The largest score bound M (log2 units) of the unified max for a layer whose q_norm and k_norm

@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -747,8 +747,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "2 x blocks / (batch x kv_heads); the JSON's persistent_splits is the count used");
   cmd->add_option("--persistent-blocks", f.persistent_blocks,
                   "Blocks (one a SM) of the persistent decode kernel: 0 (default) = automatic, the fewest that give no "
-                  "block a larger share of any GEMV's rows than one a SM would (128 for Qwen3-1.7B on 132 SMs) | 1..SMs: "
-                  "that many; the JSON's persistent_blocks is the count used");
+                  "block a larger share of any GEMV's rows than one a SM would and that keep the split count (128 for "
+                  "Qwen3-1.7B on 132 SMs at prompt 512) | 1..SMs: that many; the JSON's persistent_blocks is the count used");
   cmd->add_option("--persistent-kv-prefetch", f.persistent_kv_prefetch,
                   "Prefetch each layer's KV cache into L2 as the persistent kernel's qkv stage starts: on | off "
                   "(default: on the H200 the prefetch made a batch-1 step 1.421 ms against 1.384)");
