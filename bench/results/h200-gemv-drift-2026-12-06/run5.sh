@@ -4,8 +4,10 @@
 # automatic case takes that model now).
 #   device tool: run command="bash bench/results/h200-gemv-drift-2026-12-06/run5.sh" carry=["build-carry"]
 # Out ($OUT): tests.txt.
-source "$(dirname "$0")/../h200-lm-head-2026-12-04/common.sh"
-prepare model_test_cuda_engine
+cd "$(dirname "$0")/../../.."
+export LD_LIBRARY_PATH=$PWD/build-carry/lib
+ldd build-carry/model_test_cuda_engine | grep "not found" && exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 120 build-carry/model_test_cuda_engine --gtest_filter='*PersistentBlocks*' > "$OUT/tests.txt" 2>&1
 echo "tests exit $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|OK \]" "$OUT/tests.txt" | head -20
