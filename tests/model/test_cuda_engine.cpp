@@ -59,6 +59,18 @@ Qwen3Config persistent_test_config(int64_t heads = 4) {
   return cfg;
 }
 
+// `call()` throws Error of `category` with `text` in its message; `what` names the input refused.
+template <class F>
+void expect_refused(F&& call, ErrorCategory category, const std::string& text, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << what << " accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), category) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
 CudaEngineOptions options(int batch, int64_t max_prompt, int64_t max_context, bool graphs, bool knobs = true) {
   CudaEngineOptions o;
   o.batch = batch;
@@ -536,14 +548,9 @@ TEST(CudaEngineOptions, ContextOfJustThePromptPrefillsAndRefusesDecodePastIt) {
   test::TempDir home;
   const auto cfg = Qwen3Config::preset("tiny");
   auto o = options(1, 4, 3, true);
-  try {
-    CudaQwen3Engine gpu(cfg, home.path() + "/none", test::fast_config(home.path()), o, KernelRegistry{});
-    ADD_FAILURE() << "a context of 3 for prompts of 4 accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-    EXPECT_NE(std::string(e.what()).find("context 3: expected batch >= 1, prompt >= 1, prompt <= context"), std::string::npos)
-        << e.what();
-  }
+  expect_refused([&] { CudaQwen3Engine gpu(cfg, home.path() + "/none", test::fast_config(home.path()), o, KernelRegistry{}); },
+                 ErrorCategory::kUsage, "context 3: expected batch >= 1, prompt >= 1, prompt <= context",
+                 "a context of 3 for prompts of 4");
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto dir = tiny_checkpoint(home, cfg, 31);
@@ -567,15 +574,9 @@ TEST(CudaEngineOptions, ContextPastTwoToTheThirtyIsRefused) {
   auto cfg = Qwen3Config::preset("tiny");
   cfg.max_position = int64_t{1} << 31;
   for (const int64_t context : {(int64_t{1} << 30) + 1, int64_t{1} << 31}) {
-    try {
-      CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, options(1, 4, context, false), KernelRegistry{});
-      ADD_FAILURE() << "context " << context << " accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fmt::format("context {}: expected at most 1073741824", context)),
-                std::string::npos)
-          << e.what();
-    }
+    expect_refused([&] { CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, options(1, 4, context, false), KernelRegistry{}); },
+                   ErrorCategory::kUsage, fmt::format("context {}: expected at most 1073741824", context),
+                   fmt::format("context {}", context));
   }
 }
 
@@ -586,16 +587,9 @@ TEST(CudaEngineOptions, PersistentSplitsOutOfRangeAreRefused) {
     auto o = options(1, 4, 8, false);
     o.persistent_decode = true;
     o.persistent_splits = splits;
-    try {
-      CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{});
-      ADD_FAILURE() << "splits " << splits << " accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fmt::format("engine: {} persistent attention splits: expected 0 (automatic) "
-                                                       "or 1 to 64", splits)),
-                std::string::npos)
-          << e.what();
-    }
+    expect_refused([&] { CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{}); }, ErrorCategory::kUsage,
+                   fmt::format("engine: {} persistent attention splits: expected 0 (automatic) or 1 to 64", splits),
+                   fmt::format("splits {}", splits));
   }
 }
 
@@ -605,15 +599,8 @@ TEST(CudaEngineOptions, NegativePersistentBlocksAreRefused) {
   auto o = options(1, 4, 8, false);
   o.persistent_decode = true;
   o.persistent_blocks = -3;
-  try {
-    CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{});
-    ADD_FAILURE() << "blocks -3 accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-    EXPECT_NE(std::string(e.what()).find("engine: -3 persistent kernel blocks: expected 0 (automatic) or 1 to the SM count"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused([&] { CudaQwen3Engine gpu(cfg, "/nonexistent", config::Config{}, o, KernelRegistry{}); }, ErrorCategory::kUsage,
+                 "engine: -3 persistent kernel blocks: expected 0 (automatic) or 1 to the SM count", "blocks -3");
 }
 
 // The persistent kernel's automatic block count (persistent_decode_blocks). At Qwen3-1.7B dims on
@@ -665,26 +652,13 @@ TEST(CudaEngineOptions, PersistentBlocksAreTheFewestWithTheSameLargestShares) {
       }
   EXPECT_GT(checked, 100);
   Qwen3Config empty{};  // hidden 0 and the rest: refused as the engine refuses it
-  try {
-    persistent_decode_blocks(empty, 132, 0);
-    ADD_FAILURE() << "an empty config accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
-    EXPECT_NE(std::string(e.what()).find("persistent_decode_blocks: \"hidden_size\" is 0: expected 1 to 2^31"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused([&] { persistent_decode_blocks(empty, 132, 0); }, ErrorCategory::kInput,
+                 "persistent_decode_blocks: \"hidden_size\" is 0: expected 1 to 2^31", "an empty config");
   for (const auto& [sms, parts] : std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {-1, 8}, {132, -1}}) {
-    try {
-      persistent_decode_blocks(q, sms, parts);
-      ADD_FAILURE() << sms << " SMs, " << parts << " parts accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fmt::format("persistent_decode_blocks: {} SMs, {} attention parts: expected "
-                                                       "SMs >= 1 and parts >= 0", sms, parts)),
-                std::string::npos)
-          << e.what();
-    }
+    expect_refused([&] { persistent_decode_blocks(q, sms, parts); }, ErrorCategory::kUsage,
+                   fmt::format("persistent_decode_blocks: {} SMs, {} attention parts: expected SMs >= 1 and parts >= 0",
+                               sms, parts),
+                   fmt::format("{} SMs, {} parts", sms, parts));
   }
 }
 
@@ -740,16 +714,10 @@ TEST_P(CudaEnginePersistentBlocks, MatchTheLayeredPathAndTheCpu) {
   for (const bool persistent : {true, false}) {
     auto b = persistent ? o : layered_o;
     b.persistent_blocks = sms + 1;
-    try {
-      CudaQwen3Engine refused(cfg, dir, test::fast_config(home.path()), b, registry_of(cfg, b, false));
-      ADD_FAILURE() << sms + 1 << " blocks accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fmt::format("engine: {} persistent kernel blocks: expected at most the "
-                                                       "device's {} SMs", sms + 1, sms)),
-                std::string::npos)
-          << e.what();
-    }
+    expect_refused([&] { CudaQwen3Engine refused(cfg, dir, test::fast_config(home.path()), b, registry_of(cfg, b, false)); },
+                   ErrorCategory::kUsage,
+                   fmt::format("engine: {} persistent kernel blocks: expected at most the device's {} SMs", sms + 1, sms),
+                   fmt::format("{} blocks", sms + 1));
   }
 }
 
@@ -896,13 +864,8 @@ TEST(CudaEngineOptions, UnifiedMaxBoundAndItsArguments) {
   for (const auto& [q, k, d] : {std::tuple{1.0, 1.0, int64_t(0)}, std::tuple{-1.0, 1.0, int64_t(64)},
                                 std::tuple{1.0, std::numeric_limits<double>::quiet_NaN(), int64_t(64)},
                                 std::tuple{std::numeric_limits<double>::infinity(), 1.0, int64_t(64)}}) {
-    try {
-      unified_max_bound(q, k, d);
-      ADD_FAILURE() << q << " " << k << " " << d << " accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-      EXPECT_NE(std::string(e.what()).find("unified_max_bound: head_dim " + std::to_string(d)), std::string::npos) << e.what();
-    }
+    expect_refused([&] { unified_max_bound(q, k, d); }, ErrorCategory::kUsage, "unified_max_bound: head_dim " + std::to_string(d),
+                   fmt::format("{} {} {}", q, k, d));
   }
 }
 
