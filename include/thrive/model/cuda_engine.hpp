@@ -171,12 +171,13 @@ struct CudaEngineOptions {
 /// parts (batch 1 up to 32 splits: the automatic count up to a context of about 2048; batch 4 up
 /// to 8: the most 132 SMs allow) it is 128: every block then has 2, 1, 6 and 1 groups, where 132
 /// blocks give the same largest shares but leave 4 blocks without o and down rows; with more
-/// parts (a longer context at batch 1 to 3) the parts' floor raises it, to 132 at most. Measured on H100s at batch 1, prompt 512 (2026-12-06, two calls on
-/// two machines, two rounds alternating in each, bench/results/h200-gemv-drift-2026-12-06/):
-/// 1.662-1.663 ms/step with 128 blocks against 1.677-1.678 with 132, then 1.644-1.646 against
-/// 1.647-1.649; batch 4 2.053 against 2.066. Unbalanced counts are much slower: 124 blocks (two
-/// o and down groups on some) 1.841, 120 blocks 1.855. Throws Error (kInput) for a config that
-/// Qwen3Config::validate refuses, (kUsage) for sms < 1 or parts < 0.
+/// parts (a longer context at batch 1 to 3) the parts' floor raises it, to 132 at most.
+/// Measured on H100s at batch 1, prompt 512 (2026-12-06, three calls on three machines, two
+/// rounds alternating in each, bench/results/h200-gemv-drift-2026-12-06/): 1.662-1.663 ms/step
+/// with 128 blocks against 1.677-1.678 with 132, then 1.644-1.646 against 1.647-1.649, then
+/// 1.645-1.647 against 1.647; batch 4 2.053 against 2.066. Unbalanced counts are much slower:
+/// 124 blocks (two o and down groups on some) 1.841, 120 blocks 1.855. Throws Error (kInput) for
+/// a config that Qwen3Config::validate refuses, (kUsage) for sms < 1 or parts < 0.
 int64_t persistent_decode_blocks(const Qwen3Config& cfg, int64_t sms, int64_t parts);
 
 /// The largest score bound M (log2 units) of the unified max for a layer whose q_norm and k_norm
