@@ -88,10 +88,11 @@ struct CudaEngineOptions {
   /// and NQ / NKV in {1, 2, 4, 8}; off otherwise.
   bool engine_decode_attention = true;
   /// Decode at batch <= 4 as one persistent kernel for all decoder layers
-  /// (engine_decode_layers: a block a SM, persistent_blocks of them, streams its share of every layer's weights through a
-  /// ring of shared-memory stages filled by cp.async, stages synchronized by counters in global
-  /// memory instead of kernel boundaries; stage "decoder_layers", split into the layer stages by
-  /// in-kernel timestamps when stages are timed). Needs the GEMV path with fuse_swiglu_down and
+  /// (engine_decode_layers: a block a SM, persistent_blocks of them, streams its share of every
+  /// layer's weights through a ring of shared-memory stages filled by cp.async, stages
+  /// synchronized by counters in global memory instead of kernel boundaries; stage
+  /// "decoder_layers", split into the layer stages by in-kernel timestamps when stages are timed).
+  /// Needs the GEMV path with fuse_swiglu_down and
   /// fuse_norm_residual at that batch, engine_decode_attention with the q/k kernel fused, sm_90 or
   /// newer and at least two 32 KiB stages of shared memory; off otherwise. Off by default here
   /// (`thrive e2e --persistent auto` turns it on where it can run): on the H200 it decodes batch 1 in 1.58 ms/step
@@ -114,7 +115,8 @@ struct CudaEngineOptions {
   /// range of the context): 0 = automatic (about 64 keys a part for the tensor-core parts, 32 for
   /// the CUDA-core parts), else that many (1 to 64), capped where the parallel merge's limit is
   /// lower: every part of a (sequence, KV head) must run at once, at most 2 x blocks / (batch x
-  /// kv_heads) splits (persistent_blocks). options() reports the count used (0 whenever persistent_decode is off).
+  /// kv_heads) splits (persistent_blocks). options() reports the count used (0 whenever
+  /// persistent_decode is off).
   /// For measuring the split count, e.g. on the H200 at batch 1, prompt 512 the automatic count
   /// is 9.
   int persistent_splits = 0;

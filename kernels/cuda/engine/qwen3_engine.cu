@@ -1147,9 +1147,9 @@ ENGINE_DECODE_ATTENTION_ENTRY(4)
 ENGINE_DECODE_ATTENTION_ENTRY(8)
 
 // ---- Persistent decode: every decoder layer of one decode step (T = batch <= 4 tokens) in one
-// launch of one 512-thread block a SM, on up to every SM (`engine_decode_layers`). The layered path above
-// launches five kernels a layer, and each boundary drains the weight stream for a few µs. Here
-// the stream does not stop at a stage or layer boundary: every thread keeps the same cursor over
+// launch of one 512-thread block a SM, on up to every SM (`engine_decode_layers`). The layered
+// path above launches five kernels a layer, and each boundary drains the weight stream for a few
+// µs. Here the stream does not stop at a stage or layer boundary: every thread keeps the same cursor over
 // the block's weight tiles (in consumption order, across stages and layers, since weights depend
 // on no activation) and copies its 16-byte pieces of the next tile into a ring of NS 32 KiB
 // shared-memory stages with cp.async (L2 evict-first: the 2.8 GB stream must not push the
@@ -1222,8 +1222,9 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // kDlAttnGroups x sizeof(EngineAttentionSmem<G>)) rounded up to 128 (kp: max(H, NQ D, I) rounded up to 64,
 // the GEMV input's padded rows), then NS x 32 KiB. Block 512, grid <= one
 // block per SM: every block must be resident at once (the host launches gridDim <= the SM count,
-// persistent_decode_blocks or as asked for, which fits when the GPU runs nothing else; another process or stream holding SMs for the whole
-// step would leave blocks unscheduled), and a wait that lasts 10 s traps rather than hangs.
+// persistent_decode_blocks or as asked for, which fits when the GPU runs nothing else; another
+// process or stream holding SMs for the whole step would leave blocks unscheduled), and a wait
+// that lasts 10 s traps rather than hangs.
 enum EngineDecodeStage { kDlQkv = 0, kDlAttn = 1, kDlO = 2, kDlGateUp = 3, kDlDown = 4, kDlStages = 5 };
 enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPostNorm, kDlQkNorm, kDlKCache,
                          kDlVCache, kDlTableCols };
