@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
+#include <limits>
 
 #include "src/model/cublaslt.hpp"
 #include "thrive/backend/embedded.hpp"
