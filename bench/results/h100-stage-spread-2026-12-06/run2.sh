@@ -16,3 +16,8 @@ for r in 1 2 3 4; do
 done
 e2e new-b4 "$OUT" thrive-new 4
 e2e base-b4 "$OUT" thrive-base 4
+# (added 2026-12-06, session 31, when run) the CUDA engine's GPU tests of the patched build
+# (build-carry/model_test_cuda_engine: `cmake --build build --target model_test_cuda_engine` with
+# the patch applied)
+timeout 300 build-carry/model_test_cuda_engine > "$OUT/tests.txt" 2>&1
+echo "tests: exit $?"; grep -E "PASSED|FAILED|tests ran" "$OUT/tests.txt" | head
