@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PREPARED 2026-12-06 (session 31), NOT RUN (no device time left): the bound on removing the
+# Prepared 2026-12-06 (session 31), run in session 32 (README's run 2, run2-out/): the bound on removing the
 # attention handoffs' *loads*, not only their waits (run 1). race2.patch (it replaces race.patch;
 # ptxas: 140/224 bytes of spills in the hot entry, as the committed kernel) adds to
 # THRIVE_DL_RACE's bits: 8 = the o stage loads nothing (zeros for its input), 16 = the merge loads
