@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """One `thrive e2e --json` result in two lines: decode ms/step and tokens/s (graph replay), the
 eager (stage-timed) step, the persistent kernel and its ring depth, prefill tokens/s; then the
-eager decode stages in µs per call (with --layer, only the five layer stages and lm_head).
+eager decode stages in µs per call (with --layer, only the five layer stages, lm_head and sampling).
 Usage: e2e_summary.py FILE.json [LABEL] [--layer]. Used by scripts/device-*.sh."""
 import json
 import sys
 
-LAYER = ("qkv_gemm", "attention", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm", "lm_head")
+LAYER = ("qkv_gemm", "attention", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm", "lm_head", "sampling")
 
 
 def main(argv):

@@ -34,6 +34,10 @@ std::map<std::string, StageWork> stage_work(const Qwen3Config& c, const PassShap
   m["final_norm"] = {2 * R * H * a, 0};
   m["lm_head"] = {V * H * w + R * (H * a + V * 4), 2 * R * H * V};
   m["sampling"] = {R * V * 4, 0};
+  if (p.screened_lm_head) {
+    m["lm_head"] = {V * H + V * 12 + R * (H * a + V * 4), 2 * R * H * V};
+    m["sampling"] = {R * V * 4 + V * 8 + R * H * a, 0};
+  }
   return m;
 }
 

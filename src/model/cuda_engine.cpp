@@ -11,6 +11,7 @@
 #include "src/model/cublaslt.hpp"
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/model/lm_head_screen.hpp"
 #include "thrive/ops/dtype.hpp"
 
 namespace thrive::model {
@@ -93,12 +94,15 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_layers_tc_um_g8_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
+    {"engine_lm_head_screen", "256", "GR", "1", "1", "SMEM"},
+    {"engine_argmax_screened", "256", "G", "R", "1", "SMEM"},
 };
 // Engine kernels that call engine_pdl_wait() before touching anything an earlier kernel wrote,
 // so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
 bool pdl_safe(const std::string& entry) {
   return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
-         entry == "engine_argmax" || entry.rfind("engine_decode_attention_", 0) == 0 ||
+         entry == "engine_argmax" || entry == "engine_lm_head_screen" || entry == "engine_argmax_screened" ||
+         entry.rfind("engine_decode_attention_", 0) == 0 ||
          entry.rfind("engine_decode_layers_", 0) == 0;
 }
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
@@ -237,6 +241,7 @@ CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
   o.persistent_tc_attention = o.persistent_tc_attention && o.persistent_decode && decode_layers_tc_supported(c);
   o.persistent_unified_max = o.persistent_unified_max && o.persistent_tc_attention;
   if (!o.persistent_decode) persistent_off(o);
+  o.lm_head_screen = o.lm_head_screen && o.batch <= CudaEngineOptions::kMaxScreenBatch && c.hidden % 8 == 0;
   return o;
 }
 // Engine kernels the options use (the flash entry of the model's head dim only).
@@ -256,6 +261,7 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry.rfind("engine_decode_attention_", 0) == 0)
     return o.engine_decode_attention && entry == decode_attention_entry(c, o);
   if (entry.rfind("engine_decode_layers_", 0) == 0) return o.persistent_decode && entry == decode_layers_entry(c, o);
+  if (entry == "engine_lm_head_screen" || entry == "engine_argmax_screened") return o.lm_head_screen;
   return true;
 }
 
@@ -306,9 +312,15 @@ struct CudaQwen3Engine::Impl {
   int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
+  // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernels'
+  // stats (nh [8], dh [8], lbmax [8], u64 exact rows) and engine_argmax_screened's pointer table;
+  // hidden rounded up to 32, and the screening's grid
+  void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
+  int64_t lh_hidden_padded = 0, lh_blocks = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
-  std::unique_ptr<backend::Backend::Graph> graph;
+  // decode's single-step graphs: the screened lm_head's (no logits asked for) and the exact one's
+  std::unique_ptr<backend::Backend::Graph> graph, graph_exact;
   // decode_greedy's graph of kGreedyChunk decode steps (the host launches one graph per chunk)
   std::unique_ptr<backend::Backend::Graph> chunk_graph;
   std::unique_ptr<backend::Backend::Timeline> timeline;
@@ -363,8 +375,9 @@ struct CudaQwen3Engine::Impl {
       fail(ErrorCategory::kBackend, "registry kernel at {}: {}", key, be->last_error());
   }
 
-  // One forward pass over T = nb * p tokens (prefill: p = the longest prompt; decode: p = 1).
-  void forward(int64_t nb, int64_t p, bool prefill) {
+  // One forward pass over T = nb * p tokens (prefill: p = the longest prompt; decode: p = 1);
+  // `screen`: the screened lm_head and its exact pass instead of cuBLASLt's and engine_argmax.
+  void forward(int64_t nb, int64_t p, bool prefill, bool screen = false) {
     const auto& c = cfg;
     const int64_t T = nb * p, H = c.hidden, I = c.intermediate, NQ = c.heads, NKV = c.kv_heads, D = c.head_dim;
     const int64_t QKV = (NQ + 2 * NKV) * D, L = opts.max_context, G = NQ / NKV;
@@ -500,6 +513,16 @@ struct CudaQwen3Engine::Impl {
       last = last_h;
       done("gather_last_token");
     }
+    if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", lh_hidden_padded * 16}},
+             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, lh_hidden_padded});
+      done("lm_head");
+      engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
+             {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
+             lh_table, 32);
+      done("sampling");
+      return;
+    }
     lt->run({.m = nb, .n = c.vocab, .k = H, .ldx = H, .ldw = H, .ldy = c.vocab, .y_f32 = true}, last,
             lm_head ? lm_head : embed, logits);
     done("lm_head");
@@ -516,9 +539,9 @@ struct CudaQwen3Engine::Impl {
 
   // A CUDA graph of `n` decode steps at batch nb, uploaded to the device (cuGraphUpload: its first
   // replay costs what later ones do); Error(kBackend) naming `what` when the capture fails.
-  std::unique_ptr<backend::Backend::Graph> capture_decode(int64_t nb, int n, const char* what) {
+  std::unique_ptr<backend::Backend::Graph> capture_decode(int64_t nb, int n, const char* what, bool screen) {
     auto g = be->capture_graph([&] {
-      for (int i = 0; i < n; ++i) forward(nb, 1, false);
+      for (int i = 0; i < n; ++i) forward(nb, 1, false, screen);
     });
     if (!g) fail(ErrorCategory::kBackend, "{}: CUDA graph capture of {} decode step(s) failed", what, n);
     g->upload();
@@ -766,13 +789,29 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.be->upload(dst, staging.data(), int64_t(staging.size()) * 2);
     m.be->synchronize();  // staging is reused
   };
+  // The screened lm_head's int8 copy, from the bf16 bits the engine holds (staging, right after
+  // the lm_head's upload)
+  const auto screen = [&] {
+    if (!m.opts.lm_head_screen) return;
+    const auto s = screen_lm_head(staging.data(), cfg.vocab, H);
+    m.lh_hidden_padded = s.hidden_padded;
+    m.lh_packed = m.alloc(int64_t(s.packed.size()));
+    m.lh_scale = m.alloc(cfg.vocab * 4);
+    m.lh_coef = m.alloc(cfg.vocab * 8);
+    m.be->upload(m.lh_packed, s.packed.data(), int64_t(s.packed.size()));
+    m.be->upload(m.lh_scale, s.scale.data(), cfg.vocab * 4);
+    m.be->upload(m.lh_coef, s.coef.data(), cfg.vocab * 8);
+    m.be->synchronize();  // `s` is freed here
+  };
   m.embed = m.alloc(cfg.vocab * H * 2);
   put("model.embed_tokens.weight", m.embed);
+  if (cfg.tie_embeddings) screen();
   m.final_norm = m.alloc(H * 2);
   put("model.norm.weight", m.final_norm);
   if (!cfg.tie_embeddings) {
     m.lm_head = m.alloc(cfg.vocab * H * 2);
     put("lm_head.weight", m.lm_head);
+    screen();
   }
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -831,6 +870,18 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.be->memset(m.argmax_count, 0, 8 + B * 4);
   m.history = m.alloc((B + B * L) * 4);
   m.be->memset(m.history, 0, B * 4);
+  if (m.opts.lm_head_screen) {
+    m.lh_stats = m.alloc(128);
+    m.be->memset(m.lh_stats, 0, 128);  // lbmax 0 (below every float), no exact rows yet
+    const uint64_t tab[4] = {reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.n1),
+                             reinterpret_cast<uint64_t>(m.lh_coef), reinterpret_cast<uint64_t>(m.lh_stats)};
+    m.lh_table = m.alloc(32);
+    m.be->upload(m.lh_table, tab, 32);
+    m.be->synchronize();  // `tab` is uploaded before it goes out of scope
+    // the screening's grid: 3 blocks a SM (64 registers x 256 threads: 4 fit; the last SM slot
+    // leaves room for a PDL-launched neighbour), each taking a 16-row group gridDim apart
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, 3 * dev.compute_units);
+  }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);
     m.attn_ws_bytes = decode_attention_ws_bytes(cfg, B, decode_attention_splits(L));
@@ -886,6 +937,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
 CudaQwen3Engine::~CudaQwen3Engine() {
   if (!impl_ || !impl_->be) return;
   impl_->graph.reset();
+  impl_->graph_exact.reset();
   impl_->chunk_graph.reset();
   impl_->lt.reset();
   for (void* p : impl_->allocations) impl_->be->release(p);
@@ -922,6 +974,13 @@ int64_t CudaQwen3Engine::nonfinite_logits() const {
 }
 
 int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_memory_used(); }
+
+int64_t CudaQwen3Engine::screened_exact_rows() const {
+  if (!impl_->lh_stats) return 0;
+  uint64_t n = 0;
+  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + 96, 8);
+  return int64_t(n);
+}
 const backend::DeviceInfo& CudaQwen3Engine::device() const { return impl_->be->device(); }
 const CudaEngineOptions& CudaQwen3Engine::options() const { return impl_->opts; }
 
@@ -1009,11 +1068,13 @@ std::vector<int32_t> CudaQwen3Engine::decode(const std::vector<int32_t>& tokens,
   auto& m = *impl_;
   const int64_t B = m.opts.batch;
   start_decode(tokens, 1, "decode", true);
+  const bool screen = m.opts.lm_head_screen && logits == nullptr;  // the logits need cuBLASLt's lm_head
   if (m.opts.graphs && !m.timing) {
-    if (!m.graph) m.graph = m.capture_decode(B, 1, "decode");
-    m.graph->replay();
+    auto& g = screen ? m.graph : m.graph_exact;
+    if (!g) g = m.capture_decode(B, 1, "decode", screen);
+    g->replay();
   } else {
-    m.forward(B, 1, false);
+    m.forward(B, 1, false, screen);
     m.collect(stages_);
   }
   for (auto& c : m.cur) ++c;
@@ -1025,8 +1086,9 @@ void CudaQwen3Engine::prepare_decode_greedy(int64_t steps) {
   const int64_t B = m.opts.batch;
   if (!m.opts.graphs || stage_timing_) return;
   m.timing = false;  // a stage-timed decode before may have left it on: no events in the graphs
-  if (steps >= kGreedyChunk && !m.chunk_graph) m.chunk_graph = m.capture_decode(B, kGreedyChunk, "decode_greedy");
-  if (steps % kGreedyChunk != 0 && !m.graph) m.graph = m.capture_decode(B, 1, "decode_greedy");
+  const bool screen = m.opts.lm_head_screen;
+  if (steps >= kGreedyChunk && !m.chunk_graph) m.chunk_graph = m.capture_decode(B, kGreedyChunk, "decode_greedy", screen);
+  if (steps % kGreedyChunk != 0 && !m.graph) m.graph = m.capture_decode(B, 1, "decode_greedy", screen);
   m.be->synchronize();
 }
 
@@ -1049,7 +1111,7 @@ std::vector<std::vector<int32_t>> CudaQwen3Engine::decode_greedy(const std::vect
     for (; s + kGreedyChunk <= steps; s += kGreedyChunk) m.chunk_graph->replay();
     for (; s < steps; ++s) m.graph->replay();
   } else {
-    for (int64_t s = 0; s < steps; ++s) m.forward(B, 1, false);
+    for (int64_t s = 0; s < steps; ++s) m.forward(B, 1, false, m.opts.lm_head_screen);
   }
   std::vector<int32_t> rows(static_cast<size_t>(steps * B));
   m.be->download(rows.data(), at(m.history, B, 4), steps * B * 4);

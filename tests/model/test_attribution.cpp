@@ -20,6 +20,14 @@ TEST(Attribution, StageWorkFollowsTheModelsSizes) {
   // decode reads the cache: bytes grow with the context read
   const auto d1 = stage_work(c, {1, 100, 100, 1}, 2, 2), d2 = stage_work(c, {1, 200, 200, 1}, 2, 2);
   EXPECT_GT(d2.at("attention").bytes, d1.at("attention").bytes);
+  // the screened lm_head reads its int8 copy (a byte a weight, 12 a row) instead of the bf16 rows
+  PassShape s{1, 100, 100, 1};
+  s.screened_lm_head = true;
+  const auto ds = stage_work(c, s, 2, 2);
+  EXPECT_DOUBLE_EQ(ds.at("lm_head").bytes, 256.0 * 64 + 256 * 12 + (64 * 2 + 256 * 4));
+  EXPECT_DOUBLE_EQ(d1.at("lm_head").bytes - ds.at("lm_head").bytes, 256.0 * 64 - 256 * 12);
+  EXPECT_DOUBLE_EQ(ds.at("sampling").bytes, 256.0 * 4 + 256 * 8 + 64 * 2);
+  EXPECT_DOUBLE_EQ(ds.at("lm_head").flops, d1.at("lm_head").flops);
 }
 
 TEST(Attribution, HeadroomIsShareTimesDistanceFromTheFloor) {

@@ -541,6 +541,82 @@ TEST_P(CudaEngineNonFinite, GreedySkipsAndCountsThemAsTheCpuDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Persistent, CudaEngineNonFinite, ::testing::Bool());
 
+// The screened lm_head (CudaEngineOptions::lm_head_screen, lm_head_screen.hpp) against the exact
+// one (cuBLASLt's logits, engine_argmax) on a second engine: the same prefill, then 20 greedy
+// steps on the device (decode_greedy: two 8-step chunk graphs and four single steps with graphs
+// on) give the same tokens, and so do decode() steps without logits; decode() with logits takes
+// the exact path, its token the argmax of those logits. The screening reads a fraction of the rows
+// exactly (fewer than a third a token; all of them when every row ties). Models: the tiny preset
+// (vocab 256, hidden 64), the persistent tests' (vocab 512, hidden 2120: a part-filled 32-column
+// chunk), and the tiny preset with a 20,000-token vocabulary (several blocks a row, and with
+// every lm_head row the same: each token's logits all tie, every row is a candidate, 2 rounds of
+// 1,024 a block, and the lowest index wins on both paths). Parameters: model (0-2), batch (1, 3,
+// 8: the screening's largest), persistent decode kernel, all rows tied.
+class CudaEngineScreenedLmHead : public ::testing::TestWithParam<std::tuple<int, int, bool, bool>> {};
+
+TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto [model, batch, persistent, tied] = GetParam();
+  test::TempDir home;
+  auto cfg = model == 1 ? persistent_test_config() : Qwen3Config::preset("tiny");
+  if (model == 2) cfg.vocab = 20000;
+  const auto dir = tiny_checkpoint(home, cfg, 31);
+  if (tied) {
+    std::vector<int> all(size_t(cfg.vocab));
+    for (int i = 0; i < int(cfg.vocab); ++i) all[size_t(i)] = i;
+    set_embedding_rows(dir, cfg, all, 0x3c00);  // 0.0078125 everywhere
+  }
+  auto o = options(batch, 5, 40, true);
+  o.persistent_decode = persistent;
+  auto exact_o = o;
+  exact_o.lm_head_screen = false;
+  CudaQwen3Engine screened(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  CudaQwen3Engine exact(cfg, dir, test::fast_config(home.path()), exact_o, registry_of(cfg, exact_o, false));
+  ASSERT_TRUE(screened.options().lm_head_screen);
+  ASSERT_FALSE(exact.options().lm_head_screen);
+  ASSERT_EQ(screened.options().persistent_decode, persistent && batch <= 4);
+  EXPECT_GT(screened.allocated_bytes() - exact.allocated_bytes(), cfg.vocab * cfg.hidden);  // the int8 copy
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) prompts.push_back(std::vector<int32_t>(size_t(1 + b % 5), int32_t(3 + 11 * b)));
+  const auto first = screened.prefill(prompts);
+  ASSERT_EQ(exact.prefill(prompts), first);
+  EXPECT_EQ(screened.screened_exact_rows(), 0) << "prefill is never screened";
+  const int steps = 20;
+  const auto rows = screened.decode_greedy(first, steps);
+  const auto want = exact.decode_greedy(first, steps);
+  for (int s = 0; s < steps; ++s) ASSERT_EQ(rows[size_t(s)], want[size_t(s)]) << "step " << s;
+  const double per_token = double(screened.screened_exact_rows()) / double(steps * batch);
+  EXPECT_GE(per_token, 1.0);
+  if (tied)
+    EXPECT_EQ(per_token, double(cfg.vocab));
+  else
+    EXPECT_LT(per_token, double(cfg.vocab) / 3) << "the screening kept most rows";
+  if (tied)
+    for (const auto& r : rows)
+      for (int32_t t : r) EXPECT_EQ(t, 0) << "every logit ties: the lowest index";
+  // decode() steps: without logits screened, with logits exact (and their argmax)
+  auto next = rows.back();
+  for (int s = 0; s < 3; ++s) {
+    std::vector<std::vector<float>> logits;
+    const auto a = screened.decode(next), b = exact.decode(next, &logits);
+    ASSERT_EQ(a, b) << "decode step " << s;
+    for (int i = 0; i < batch; ++i) {
+      const auto top = std::max_element(logits[size_t(i)].begin(), logits[size_t(i)].end()) - logits[size_t(i)].begin();
+      EXPECT_EQ(b[size_t(i)], int32_t(top)) << "decode step " << s << ", sequence " << i;
+    }
+    std::vector<std::vector<float>> own;
+    next = screened.decode(a, &own);  // the screened engine's exact path
+    ASSERT_EQ(next, exact.decode(a)) << "decode with logits, step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelBatchPersistentTied, CudaEngineScreenedLmHead,
+                         ::testing::Values(std::tuple{0, 1, false, false}, std::tuple{0, 3, false, false},
+                                           std::tuple{0, 8, false, false}, std::tuple{1, 1, true, false},
+                                           std::tuple{1, 4, true, false}, std::tuple{2, 1, true, false},
+                                           std::tuple{2, 2, false, true}));
+
 // A context of just the longest prompt (a run whose only token comes from prefill): prefill runs,
 // a decode step from a full context is refused by name, and a shorter prompt leaves room for one.
 // A context shorter than the prompt is refused before any GPU work.

@@ -22,6 +22,11 @@ struct PassShape {
   int64_t attended = 0;    ///< (query, key) pairs attention scores: causal prefill sum P(P+1)/2, decode sum ctx
   int64_t kv_read = 0;     ///< cached positions whose K and V must be read (decode: sum ctx; prefill: 0)
   int64_t logit_rows = 0;  ///< rows through lm_head and sampling (the batch)
+  /// The CUDA engine's screened lm_head (model/lm_head_screen.hpp): lm_head reads the int8 copy
+  /// (1 byte a weight, 12 bytes a row of scale and coefficients) and writes approximations;
+  /// sampling reads those, 8 bytes a row of coefficients and h (its exact rows are not counted:
+  /// how many depends on the logits).
+  bool screened_lm_head = false;
 };
 
 /// Minimum work of a stage: bytes that cross memory at least once, and flops.

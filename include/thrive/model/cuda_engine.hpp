@@ -161,6 +161,19 @@ struct CudaEngineOptions {
   /// k_norm weights allow a bound above kUnifiedMaxLimit (unified_max_bound), and whenever the
   /// tensor-core parts or persistent_decode are off.
   bool persistent_unified_max = false;
+  /// Greedy decode steps at batch <= 8 whose logits are not asked for (decode() without
+  /// `logits`, decode_greedy()) take the screened lm_head (include/thrive/model/lm_head_screen.hpp):
+  /// engine_lm_head_screen reads an int8 copy of the lm_head (vocab x hidden bytes more of GPU
+  /// memory, packed on the host at load) and bounds every logit, then engine_argmax_screened
+  /// computes the bf16 logits of the rows that could still be the argmax only. The token is the
+  /// argmax of exact f32 sums of the bf16 weights, as without it, up to ties within the sums'
+  /// rounding; the logits are not materialized (the `logits` buffer holds the screening's
+  /// approximations). Stages "lm_head" (the screening) and "sampling" (the exact pass). Prefill,
+  /// and decode() with `logits`, always run cuBLASLt's lm_head and engine_argmax. Needs hidden a
+  /// multiple of 8; off otherwise (false in options()).
+  bool lm_head_screen = true;
+  /// The most sequences the screened lm_head takes (its MMA's 8 columns).
+  static constexpr int kMaxScreenBatch = 8;
 };
 
 /// The persistent kernel's automatic block count (CudaEngineOptions::persistent_blocks = 0) on a
@@ -276,6 +289,10 @@ class CudaQwen3Engine {
   int64_t nonfinite_logits() const;
   /// Device memory in use on the whole GPU, bytes (driver's total - free), -1 if unknown.
   int64_t device_memory_used() const;
+  /// Rows whose exact logit the screened lm_head computed, summed over every screened greedy
+  /// call and sequence since the engine was built (0 without CudaEngineOptions::lm_head_screen):
+  /// divided by the screened tokens, the bf16 rows read per token besides the int8 copy.
+  int64_t screened_exact_rows() const;
   /// The device's bf16 matrix rate, TFLOP/s: the best of 10 cuBLASLt GEMMs of 4096^3 (f32
   /// accumulation), the compute side of the stage floors (model/attribution.hpp).
   double measure_gemm_tflops();

@@ -2231,24 +2231,12 @@ __device__ __forceinline__ void engine_argmax_block(float& best, long long& at) 
     for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
       if (ba[w] >= 0 && (at < 0 || bv[w] > best || (bv[w] == best && ba[w] < at))) best = bv[w], at = ba[w];
 }
-extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
-  engine_pdl_wait();
-  const long long r = blockIdx.y, V = a.dims[1], G = gridDim.x;
-  const long long chunk = (V + G - 1) / G, lo = blockIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
-  const float* x = (const float*)a.tensors[0] + r * V;
-  float best = -__int_as_float(0x7f800000);
-  long long at = -1;
-  unsigned skipped = 0;
-  const long long step = blockDim.x;
-  long long j = lo + threadIdx.x;
-  for (; j + 3 * step < hi; j += 4 * step) {
-    const float v0 = x[j], v1 = x[j + step], v2 = x[j + 2 * step], v3 = x[j + 3 * step];
-    engine_argmax_take(v0, j, best, at, skipped);
-    engine_argmax_take(v1, j + step, best, at, skipped);
-    engine_argmax_take(v2, j + 2 * step, best, at, skipped);
-    engine_argmax_take(v3, j + 3 * step, best, at, skipped);
-  }
-  for (; j < hi; j += step) engine_argmax_take(x[j], j, best, at, skipped);
+// The end of a greedy argmax block (engine_argmax, engine_argmax_screened): its skipped count,
+// its (best, at) to part[r, blockIdx.x], and in the row's last block the reduction of the parts,
+// the token, the counter's reset and decode's advance (engine_argmax's tensors 1-7 and dims 0,
+// 2). `reset` (when given): a word the row's last block sets to 0 for the next launch.
+__device__ __forceinline__ void engine_argmax_finish(const ThriveCudaArgs& a, long long r, long long G, float best,
+                                                     long long at, unsigned skipped, unsigned* reset) {
   if (skipped > 0u) atomicAdd((unsigned long long*)a.tensors[3], (unsigned long long)skipped);
   engine_argmax_block(best, at);
   float* part_v = (float*)a.tensors[2] + 2 * r * G;
@@ -2275,6 +2263,7 @@ extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
   if (threadIdx.x == 0) {
     ((int*)a.tensors[1])[r] = (int)at;
     *counter = 0u;
+    if (reset != nullptr) *reset = 0u;
     if (a.tensors[4] != nullptr) {
       ((int*)a.tensors[4])[r] = (int)at;
       ((long long*)a.tensors[5])[r] += 1;
@@ -2285,4 +2274,275 @@ extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
       *count = s + 1u;
     }
   }
+}
+extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
+  engine_pdl_wait();
+  const long long r = blockIdx.y, V = a.dims[1], G = gridDim.x;
+  const long long chunk = (V + G - 1) / G, lo = blockIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
+  const float* x = (const float*)a.tensors[0] + r * V;
+  float best = -__int_as_float(0x7f800000);
+  long long at = -1;
+  unsigned skipped = 0;
+  const long long step = blockDim.x;
+  long long j = lo + threadIdx.x;
+  for (; j + 3 * step < hi; j += 4 * step) {
+    const float v0 = x[j], v1 = x[j + step], v2 = x[j + 2 * step], v3 = x[j + 3 * step];
+    engine_argmax_take(v0, j, best, at, skipped);
+    engine_argmax_take(v1, j + step, best, at, skipped);
+    engine_argmax_take(v2, j + 2 * step, best, at, skipped);
+    engine_argmax_take(v3, j + 3 * step, best, at, skipped);
+  }
+  for (; j < hi; j += step) engine_argmax_take(x[j], j, best, at, skipped);
+  engine_argmax_finish(a, r, G, best, at, skipped, nullptr);
+}
+
+// ---- The screened greedy lm_head (include/thrive/model/lm_head_screen.hpp) ----
+// A float's order as an unsigned (larger float, larger word; atomicMax then takes the larger
+// float); 0 is below every float and decodes to -inf. NaN is never stored.
+__device__ __forceinline__ unsigned engine_float_order(float f) {
+  const unsigned u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float engine_float_unorder(unsigned u) {
+  if (u == 0u) return -__int_as_float(0x7f800000);
+  return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
+}
+// f16 of a float (round to nearest even), and the f16 back as a float (exact).
+__device__ __forceinline__ unsigned short engine_f16_of(float x) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+__device__ __forceinline__ float engine_f32_of_f16(unsigned short h) {
+  float x;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));
+  return x;
+}
+// Two int8 weights stored as q + 128 (bytes `sel` picks from w, 0x64 above each) as the f16 pair
+// 1024 + q + 128 - 1152 = q: exact (f16 holds every integer below 2048).
+__device__ __forceinline__ unsigned engine_q8x2_to_f16x2(unsigned w, unsigned sel) {
+  const unsigned biased = __byte_perm(w, 0x64646464u, sel);
+  unsigned q;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(0x64806480u));
+  return q;
+}
+// mma.sync m16n8k16, f16 A (row) and B (col), f32 accumulation.
+__device__ __forceinline__ void engine_mma_f16(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                               unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// The screening pass: for each token t < T <= 8 and row j < V, a_j = s_j (q_j . h16_t) 2^-e_t into
+// approx[t, j] (f32), where h16_t = f16(h_t 2^e_t), 2^e_t the power of two that puts max |h_t| in
+// [2^13, 2^14) (1 for a zero row or one with a NaN or infinity); and per token the largest lower
+// end max_j (a_j - m_j), m_j = nh_t coef_h[j] + dh_t coef_d[j], nh_t >= ||h_t||, dh_t >= ||h_t -
+// h16_t 2^-e_t|| (lm_head_screen.hpp), by atomicMax of engine_float_order into lbmax[t] (0 on
+// entry: engine_argmax_screened's last block of the row resets it). Block 0 writes nh_t, dh_t
+// (+inf for a row with a NaN or infinity).
+// tensors: h bf16 [T, H], packed u8 (ScreenedLmHead::packed), scale f32 [V], coef f32 [V][2],
+// approx f32 [T, V], stats (f32 nh [8], f32 dh [8], u32 lbmax [8], u64 candidates); dims T, V, H,
+// Hp (H rounded up to 32). Block 256 threads, 8 warps; dynamic shared memory Hp x 16 bytes (h's B
+// fragments); a warp takes every 8th 32-column chunk of a 16-row group, the block a group at a
+// time (gridDim.x groups apart), its warps' sums meeting in shared memory.
+extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(ThriveCudaArgs a) {
+  const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3];
+  const long long V = a.dims[1], groups = (V + 15) / 16;
+  const int nchunk = Hp / 32, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bf16_t* h = (const bf16_t*)a.tensors[0];
+  const uint4* packed = (const uint4*)a.tensors[1];
+  const float* scale = (const float*)a.tensors[2];
+  const float2* coef = (const float2*)a.tensors[3];
+  float* approx = (float*)a.tensors[4];
+  float* stats = (float*)a.tensors[5];
+  extern __shared__ __align__(16) unsigned char engine_screen_smem[];
+  uint2* hb = (uint2*)engine_screen_smem;  // [Hp / 16][32 lanes]: (b0, b1) of k-step i
+  __shared__ float red[8][32][4];           // the warps' C fragments of a group
+  __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[8][8], part_d[8][8];
+  __shared__ unsigned tok_bad[8];
+  // this block's first group's weights, before the wait: they depend on no earlier kernel
+  uint4 w[8];
+  long long grp = blockIdx.x;
+  const auto load = [&](long long gidx) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int kk = warp + 8 * u;
+      w[u] = gidx < groups && kk < nchunk ? engine_ld_stream(packed + (gidx * nchunk + kk) * 32 + lane)
+                                          : make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
+    }
+  };
+  load(grp);
+  engine_pdl_wait();
+  // per token: the power of two, and whether h holds a NaN or infinity
+  if (warp < T) {
+    float m = 0.f;
+    unsigned bad = 0u;
+    for (int k = lane; k < H; k += 32) {
+      const float x = fabsf(thrive_bf16_to_f32(h[(long long)warp * H + k]));
+      bad |= !(x <= 3.402823466e38f);
+      m = fmaxf(m, x);
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o)), bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+    if (lane == 0) {
+      int ex = 0;
+      frexpf(m, &ex);  // m < 2^ex
+      // (at most 2^127: an h whose largest value is below 2^-113 keeps fewer bits in f16, and dh
+      // says how many it lost)
+      tok_scale[warp] = bad || m == 0.f ? 1.f : ldexpf(1.f, 14 - ex < 127 ? 14 - ex : 127);
+      tok_bad[warp] = bad;
+    }
+  }
+  __syncthreads();
+  // h's B fragments (token r of lane (r, c) in column r: k-step i, rows 2c, 2c+1 and 2c+8, 2c+9),
+  // and per token the sums of squares of h and of its f16 rounding error (slot i's token is
+  // (threadIdx.x % 32) / 4 for every i: 256 is a multiple of 32)
+  const int my_t = lane >> 2;
+  float nsq = 0.f, dsq = 0.f;
+  for (int i = threadIdx.x; i < (Hp / 16) * 32; i += 256) {
+    const int ks = i >> 5, c = i & 3;
+    unsigned b[2] = {0u, 0u};
+    if (my_t < T) {
+      const float sc = tok_scale[my_t];
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = 16 * ks + 2 * c + 8 * half + e;
+          const float x = k < H ? thrive_bf16_to_f32(h[(long long)my_t * H + k]) : 0.f;
+          const unsigned short q = engine_f16_of(x * sc);
+          const float d = x - engine_f32_of_f16(q) / sc;  // exact: sc a power of two
+          nsq += x * x, dsq += d * d;
+          b[half] |= (unsigned)q << (16 * e);
+        }
+    }
+    hb[i] = make_uint2(b[0], b[1]);
+  }
+  for (int o = 1; o < 4; o <<= 1) nsq += __shfl_xor_sync(0xffffffffu, nsq, o), dsq += __shfl_xor_sync(0xffffffffu, dsq, o);
+  if ((lane & 3) == 0) part_n[warp][my_t] = nsq, part_d[warp][my_t] = dsq;
+  __syncthreads();
+  if (threadIdx.x < 8) {
+    const int t = threadIdx.x;
+    float n = 0.f, d = 0.f;
+    for (int i = 0; i < 8; ++i) n += part_n[i][t], d += part_d[i][t];
+    // upward by far more than the f32 sums' rounding (H 2^-24 relative, H < 2^20)
+    const float inf = __int_as_float(0x7f800000);
+    tok_nh[t] = t < T && tok_bad[t] ? inf : sqrtf(n * 1.0625f) * 1.0001f;
+    tok_dh[t] = t < T && tok_bad[t] ? inf : sqrtf(d * 1.0625f) * 1.0001f + 1e-30f;
+    if (blockIdx.x == 0 && t < T) stats[t] = tok_nh[t], stats[8 + t] = tok_dh[t];
+  }
+  __syncthreads();
+  // thread i < 128 owns row i / 8 (of the group), token i % 8: its largest lower end
+  float lb = -__int_as_float(0x7f800000);
+  const int orow = threadIdx.x >> 3, otok = threadIdx.x & 7;
+  for (; grp < groups; grp += gridDim.x) {
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k0 = warp;; k0 += 64) {
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int kk = k0 + 8 * u;
+        if (kk >= nchunk) break;  // warp-uniform
+        const uint2 b0 = hb[(2 * kk) * 32 + lane], b1 = hb[(2 * kk + 1) * 32 + lane];
+        engine_mma_f16(c, engine_q8x2_to_f16x2(w[u].x, 0x4140u), engine_q8x2_to_f16x2(w[u].x, 0x4342u),
+                       engine_q8x2_to_f16x2(w[u].y, 0x4140u), engine_q8x2_to_f16x2(w[u].y, 0x4342u), b0.x, b0.y);
+        engine_mma_f16(c, engine_q8x2_to_f16x2(w[u].z, 0x4140u), engine_q8x2_to_f16x2(w[u].z, 0x4342u),
+                       engine_q8x2_to_f16x2(w[u].w, 0x4140u), engine_q8x2_to_f16x2(w[u].w, 0x4342u), b1.x, b1.y);
+      }
+      if (k0 + 64 >= nchunk) break;
+      // a hidden size past 64 chunks (2048 columns): the group's next columns
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int kk = k0 + 64 + 8 * u;
+        w[u] = kk < nchunk ? engine_ld_stream(packed + (grp * nchunk + kk) * 32 + lane)
+                           : make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
+      }
+    }
+    *(float4*)red[warp][lane] = make_float4(c[0], c[1], c[2], c[3]);
+    __syncthreads();
+    load(grp + gridDim.x);  // the next group's weights in flight during the sums
+    if (threadIdx.x < 128) {
+      // row orow, token otok: lane 4 (orow % 8) + otok / 2, element 2 (orow / 8) + otok % 2
+      const long long j = grp * 16 + orow;
+      const int l = 4 * (orow & 7) + (otok >> 1), e = 2 * (orow >> 3) + (otok & 1);
+      float acc = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc += red[i][l][e];
+      if (otok < T && j < V) {
+        const float x = acc * scale[j] * (1.f / tok_scale[otok]);
+        approx[(long long)otok * V + j] = x;
+        const float2 cf = coef[j];
+        const float lo = x - (tok_nh[otok] * cf.x + tok_dh[otok] * cf.y);
+        if (lo == lo) lb = fmaxf(lb, lo);  // NaN (inf - inf): no bound from this row
+      }
+    }
+    __syncthreads();  // red is free
+  }
+  // the block's largest lower end per token: threads i and i + 8, + 16, + 24 of a warp share a token
+  lb = fmaxf(lb, __shfl_xor_sync(0xffffffffu, lb, 8));
+  lb = fmaxf(lb, __shfl_xor_sync(0xffffffffu, lb, 16));
+  if (threadIdx.x < 128 && lane < 8 && otok < T && lb > -__int_as_float(0x7f800000))
+    atomicMax((unsigned*)(stats + 16) + otok, engine_float_order(lb));
+}
+// The exact pass of the screened lm_head: engine_argmax's work and tensors (decode's advance
+// included; tensors 4-7 may be null as there) over the candidates of engine_lm_head_screen's
+// approx logits (tensors[0]): rows j with a_j + m_j >= lbmax (NaN included), whose exact logit
+// w_j . h (bf16 lm_head row, f32 sums in a fixed order: a warp a row, lane l the columns [8 l +
+// 256 i, + 8)) competes as engine_argmax's logits do (NaN and infinities skipped and counted).
+// workspace: a table of four device pointers: lm_head bf16 [V, H], h bf16 [R, H], coef f32 [V][2],
+// stats (engine_lm_head_screen's; the row's last block resets lbmax[r] and adds the row's
+// candidate count into the u64 after it). dims R, V, cap (as engine_argmax), H (a multiple of 8).
+// Grid (G, R), block 256 threads; dynamic shared memory H x 4 bytes (h_r in f32).
+extern "C" __global__ void __launch_bounds__(256) engine_argmax_screened(ThriveCudaArgs a) {
+  engine_pdl_wait();
+  const long long r = blockIdx.y, V = a.dims[1], G = gridDim.x;
+  const int H = (int)a.dims[3], warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const unsigned long long* tab = (const unsigned long long*)a.workspace;
+  const bf16_t* W = (const bf16_t*)tab[0];
+  const bf16_t* h = (const bf16_t*)tab[1] + r * H;
+  const float2* coef = (const float2*)tab[2];
+  float* stats = (float*)tab[3];
+  extern __shared__ __align__(16) unsigned char engine_screen_smem[];
+  float* hs = (float*)engine_screen_smem;
+  __shared__ int cand[1024];
+  __shared__ int ncand;
+  for (int k = threadIdx.x; k < H; k += 256) hs[k] = thrive_bf16_to_f32(h[k]);
+  const float nh = stats[r], dh = stats[8 + r];
+  unsigned* lbmax = (unsigned*)(stats + 16) + r;
+  const float lb = engine_float_unorder(*(volatile unsigned*)lbmax);
+  const long long chunk = (V + G - 1) / G, lo = blockIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
+  const float* x = (const float*)a.tensors[0] + r * V;
+  float best = -__int_as_float(0x7f800000);
+  long long at = -1;
+  unsigned skipped = 0, found = 0;
+  for (long long base = lo; base < hi; base += 1024) {
+    if (threadIdx.x == 0) ncand = 0;
+    __syncthreads();  // (the first time: hs is complete too)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const long long j = base + threadIdx.x + 256 * u;
+      if (j < hi) {
+        const float2 cf = coef[j];
+        if (!(x[j] + (nh * cf.x + dh * cf.y) < lb)) cand[atomicAdd(&ncand, 1)] = (int)j;
+      }
+    }
+    __syncthreads();
+    const int n = ncand;
+    found += (unsigned)n;
+    for (int i = warp; i < n; i += 8) {
+      const long long j = cand[i];
+      const bf16_t* row = W + j * H;
+      float s = 0.f;
+      for (int k = 8 * lane; k < H; k += 256) {
+        const uint4 wv = *(const uint4*)(row + k);
+        const unsigned ww[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s += __uint_as_float(ww[e] << 16) * hs[k + 2 * e] + __uint_as_float(ww[e] & 0xffff0000u) * hs[k + 2 * e + 1];
+      }
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == 0) engine_argmax_take(s, j, best, at, skipped);
+    }
+    __syncthreads();  // cand and ncand are free
+  }
+  if (threadIdx.x == 0 && found > 0u) atomicAdd((unsigned long long*)(stats + 24), (unsigned long long)found);
+  engine_argmax_finish(a, r, G, best, at, skipped, lbmax);
 }

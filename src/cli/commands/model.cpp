@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--lm-head screened|exact] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -54,6 +54,7 @@ struct E2eFlags {
   std::string persistent_kv_prefetch = "off";
   std::string persistent_attention = "tc";
   std::string persistent_softmax = "merge";
+  std::string lm_head = "screened";
   std::string seed = "1";
   bool json = false;
 };
@@ -366,6 +367,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
   o.persistent_unified_max = f.persistent_softmax == "unified";
+  o.lm_head_screen = f.lm_head == "screened";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
   E2eResult r;
@@ -436,9 +438,11 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   // next one's input there; the host enqueues the steps and reads the tokens back at the end)
   r.decode_steps = steps - first - profiled - warm;
   engine.prepare_decode_greedy(r.decode_steps);  // its graphs' capture is not decode time
+  const int64_t screened_before = engine.screened_exact_rows();
   t = std::chrono::steady_clock::now();
   const auto rest = engine.decode_greedy(next, r.decode_steps);
   r.decode_ms = ms_since(t);
+  const int64_t screened_rows = engine.screened_exact_rows() - screened_before;
   for (const auto& row : rest) {
     next = row;
     keep();
@@ -453,6 +457,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   for (const auto& [key, k] : engine.registry())
     sites.push_back({{"call_site", key}, {"origin", k.origin}, {"kernel_id", k.kernel_id}});
   const auto& eo = engine.options();  // as run: a knob the model's dims do not allow is off
+  r.decode_pass.screened_lm_head = eo.lm_head_screen;
   r.extra = {{"graphs", f.graphs},
              {"prefill_attention", eo.flash_prefill ? "flash" : "gemm"},
              {"fusions",
@@ -470,6 +475,10 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
              {"persistent_softmax", eo.persistent_unified_max ? "unified" : eo.persistent_decode ? "merge" : "off"},
+             {"lm_head", eo.lm_head_screen ? "screened" : "exact"},
+             // the bf16 rows the screened lm_head's exact pass read per token of the measured loop
+             {"lm_head_exact_rows_per_token",
+              eo.lm_head_screen && r.decode_steps > 0 ? double(screened_rows) / double(r.decode_steps * f.batch) : 0.0},
              {"kernels", f.kernels},
              {"registry", sites},
              {"decode_eager_ms_per_step", profiled > 0 ? r.decode_profiled_ms / profiled : 0.0},
@@ -554,6 +563,13 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
     else
       fmt::print("persistent decode kernel: off (decode runs a launch per stage)\n");
   }
+  if (doc.contains("lm_head")) {
+    if (doc["lm_head"].get<std::string>() == "screened")
+      fmt::print("lm_head: screened (int8 copy, then the exact bf16 rows of {:.1f} candidates a token)\n",
+                 doc.value("lm_head_exact_rows_per_token", 0.0));
+    else
+      fmt::print("lm_head: exact (cuBLASLt, every bf16 row)\n");
+  }
   if (doc.contains("registry"))
     for (const auto& s : doc["registry"])
       fmt::print("  kernel {:<34} {}\n", s["call_site"].get<std::string>(), s["origin"].get<std::string>());
@@ -610,6 +626,8 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--persistent-attention {}: expected tc or cores", f.persistent_attention.substr(0, 40));
   if (f.persistent_softmax != "unified" && f.persistent_softmax != "merge")
     fail(ErrorCategory::kUsage, "--persistent-softmax {}: expected unified or merge", f.persistent_softmax.substr(0, 40));
+  if (f.lm_head != "screened" && f.lm_head != "exact")
+    fail(ErrorCategory::kUsage, "--lm-head {}: expected screened or exact", f.lm_head.substr(0, 40));
   for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-blocks", "--persistent-kv-prefetch", "--persistent-attention",
                            "--persistent-softmax"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
@@ -765,6 +783,11 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "checkpoint's norm weights allow a bound above 40 the engine merges instead, with a warning, as the "
                   "JSON's persistent_softmax shows; an error with --persistent-attention cores or a head_dim other "
                   "than 64 or 128)");
+  cmd->add_option("--lm-head", f.lm_head,
+                  "The greedy lm_head of decode steps at batch <= 8: screened (default; an int8 copy of the lm_head "
+                  "bounds every logit, then only the rows that could still be the argmax are read in bf16: the same "
+                  "token as exact up to ties within float32 rounding, vocab x hidden bytes more GPU memory; "
+                  "include/thrive/model/lm_head_screen.hpp) | exact (cuBLASLt's logits of every row, then the argmax)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
@@ -786,7 +809,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
                              "--persistent-blocks", "--persistent-kv-prefetch",
-                             "--persistent-attention", "--persistent-softmax"})
+                             "--persistent-attention", "--persistent-softmax", "--lm-head"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
   });
