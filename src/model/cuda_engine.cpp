@@ -514,7 +514,7 @@ struct CudaQwen3Engine::Impl {
       done("gather_last_token");
     }
     if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", lh_hidden_padded * 16}},
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", lh_hidden_padded * 16 + nb * H * 2}},
              {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, lh_hidden_padded});
       done("lm_head");
       engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
@@ -878,8 +878,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.lh_table = m.alloc(32);
     m.be->upload(m.lh_table, tab, 32);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
-    // the screening's grid: 3 blocks a SM (64 registers x 256 threads: 4 fit; the last SM slot
-    // leaves room for a PDL-launched neighbour), each taking a 16-row group gridDim apart
+    // the screening's grid: 3 blocks a SM (its launch bounds; 78 registers x 256 threads), each
+    // taking a 16-row group gridDim apart
     m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, 3 * dev.compute_units);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them

@@ -2342,10 +2342,11 @@ __device__ __forceinline__ void engine_mma_f16(float c[4], unsigned a0, unsigned
 // (+inf for a row with a NaN or infinity).
 // tensors: h bf16 [T, H], packed u8 (ScreenedLmHead::packed), scale f32 [V], coef f32 [V][2],
 // approx f32 [T, V], stats (f32 nh [8], f32 dh [8], u32 lbmax [8], u64 candidates); dims T, V, H,
-// Hp (H rounded up to 32). Block 256 threads, 8 warps; dynamic shared memory Hp x 16 bytes (h's B
-// fragments); a warp takes every 8th 32-column chunk of a 16-row group, the block a group at a
-// time (gridDim.x groups apart), its warps' sums meeting in shared memory.
-extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(ThriveCudaArgs a) {
+// Hp (H rounded up to 32; H a multiple of 8). Block 256 threads, 8 warps; dynamic shared memory
+// Hp x 16 + T x H x 2 bytes (h's B fragments, then h as loaded: one 16-byte load a thread a round,
+// all in flight at once); a warp takes every 8th 32-column chunk of a 16-row group, the block a
+// group at a time (gridDim.x groups apart), its warps' sums meeting in shared memory.
+extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(ThriveCudaArgs a) {
   const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3];
   const long long V = a.dims[1], groups = (V + 15) / 16;
   const int nchunk = Hp / 32, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -2357,6 +2358,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   float* stats = (float*)a.tensors[5];
   extern __shared__ __align__(16) unsigned char engine_screen_smem[];
   uint2* hb = (uint2*)engine_screen_smem;  // [Hp / 16][32 lanes]: (b0, b1) of k-step i
+  bf16_t* hraw = (bf16_t*)(engine_screen_smem + Hp * 16);  // h [T, H] as loaded
   __shared__ float red[8][32][4];           // the warps' C fragments of a group
   __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[8][8], part_d[8][8];
   __shared__ unsigned tok_bad[8];
@@ -2373,12 +2375,14 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   };
   load(grp);
   engine_pdl_wait();
+  for (int i = threadIdx.x; i < T * H / 8; i += 256) ((uint4*)hraw)[i] = ((const uint4*)h)[i];
+  __syncthreads();
   // per token: the power of two, and whether h holds a NaN or infinity
   if (warp < T) {
     float m = 0.f;
     unsigned bad = 0u;
     for (int k = lane; k < H; k += 32) {
-      const float x = fabsf(thrive_bf16_to_f32(h[(long long)warp * H + k]));
+      const float x = fabsf(thrive_bf16_to_f32(hraw[warp * H + k]));
       bad |= !(x <= 3.402823466e38f);
       m = fmaxf(m, x);
     }
@@ -2408,7 +2412,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int k = 16 * ks + 2 * c + 8 * half + e;
-          const float x = k < H ? thrive_bf16_to_f32(h[(long long)my_t * H + k]) : 0.f;
+          const float x = k < H ? thrive_bf16_to_f32(hraw[my_t * H + k]) : 0.f;
           const unsigned short q = engine_f16_of(x * sc);
           const float d = x - engine_f32_of_f16(q) / sc;  // exact: sc a power of two
           nsq += x * x, dsq += d * d;
@@ -2504,7 +2508,13 @@ extern "C" __global__ void __launch_bounds__(256) engine_argmax_screened(ThriveC
   float* hs = (float*)engine_screen_smem;
   __shared__ int cand[1024];
   __shared__ int ncand;
-  for (int k = threadIdx.x; k < H; k += 256) hs[k] = thrive_bf16_to_f32(h[k]);
+  for (int k = 8 * threadIdx.x; k < H; k += 2048) {  // 16-byte loads, one a thread for H <= 2048
+    const uint4 v = *(const uint4*)(h + k);
+    float x[8];
+    engine_unpack8(v, x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) hs[k + e] = x[e];
+  }
   const float nh = stats[r], dh = stats[8 + r];
   unsigned* lbmax = (unsigned*)(stats + 16) + r;
   const float lb = engine_float_unorder(*(volatile unsigned*)lbmax);
@@ -2531,12 +2541,22 @@ extern "C" __global__ void __launch_bounds__(256) engine_argmax_screened(ThriveC
       const long long j = cand[i];
       const bf16_t* row = W + j * H;
       float s = 0.f;
-      for (int k = 8 * lane; k < H; k += 256) {
-        const uint4 wv = *(const uint4*)(row + k);
-        const unsigned ww[4] = {wv.x, wv.y, wv.z, wv.w};
+      for (int k0 = 0; k0 < H; k0 += 2048) {  // the row's 16-byte pieces, 8 a lane in flight at once
+        uint4 wv[8];
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s += __uint_as_float(ww[e] << 16) * hs[k + 2 * e] + __uint_as_float(ww[e] & 0xffff0000u) * hs[k + 2 * e + 1];
+        for (int u = 0; u < 8; ++u) {
+          const int k = k0 + 8 * lane + 256 * u;
+          wv[u] = k < H ? *(const uint4*)(row + k) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int k = k0 + 8 * lane + 256 * u;
+          if (k >= H) break;
+          const unsigned ww[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            s += __uint_as_float(ww[e] << 16) * hs[k + 2 * e] + __uint_as_float(ww[e] & 0xffff0000u) * hs[k + 2 * e + 1];
+        }
       }
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (lane == 0) engine_argmax_take(s, j, best, at, skipped);
