@@ -119,11 +119,13 @@ struct ArgumentSets {
                             : options.max_rotation_bytes;
     int sets = int(std::clamp<int64_t>((target + set_bytes - 1) / std::max<int64_t>(set_bytes, 1), 1,
                                        std::max<int64_t>(1, cap / std::max<int64_t>(set_bytes, 1))));
-    sets = std::min(sets, 1 << 16);
+    // (at most 2^18 sets: a 25 KB set on a VM that reports 480 MiB of last-level cache needs
+    // 80,240 for 4x the cache, past the 2^16 this cap was before 2026-12-06)
+    sets = std::min(sets, 1 << 18);
     working_set_bytes = set_bytes * sets;
     args.resize(size_t(sets));
     // One allocation per tensor for all sets (set s at s * stride, 256-byte aligned), filled by
-    // a few large uploads: tiny shapes need up to 65536 sets, and one cuMemAlloc plus one
+    // a few large uploads: tiny shapes need tens of thousands of sets, and one cuMemAlloc plus one
     // upload per set and tensor took over a minute on the H200.
     base.assign(host.size(), {nullptr, 0});
     for (size_t i = 0; i < host.size(); ++i) {
