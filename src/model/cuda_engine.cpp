@@ -105,6 +105,15 @@ bool pdl_safe(const std::string& entry) {
          entry.rfind("engine_decode_attention_", 0) == 0 ||
          entry.rfind("engine_decode_layers_", 0) == 0;
 }
+// The screened lm_head's screening kernel (engine_lm_head_screen): dynamic shared memory h's
+// fragments (hidden rounded up to 32, x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
+// static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 3.
+int64_t screen_smem_bytes(int64_t hidden_padded, int64_t batch, int64_t hidden) {
+  return hidden_padded * 16 + batch * hidden * 2;
+}
+int64_t screen_blocks_per_sm(int64_t hidden_padded, int64_t batch, int64_t hidden) {
+  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(hidden_padded, batch, hidden) + 6 * 1024), 1, 3);
+}
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
 
@@ -514,7 +523,7 @@ struct CudaQwen3Engine::Impl {
       done("gather_last_token");
     }
     if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", lh_hidden_padded * 16 + nb * H * 2}},
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(lh_hidden_padded, nb, H)}},
              {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, lh_hidden_padded});
       done("lm_head");
       engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
@@ -724,6 +733,10 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
                    worst_layer, worst, kUnifiedMaxLimit);
     }
   }
+  // The screened lm_head where its shared memory fits a block (hidden past about 7,000 at batch
+  // 8 does not: cuBLASLt's lm_head then)
+  if (m.opts.lm_head_screen && screen_smem_bytes((H + 31) / 32 * 32, B, H) + 8 * 1024 > dev.smem_per_block_optin)
+    m.opts.lm_head_screen = false;
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
                                                        "kernels/cuda/engine/qwen3_engine.cu");
@@ -878,9 +891,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.lh_table = m.alloc(32);
     m.be->upload(m.lh_table, tab, 32);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
-    // the screening's grid: 3 blocks a SM (its launch bounds; 78 registers x 256 threads), each
-    // taking a 16-row group gridDim apart
-    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, 3 * dev.compute_units);
+    // the screening's grid: the blocks a SM that fit, at most 3 (its launch bounds; 78 registers
+    // x 256 threads), each taking a 16-row group gridDim apart
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(m.lh_hidden_padded, B, H) * dev.compute_units);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);

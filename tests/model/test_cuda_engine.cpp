@@ -550,8 +550,9 @@ INSTANTIATE_TEST_SUITE_P(Persistent, CudaEngineNonFinite, ::testing::Bool());
 // (vocab 256, hidden 64), the persistent tests' (vocab 512, hidden 2120: a part-filled 32-column
 // chunk), and the tiny preset with a 20,000-token vocabulary (several blocks a row, and with
 // every lm_head row the same: each token's logits all tie, every row is a candidate, 2 rounds of
-// 1,024 a block, and the lowest index wins on both paths). Parameters: model (0-2), batch (1, 3,
-// 8: the screening's largest), persistent decode kernel, all rows tied.
+// 1,024 a block, and the lowest index wins on both paths), and the tiny preset with an untied
+// lm_head of 250 rows (a part-filled last group of 16) and graphs off. Parameters: model (0-3),
+// batch (1, 3, 8: the screening's largest), persistent decode kernel, all rows tied.
 class CudaEngineScreenedLmHead : public ::testing::TestWithParam<std::tuple<int, int, bool, bool>> {};
 
 TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
@@ -561,13 +562,14 @@ TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
   test::TempDir home;
   auto cfg = model == 1 ? persistent_test_config() : Qwen3Config::preset("tiny");
   if (model == 2) cfg.vocab = 20000;
+  if (model == 3) cfg.vocab = 250, cfg.tie_embeddings = false;
   const auto dir = tiny_checkpoint(home, cfg, 31);
   if (tied) {
     std::vector<int> all(size_t(cfg.vocab));
     for (int i = 0; i < int(cfg.vocab); ++i) all[size_t(i)] = i;
     set_embedding_rows(dir, cfg, all, 0x3c00);  // 0.0078125 everywhere
   }
-  auto o = options(batch, 5, 40, true);
+  auto o = options(batch, 5, 40, model != 3);
   o.persistent_decode = persistent;
   auto exact_o = o;
   exact_o.lm_head_screen = false;
@@ -615,7 +617,7 @@ INSTANTIATE_TEST_SUITE_P(ModelBatchPersistentTied, CudaEngineScreenedLmHead,
                          ::testing::Values(std::tuple{0, 1, false, false}, std::tuple{0, 3, false, false},
                                            std::tuple{0, 8, false, false}, std::tuple{1, 1, true, false},
                                            std::tuple{1, 4, true, false}, std::tuple{2, 1, true, false},
-                                           std::tuple{2, 2, false, true}));
+                                           std::tuple{2, 2, false, true}, std::tuple{3, 2, false, false}));
 
 // A context of just the longest prompt (a run whose only token comes from prefill): prefill runs,
 // a decode step from a full context is refused by name, and a shorter prompt leaves room for one.

@@ -2359,7 +2359,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(Thriv
   extern __shared__ __align__(16) unsigned char engine_screen_smem[];
   uint2* hb = (uint2*)engine_screen_smem;  // [Hp / 16][32 lanes]: (b0, b1) of k-step i
   bf16_t* hraw = (bf16_t*)(engine_screen_smem + Hp * 16);  // h [T, H] as loaded
-  __shared__ float red[8][32][4];           // the warps' C fragments of a group
+  __shared__ __align__(16) float red[8][32][4];  // the warps' C fragments of a group (float4 stores)
   __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[8][8], part_d[8][8];
   __shared__ unsigned tok_bad[8];
   // this block's first group's weights, before the wait: they depend on no earlier kernel
@@ -2398,7 +2398,8 @@ extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(Thriv
   }
   __syncthreads();
   // h's B fragments (token r of lane (r, c) in column r: k-step i, rows 2c, 2c+1 and 2c+8, 2c+9),
-  // and per token the sums of squares of h and of its f16 rounding error (slot i's token is
+  // and per token the sums of squares of h 2^e and of its f16 rounding error (both exact before
+  // the sums: the scaled values keep the squares of a tiny h from underflowing; slot i's token is
   // (threadIdx.x % 32) / 4 for every i: 256 is a multiple of 32)
   const int my_t = lane >> 2;
   float nsq = 0.f, dsq = 0.f;
@@ -2414,8 +2415,8 @@ extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(Thriv
           const int k = 16 * ks + 2 * c + 8 * half + e;
           const float x = k < H ? thrive_bf16_to_f32(hraw[my_t * H + k]) : 0.f;
           const unsigned short q = engine_f16_of(x * sc);
-          const float d = x - engine_f32_of_f16(q) / sc;  // exact: sc a power of two
-          nsq += x * x, dsq += d * d;
+          const float xs = x * sc, d = xs - engine_f32_of_f16(q);  // exact: sc a power of two
+          nsq += xs * xs, dsq += d * d;
           b[half] |= (unsigned)q << (16 * e);
         }
     }
@@ -2428,10 +2429,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(Thriv
     const int t = threadIdx.x;
     float n = 0.f, d = 0.f;
     for (int i = 0; i < 8; ++i) n += part_n[i][t], d += part_d[i][t];
-    // upward by far more than the f32 sums' rounding (H 2^-24 relative, H < 2^20)
-    const float inf = __int_as_float(0x7f800000);
-    tok_nh[t] = t < T && tok_bad[t] ? inf : sqrtf(n * 1.0625f) * 1.0001f;
-    tok_dh[t] = t < T && tok_bad[t] ? inf : sqrtf(d * 1.0625f) * 1.0001f + 1e-30f;
+    // upward by far more than the f32 sums' rounding (H 2^-24 relative, H < 2^20), plus H of
+    // the smallest subnormal (what a square below it lost), then back to h's scale
+    const float inf = __int_as_float(0x7f800000), floor_sq = (float)H * 1.4013e-45f;
+    const float inv = t < T ? 1.f / tok_scale[t] : 1.f;
+    tok_nh[t] = t < T && tok_bad[t] ? inf : sqrtf(n * 1.0625f + floor_sq) * 1.0001f * inv;
+    tok_dh[t] = t < T && tok_bad[t] ? inf : sqrtf(d * 1.0625f + floor_sq) * 1.0001f * inv;
     if (blockIdx.x == 0 && t < T) stats[t] = tok_nh[t], stats[8 + t] = tok_dh[t];
   }
   __syncthreads();
@@ -2471,11 +2474,15 @@ extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(Thriv
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc += red[i][l][e];
       if (otok < T && j < V) {
-        const float x = acc * scale[j] * (1.f / tok_scale[otok]);
+        const float x = acc * (1.f / tok_scale[otok]) * scale[j];  // h's scale first: no overflow of acc s_j
         approx[(long long)otok * V + j] = x;
         const float2 cf = coef[j];
-        const float lo = x - (tok_nh[otok] * cf.x + tok_dh[otok] * cf.y);
-        if (lo == lo) lb = fmaxf(lb, lo);  // NaN (inf - inf): no bound from this row
+        const float nh = tok_nh[otok], lo = x - (nh * cf.x + tok_dh[otok] * cf.y);
+        // a lower end only from a row whose exact sums cannot overflow: every partial sum is at
+        // most ||w_j|| ||h|| <= nh (coef_h + coef_d) (triangle inequality); a row that might
+        // overflow would be skipped as non-finite by the exact pass, and its bound would screen
+        // out the finite argmax (its own margin is then that large too: it stays a candidate)
+        if (lo == lo && nh * (cf.x + cf.y) < 1e37f) lb = fmaxf(lb, lo);
       }
     }
     __syncthreads();  // red is free
