@@ -590,13 +590,13 @@ TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
   for (int s = 0; s < steps; ++s) ASSERT_EQ(rows[size_t(s)], want[size_t(s)]) << "step " << s;
   const double per_token = double(screened.screened_exact_rows()) / double(steps * batch);
   EXPECT_GE(per_token, 1.0);
-  if (tied)
+  if (tied) {
     EXPECT_EQ(per_token, double(cfg.vocab));
-  else
-    EXPECT_LT(per_token, double(cfg.vocab) / 3) << "the screening kept most rows";
-  if (tied)
     for (const auto& r : rows)
       for (int32_t t : r) EXPECT_EQ(t, 0) << "every logit ties: the lowest index";
+  } else {
+    EXPECT_LT(per_token, double(cfg.vocab) / 3) << "the screening kept most rows";
+  }
   // decode() steps: without logits screened, with logits exact (and their argmax)
   auto next = rows.back();
   for (int s = 0; s < 3; ++s) {
