@@ -107,12 +107,15 @@ bool pdl_safe(const std::string& entry) {
 }
 // The screened lm_head's screening kernel (engine_lm_head_screen): dynamic shared memory h's
 // fragments (hidden rounded up to 32, x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
-// static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 3.
+// static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 4 (its launch bounds).
+// On the H200 at batch 1, Qwen3-1.7B: the stage took 87-89 µs with 4 blocks a SM against 101 with
+// 3, the step 1.284 ms against 1.300-1.302 (2026-12-06, bench/results/lm-head-screen-2026-12-06/
+// run 2).
 int64_t screen_smem_bytes(int64_t hidden_padded, int64_t batch, int64_t hidden) {
   return hidden_padded * 16 + batch * hidden * 2;
 }
 int64_t screen_blocks_per_sm(int64_t hidden_padded, int64_t batch, int64_t hidden) {
-  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(hidden_padded, batch, hidden) + 6 * 1024), 1, 3);
+  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(hidden_padded, batch, hidden) + 6 * 1024), 1, 4);
 }
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
@@ -891,7 +894,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.lh_table = m.alloc(32);
     m.be->upload(m.lh_table, tab, 32);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
-    // the screening's grid: the blocks a SM that fit, at most 3 (its launch bounds; 78 registers
+    // the screening's grid: the blocks a SM that fit, at most 4 (its launch bounds: 64 registers
     // x 256 threads), each taking a 16-row group gridDim apart
     m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(m.lh_hidden_padded, B, H) * dev.compute_units);
   }

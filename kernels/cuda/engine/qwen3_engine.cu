@@ -2346,7 +2346,7 @@ __device__ __forceinline__ void engine_mma_f16(float c[4], unsigned a0, unsigned
 // Hp x 16 + T x H x 2 bytes (h's B fragments, then h as loaded: one 16-byte load a thread a round,
 // all in flight at once); a warp takes every 8th 32-column chunk of a 16-row group, the block a
 // group at a time (gridDim.x groups apart), its warps' sums meeting in shared memory.
-extern "C" __global__ void __launch_bounds__(256, 3) engine_lm_head_screen(ThriveCudaArgs a) {
+extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(ThriveCudaArgs a) {
   const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3];
   const long long V = a.dims[1], groups = (V + 15) / 16;
   const int nchunk = Hp / 32, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
