@@ -1,6 +1,7 @@
 // The screened lm_head's int8 copy: see include/thrive/model/lm_head_screen.hpp.
 #include "thrive/model/lm_head_screen.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

@@ -473,7 +473,8 @@ Proposal dispatch_cuda(const std::string& phase, const std::string& stage, const
   }
   if (stage == "lm_head") {
     p.specialist = "kernels";
-    why = "the vocabulary projection is one cuBLASLt GEMM (f32 logits) with no alternative here";
+    why = "the vocabulary projection is the screened lm_head at decode (an int8 copy bounds every logit, the "
+          "candidates' bf16 rows are read exactly) or one cuBLASLt GEMM (f32 logits), with no alternative here";
     return p;
   }
   p.specialist = "data";

@@ -19,15 +19,22 @@
 // argmax; the exact pass (engine_argmax_screened) computes the bf16 dot products of the others
 // only (the candidates) and takes their argmax, the lowest index on ties, as engine_argmax does.
 // The result is the argmax of the exact pass's f32 sums, which equals the cuBLASLt + engine_argmax
-// path's token except where two logits tie within the f32 summation order's error.
+// path's token except where two logits tie within the f32 summation order's error, or where a
+// sum overflows f32 in one summation order and not in the other.
 //
 // A non-finite row (a NaN or infinite weight) has coef_h = +inf: it is always a candidate, and its
 // exact logit is counted as skipped as engine_argmax counts it. So are all rows when h holds a
-// NaN or infinity.
+// NaN or infinity. A row with finite weights whose exact sum would overflow is counted only
+// where it is a candidate: a screened-out row is never summed (the token is unaffected; the
+// count of skipped logits, CudaQwen3Engine::nonfinite_logits, can then be lower than the exact
+// path's). The lower ends come only from rows whose sums cannot overflow (||w|| ||h|| < 1e37).
 //
 // Bytes per decode step at Qwen3-1.7B (vocab 151936, hidden 2048): 311 MB of int8 and 1.8 MB of
-// scales and coefficients, against 622 MB of bf16; the exact pass reads one 4 KiB row per
-// candidate.
+// scales and coefficients, against 622 MB of bf16; then the approximations (4 bytes a row and
+// sequence) written and read back, the coefficients read again (8 bytes a row), and one 4 KiB
+// bf16 row per candidate (33.6 a token on the random Qwen3-1.7B checkpoint, H200, 2026-12-06).
+// GPU memory: the int8 copy (cdiv(vocab, 16) 16 x hidden rounded up to 32 bytes) and 12 bytes a
+// row; the host packs it in a buffer of the same size while the engine loads.
 #pragma once
 
 #include <cstdint>

@@ -422,6 +422,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   }
   engine.set_stage_timing(true);
   engine.reset_stages();
+  const int64_t screened_at_profile = engine.screened_exact_rows();
   for (int s = 0; s < profiled; ++s) {
     t = std::chrono::steady_clock::now();
     next = engine.decode(next);
@@ -429,6 +430,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
     keep();
   }
   r.decode_stages = engine.stages();
+  const int64_t screened_profiled = engine.screened_exact_rows() - screened_at_profile;
   engine.set_stage_timing(false);
   for (int s = 0; s < warm; ++s) {
     next = engine.decode(next);
@@ -442,7 +444,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   t = std::chrono::steady_clock::now();
   const auto rest = engine.decode_greedy(next, r.decode_steps);
   r.decode_ms = ms_since(t);
-  const int64_t screened_rows = engine.screened_exact_rows() - screened_before;
+  int64_t screened_rows = engine.screened_exact_rows() - screened_before;
   for (const auto& row : rest) {
     next = row;
     keep();
@@ -452,6 +454,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   if (r.decode_steps == 0) {  // too few steps for a separate measurement: the profiled ones
     r.decode_steps = profiled;
     r.decode_ms = r.decode_profiled_ms;
+    screened_rows = screened_profiled;
   }
   nlohmann::json sites = nlohmann::json::array();
   for (const auto& [key, k] : engine.registry())
@@ -476,7 +479,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
              {"persistent_softmax", eo.persistent_unified_max ? "unified" : eo.persistent_decode ? "merge" : "off"},
              {"lm_head", eo.lm_head_screen ? "screened" : "exact"},
-             // the bf16 rows the screened lm_head's exact pass read per token of the measured loop
+             // the bf16 rows the screened lm_head's exact pass read per token of the measured steps
              {"lm_head_exact_rows_per_token",
               eo.lm_head_screen && r.decode_steps > 0 ? double(screened_rows) / double(r.decode_steps * f.batch) : 0.0},
              {"kernels", f.kernels},
@@ -786,8 +789,12 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--lm-head", f.lm_head,
                   "The greedy lm_head of decode steps at batch <= 8: screened (default; an int8 copy of the lm_head "
                   "bounds every logit, then only the rows that could still be the argmax are read in bf16: the same "
-                  "token as exact up to ties within float32 rounding, vocab x hidden bytes more GPU memory; "
-                  "include/thrive/model/lm_head_screen.hpp) | exact (cuBLASLt's logits of every row, then the argmax)");
+                  "token as exact up to ties within float32 rounding or a sum that overflows float32, about vocab x "
+                  "hidden bytes more GPU memory (cdiv(vocab, 16) x 16 x hidden rounded up to 32, plus 12 a row); "
+                  "it needs hidden a multiple of 8 and its shared memory within the device's, and takes exact "
+                  "otherwise, as the JSON's lm_head says; the first decode step with --dump is exact, its logits "
+                  "being written; include/thrive/model/lm_head_screen.hpp) | exact (cuBLASLt's logits of every row, "
+                  "then the argmax)");
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
