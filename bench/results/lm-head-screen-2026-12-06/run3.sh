@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The committed tree with 4 screening blocks a SM (2026-12-06, session 34): the screened lm_head's
-# GPU tests and the engine tests around it, on the binaries built here.
+# GPU tests and run 1's others, on the binaries built here. (The filter's last pattern,
+# CudaEngine/*, matched nothing: those tests are named RegistryGraphsAndKnobs/CudaEngine.*; 25 ran,
+# run 1's 25.)
 #   device tool: run command="bash bench/results/lm-head-screen-2026-12-06/run3.sh" carry=["build-carry"]
 source "$(dirname "$0")/../h200-lm-head-2026-12-04/common.sh"
 prepare thrive
