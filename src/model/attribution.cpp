@@ -32,12 +32,10 @@ std::map<std::string, StageWork> stage_work(const Qwen3Config& c, const PassShap
   m["mlp_residual_norm"] = {L * 4 * T * H * a, 0};
   m["residual"] = {L * 3 * T * H * a, 0};
   m["final_norm"] = {2 * R * H * a, 0};
-  m["lm_head"] = {V * H * w + R * (H * a + V * 4), 2 * R * H * V};
-  m["sampling"] = {R * V * 4, 0};
-  if (p.screened_lm_head) {
-    m["lm_head"] = {V * H + V * 12 + R * (H * a + V * 4), 2 * R * H * V};
-    m["sampling"] = {R * V * 4 + V * 8 + R * H * a, 0};
-  }
+  // the screened lm_head reads its int8 copy (a byte a weight, 12 a row), then sampling reads the
+  // approximations, 8 bytes a row of coefficients and h
+  m["lm_head"] = {(p.screened_lm_head ? V * H + V * 12 : V * H * w) + R * (H * a + V * 4), 2 * R * H * V};
+  m["sampling"] = {R * V * 4 + (p.screened_lm_head ? V * 8 + R * H * a : 0), 0};
   return m;
 }
 

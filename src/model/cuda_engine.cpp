@@ -106,16 +106,14 @@ bool pdl_safe(const std::string& entry) {
          entry.rfind("engine_decode_layers_", 0) == 0;
 }
 // The screened lm_head's screening kernel (engine_lm_head_screen): dynamic shared memory h's
-// fragments (hidden rounded up to 32, x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
+// fragments (screen_hidden_padded x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
 // static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 4 (its launch bounds).
 // On the H200 at batch 1, Qwen3-1.7B: the stage took 87-89 µs with 4 blocks a SM against 101 with
 // 3, the step 1.284 ms against 1.300-1.302 (2026-12-06, bench/results/lm-head-screen-2026-12-06/
 // run 2).
-int64_t screen_smem_bytes(int64_t hidden_padded, int64_t batch, int64_t hidden) {
-  return hidden_padded * 16 + batch * hidden * 2;
-}
-int64_t screen_blocks_per_sm(int64_t hidden_padded, int64_t batch, int64_t hidden) {
-  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(hidden_padded, batch, hidden) + 6 * 1024), 1, 4);
+int64_t screen_smem_bytes(int64_t batch, int64_t hidden) { return screen_hidden_padded(hidden) * 16 + batch * hidden * 2; }
+int64_t screen_blocks_per_sm(int64_t batch, int64_t hidden) {
+  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(batch, hidden) + 6 * 1024), 1, 4);
 }
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
@@ -326,9 +324,9 @@ struct CudaQwen3Engine::Impl {
   int64_t op_ws_bytes = 0;
   // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernels'
   // stats (nh [8], dh [8], lbmax [8], u64 exact rows) and engine_argmax_screened's pointer table;
-  // hidden rounded up to 32, and the screening's grid
+  // the screening's grid
   void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
-  int64_t lh_hidden_padded = 0, lh_blocks = 0;
+  int64_t lh_blocks = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
   // decode's single-step graphs: the screened lm_head's (no logits asked for) and the exact one's
@@ -526,8 +524,8 @@ struct CudaQwen3Engine::Impl {
       done("gather_last_token");
     }
     if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(lh_hidden_padded, nb, H)}},
-             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, lh_hidden_padded});
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
+             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, screen_hidden_padded(H)});
       done("lm_head");
       engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
              {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
@@ -738,7 +736,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   }
   // The screened lm_head where its shared memory fits a block (hidden past about 7,000 at batch
   // 8 does not: cuBLASLt's lm_head then)
-  if (m.opts.lm_head_screen && screen_smem_bytes((H + 31) / 32 * 32, B, H) + 8 * 1024 > dev.smem_per_block_optin)
+  if (m.opts.lm_head_screen && screen_smem_bytes(B, H) + 8 * 1024 > dev.smem_per_block_optin)
     m.opts.lm_head_screen = false;
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
@@ -810,7 +808,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   const auto screen = [&] {
     if (!m.opts.lm_head_screen) return;
     const auto s = screen_lm_head(staging.data(), cfg.vocab, H);
-    m.lh_hidden_padded = s.hidden_padded;
     m.lh_packed = m.alloc(int64_t(s.packed.size()));
     m.lh_scale = m.alloc(cfg.vocab * 4);
     m.lh_coef = m.alloc(cfg.vocab * 8);
@@ -896,7 +893,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
     // the screening's grid: the blocks a SM that fit, at most 4 (its launch bounds: 64 registers
     // x 256 threads), each taking a 16-row group gridDim apart
-    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(m.lh_hidden_padded, B, H) * dev.compute_units);
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(B, H) * dev.compute_units);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);

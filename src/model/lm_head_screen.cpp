@@ -35,7 +35,7 @@ ScreenedLmHead screen_lm_head(const uint16_t* w, int64_t vocab, int64_t hidden, 
          hidden, w == nullptr ? ", no weights" : "");
   ScreenedLmHead s;
   s.vocab = vocab, s.hidden = hidden;
-  s.hidden_padded = (hidden + 31) / 32 * 32;
+  s.hidden_padded = screen_hidden_padded(hidden);
   s.groups = (vocab + 15) / 16;
   s.packed.assign(size_t(s.groups * s.hidden_padded * 16), uint8_t(128));  // q = 0 everywhere padded
   s.scale.assign(size_t(vocab), 0.f);

@@ -74,6 +74,9 @@ ScreenedLmHead screen_lm_head(const uint16_t* w, int64_t vocab, int64_t hidden, 
 /// vocab). For tests and tools: it is the layout's definition read back.
 int screened_q(const ScreenedLmHead& s, int64_t j, int64_t k);
 
+/// The hidden size the packed copy and the screening kernel use: rounded up to 32 (a chunk's columns).
+inline int64_t screen_hidden_padded(int64_t hidden) { return (hidden + 31) / 32 * 32; }
+
 /// The accumulation error factor g_K of the margins: 4 K 2^-24.
 inline double screen_accumulation_factor(int64_t k) { return 4.0 * double(k) / 16777216.0; }
 

@@ -2333,6 +2333,12 @@ __device__ __forceinline__ void engine_mma_f16(float c[4], unsigned a0, unsigned
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// One k-step of the screening: A from two words of the packed int8 copy (lo: a0, a1; hi: a2, a3,
+// ScreenedLmHead's byte order), B the k-step's fragment of h.
+__device__ __forceinline__ void engine_mma_q8(float c[4], unsigned lo, unsigned hi, uint2 b) {
+  engine_mma_f16(c, engine_q8x2_to_f16x2(lo, 0x4140u), engine_q8x2_to_f16x2(lo, 0x4342u),
+                 engine_q8x2_to_f16x2(hi, 0x4140u), engine_q8x2_to_f16x2(hi, 0x4342u), b.x, b.y);
+}
 // The screening pass: for each token t < T <= 8 and row j < V, a_j = s_j (q_j . h16_t) 2^-e_t into
 // approx[t, j] (f32), where h16_t = f16(h_t 2^e_t), 2^e_t the power of two that puts max |h_t| in
 // [2^13, 2^14) (1 for a zero row or one with a NaN or infinity); and per token the largest lower
@@ -2365,15 +2371,16 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   // this block's first group's weights, before the wait: they depend on no earlier kernel
   uint4 w[8];
   long long grp = blockIdx.x;
-  const auto load = [&](long long gidx) {
+  // group gidx's chunks k0, k0 + 8, ..., k0 + 56 (q = 0 past the matrix)
+  const auto load = [&](long long gidx, int k0) {
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      const int kk = warp + 8 * u;
+      const int kk = k0 + 8 * u;
       w[u] = gidx < groups && kk < nchunk ? engine_ld_stream(packed + (gidx * nchunk + kk) * 32 + lane)
                                           : make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
     }
   };
-  load(grp);
+  load(grp, warp);
   engine_pdl_wait();
   for (int i = threadIdx.x; i < T * H / 8; i += 256) ((uint4*)hraw)[i] = ((const uint4*)h)[i];
   __syncthreads();
@@ -2448,24 +2455,15 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
       for (int u = 0; u < 8; ++u) {
         const int kk = k0 + 8 * u;
         if (kk >= nchunk) break;  // warp-uniform
-        const uint2 b0 = hb[(2 * kk) * 32 + lane], b1 = hb[(2 * kk + 1) * 32 + lane];
-        engine_mma_f16(c, engine_q8x2_to_f16x2(w[u].x, 0x4140u), engine_q8x2_to_f16x2(w[u].x, 0x4342u),
-                       engine_q8x2_to_f16x2(w[u].y, 0x4140u), engine_q8x2_to_f16x2(w[u].y, 0x4342u), b0.x, b0.y);
-        engine_mma_f16(c, engine_q8x2_to_f16x2(w[u].z, 0x4140u), engine_q8x2_to_f16x2(w[u].z, 0x4342u),
-                       engine_q8x2_to_f16x2(w[u].w, 0x4140u), engine_q8x2_to_f16x2(w[u].w, 0x4342u), b1.x, b1.y);
+        engine_mma_q8(c, w[u].x, w[u].y, hb[(2 * kk) * 32 + lane]);
+        engine_mma_q8(c, w[u].z, w[u].w, hb[(2 * kk + 1) * 32 + lane]);
       }
       if (k0 + 64 >= nchunk) break;
-      // a hidden size past 64 chunks (2048 columns): the group's next columns
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int kk = k0 + 64 + 8 * u;
-        w[u] = kk < nchunk ? engine_ld_stream(packed + (grp * nchunk + kk) * 32 + lane)
-                           : make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
-      }
+      load(grp, k0 + 64);  // a hidden size past 64 chunks (2048 columns): the group's next columns
     }
     *(float4*)red[warp][lane] = make_float4(c[0], c[1], c[2], c[3]);
     __syncthreads();
-    load(grp + gridDim.x);  // the next group's weights in flight during the sums
+    load(grp + gridDim.x, warp);  // the next group's weights in flight during the sums
     if (threadIdx.x < 128) {
       // row orow, token otok: lane 4 (orow % 8) + otok / 2, element 2 (orow / 8) + otok % 2
       const long long j = grp * 16 + orow;
@@ -2559,10 +2557,10 @@ extern "C" __global__ void __launch_bounds__(256) engine_argmax_screened(ThriveC
         for (int u = 0; u < 8; ++u) {
           const int k = k0 + 8 * lane + 256 * u;
           if (k >= H) break;
-          const unsigned ww[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+          float wx[8];
+          engine_unpack8(wv[u], wx);
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            s += __uint_as_float(ww[e] << 16) * hs[k + 2 * e] + __uint_as_float(ww[e] & 0xffff0000u) * hs[k + 2 * e + 1];
+          for (int e = 0; e < 4; ++e) s += wx[2 * e] * hs[k + 2 * e] + wx[2 * e + 1] * hs[k + 2 * e + 1];
         }
       }
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
