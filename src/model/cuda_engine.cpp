@@ -95,26 +95,25 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
     {"engine_lm_head_screen", "256", "GR", "1", "1", "SMEM"},
-    {"engine_argmax_screened", "256", "G", "R", "1", "SMEM"},
 };
 // Engine kernels that call engine_pdl_wait() before touching anything an earlier kernel wrote,
 // so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
 bool pdl_safe(const std::string& entry) {
   return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
-         entry == "engine_argmax" || entry == "engine_lm_head_screen" || entry == "engine_argmax_screened" ||
+         entry == "engine_argmax" || entry == "engine_lm_head_screen" ||
          entry.rfind("engine_decode_attention_", 0) == 0 ||
          entry.rfind("engine_decode_layers_", 0) == 0;
 }
-// The screened lm_head's screening kernel (engine_lm_head_screen): dynamic shared memory h's
-// fragments (screen_hidden_padded x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
-// static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 4 (its launch bounds).
-// On the H200 at batch 1, Qwen3-1.7B: the stage took 87-89 µs with 4 blocks a SM against 101 with
-// 3, the step 1.284 ms against 1.300-1.302 (2026-12-06, bench/results/lm-head-screen-2026-12-06/
-// run 2).
+// The screened lm_head's kernel (engine_lm_head_screen): dynamic shared memory h's fragments
+// (screen_hidden_padded x 16 bytes) and h (batch x hidden bf16), about 6.1 KiB static; its grid is
+// the blocks the driver's occupancy puts on a SM (at most 4, its launch bounds), times the SMs. On
+// the H200 at batch 1, Qwen3-1.7B, the screening alone took 87-89 µs with 4 blocks a SM against
+// 101 with 3, the step 1.284 ms against 1.300-1.302 (2026-12-06,
+// bench/results/lm-head-screen-2026-12-06/ run 2, before the norm and the argmax joined it).
 int64_t screen_smem_bytes(int64_t batch, int64_t hidden) { return screen_hidden_padded(hidden) * 16 + batch * hidden * 2; }
-int64_t screen_blocks_per_sm(int64_t batch, int64_t hidden) {
-  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(batch, hidden) + 6 * 1024), 1, 4);
-}
+// Its stats buffer (the kernel's layout): bytes, the exact rows' u64 and the four stamps' offsets;
+// and its pointer table (7 pointers).
+constexpr int64_t kScreenStatsBytes = 256, kScreenExactRowsAt = 96, kScreenStampsAt = 192, kScreenTableBytes = 56;
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
 
@@ -271,7 +270,7 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry.rfind("engine_decode_attention_", 0) == 0)
     return o.engine_decode_attention && entry == decode_attention_entry(c, o);
   if (entry.rfind("engine_decode_layers_", 0) == 0) return o.persistent_decode && entry == decode_layers_entry(c, o);
-  if (entry == "engine_lm_head_screen" || entry == "engine_argmax_screened") return o.lm_head_screen;
+  if (entry == "engine_lm_head_screen") return o.lm_head_screen;
   return true;
 }
 
@@ -322,9 +321,9 @@ struct CudaQwen3Engine::Impl {
   int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
-  // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernels'
-  // stats (nh [8], dh [8], lbmax [8], u64 exact rows) and engine_argmax_screened's pointer table;
-  // the screening's grid
+  // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernel's
+  // stats (engine_lm_head_screen's layout: the exact rows' u64 at byte 96, its stamps at 192) and
+  // pointer table; its grid
   void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
   int64_t lh_blocks = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
@@ -513,6 +512,13 @@ struct CudaQwen3Engine::Impl {
       op("rmsnorm_residual@" + tkey, norm_shape, {d, h, next_norm, n1});
       done("mlp_residual_norm");
     }
+    if (screen) {  // decode only: the final norm (where the layers leave it to it), lm_head and argmax in one
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
+             {fused_norm ? h : n1, fused_norm ? final_norm : nullptr, lh_packed, lh_scale, lh_coef, logits, lh_stats},
+             {nb, c.vocab, H, screen_hidden_padded(H), opts.max_context}, {eps}, lh_table, kScreenTableBytes);
+      done("lm_head_screen");
+      return;
+    }
     if (fused_norm) {
       engine("engine_rmsnorm", {{"R", T}}, {h, final_norm, n1}, {T, H}, {eps});
       done("final_norm");
@@ -522,16 +528,6 @@ struct CudaQwen3Engine::Impl {
       engine("engine_gather_rows", {{"R", nb}}, {n1, last_idx, last_h}, {nb, H});
       last = last_h;
       done("gather_last_token");
-    }
-    if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
-             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, screen_hidden_padded(H)});
-      done("lm_head");
-      engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
-             {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
-             lh_table, 32);
-      done("sampling");
-      return;
     }
     lt->run({.m = nb, .n = c.vocab, .k = H, .ldx = H, .ldw = H, .ldy = c.vocab, .y_f32 = true}, last,
             lm_head ? lm_head : embed, logits);
@@ -564,6 +560,8 @@ struct CudaQwen3Engine::Impl {
     for (size_t i = 0; i < iv.size() && i < marked.size(); ++i) {
       if (marked[i] == "decoder_layers")
         split_decoder_layers(st, iv[i]);
+      else if (marked[i] == "lm_head_screen")
+        split_lm_head_screen(st, iv[i]);
       else
         st.add(marked[i], iv[i]);
     }
@@ -587,6 +585,21 @@ struct CudaQwen3Engine::Impl {
     }
     const double total = double(t[size_t(n)] - t[0]);
     for (int64_t i = 0; i < n; ++i) st.add(names[i % 5], us * double(t[size_t(i + 1)] - t[size_t(i)]) / total);
+  }
+
+  // engine_lm_head_screen's interval split into "final_norm", "lm_head" and "sampling" by its
+  // four %globaltimer stamps (its norm, its screening up to the grid-wide wait, its exact pass);
+  // the whole interval as "lm_head" when they are not increasing.
+  void split_lm_head_screen(StageTimes& st, double us) {
+    static const char* const names[3] = {"final_norm", "lm_head", "sampling"};
+    uint64_t t[4];
+    be->download(t, at(lh_stats, kScreenStampsAt, 1), sizeof t);
+    be->synchronize();
+    if (!(t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3] && t[3] > t[0])) {
+      st.add("lm_head", us);
+      return;
+    }
+    for (int i = 0; i < 3; ++i) st.add(names[i], us * double(t[i + 1] - t[i]) / double(t[3] - t[0]));
   }
 
   std::vector<int32_t> finish(int64_t nb, std::vector<std::vector<float>>* out_logits, StageTimes& st) {
@@ -884,16 +897,24 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.history = m.alloc((B + B * L) * 4);
   m.be->memset(m.history, 0, B * 4);
   if (m.opts.lm_head_screen) {
-    m.lh_stats = m.alloc(128);
-    m.be->memset(m.lh_stats, 0, 128);  // lbmax 0 (below every float), no exact rows yet
-    const uint64_t tab[4] = {reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.n1),
-                             reinterpret_cast<uint64_t>(m.lh_coef), reinterpret_cast<uint64_t>(m.lh_stats)};
-    m.lh_table = m.alloc(32);
-    m.be->upload(m.lh_table, tab, 32);
+    m.lh_stats = m.alloc(kScreenStatsBytes);
+    m.be->memset(m.lh_stats, 0, kScreenStatsBytes);  // lbmax, best and arrivals 0, no exact rows yet
+    const uint64_t tab[kScreenTableBytes / 8] = {
+        reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.next),
+        reinterpret_cast<uint64_t>(m.argmax_count),                  reinterpret_cast<uint64_t>(m.ids),
+        reinterpret_cast<uint64_t>(m.pos),                           reinterpret_cast<uint64_t>(m.ctx_lens),
+        reinterpret_cast<uint64_t>(m.history)};
+    m.lh_table = m.alloc(kScreenTableBytes);
+    m.be->upload(m.lh_table, tab, kScreenTableBytes);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
-    // the screening's grid: the blocks a SM that fit, at most 4 (its launch bounds: 64 registers
-    // x 256 threads), each taking a 16-row group gridDim apart
-    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(B, H) * dev.compute_units);
+    // the grid: every block resident at once (its grid-wide wait), at most 4 a SM (its launch
+    // bounds: 64 registers x 256 threads), each taking a 16-row group gridDim apart
+    const int64_t resident = m.be->resident_blocks_per_sm(*m.engine_modules.at("engine_lm_head_screen"), 256,
+                                                          screen_smem_bytes(B, H));
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, std::min<int64_t>(resident, 4) * dev.compute_units);
+    if (m.lh_blocks < 1)
+      fail(ErrorCategory::kBackend, "engine_lm_head_screen: no block of 256 threads and {} bytes of shared memory fits a SM",
+           screen_smem_bytes(B, H));
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);
@@ -991,7 +1012,7 @@ int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_m
 int64_t CudaQwen3Engine::screened_exact_rows() const {
   if (!impl_->lh_stats) return 0;
   uint64_t n = 0;
-  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + 96, 8);
+  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + kScreenExactRowsAt, 8);
   return int64_t(n);
 }
 const backend::DeviceInfo& CudaQwen3Engine::device() const { return impl_->be->device(); }

@@ -477,15 +477,16 @@ INSTANTIATE_TEST_SUITE_P(GraphsPersistentBatch, CudaEngineGreedyLoop,
                                            std::tuple{true, false, 3}, std::tuple{true, true, 1},
                                            std::tuple{false, true, 4}, std::tuple{true, true, 4}));
 
-// Rows `rows` of the tied embedding (model.embed_tokens.weight, bf16) set to `bits` in place: finite
-// but huge values make those tokens' logits overflow float32 (the CPU loader refuses a NaN weight;
-// the engine upload takes the bytes as they are).
-void set_embedding_rows(const std::string& dir, const Qwen3Config& cfg, const std::vector<int>& rows, uint16_t bits) {
+// Rows `rows` (of hidden elements each) of bf16 tensor `name` set to `bits` in place. In the tied
+// embedding (the default), finite but huge values make those tokens' logits overflow float32 (the
+// CPU loader refuses a NaN weight; the engine upload takes the bytes as they are).
+void set_embedding_rows(const std::string& dir, const Qwen3Config& cfg, const std::vector<int>& rows, uint16_t bits,
+                        const std::string& name = "model.embed_tokens.weight") {
   const std::string file = dir + "/model.safetensors";
   int64_t at = 0;
   {
     const SafetensorsFile st(file);
-    const auto& e = st.info("model.embed_tokens.weight");
+    const auto& e = st.info(name);
     ASSERT_EQ(e.dtype, StDtype::kBF16);
     at = e.begin;
   }
@@ -610,6 +611,40 @@ TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
     std::vector<std::vector<float>> own;
     next = screened.decode(a, &own);  // the screened engine's exact path
     ASSERT_EQ(next, exact.decode(a)) << "decode with logits, step " << s;
+  }
+}
+
+// Rows whose exact sums overflow float32 while their norms do not: the final norm's weight at 2^10
+// puts ||h|| at 2^13, and three lm_head rows of 2^120 everywhere (||w|| = 2^123) give logits of
+// 2^130 sum_k h^_k, +inf or -inf by the sign. The screening's margins are small next to those
+// logits, so a -inf row would be screened out; it is a candidate anyway (its sums might overflow),
+// and the screened engine counts the same non-finite logits as the exact one, never choosing them.
+TEST(CudaEngineScreenedLmHeadOverflow, CountsOverflowingLogitsAsTheExactLmHeadDoes) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  test::TempDir home;
+  const auto cfg = Qwen3Config::preset("tiny");
+  const auto dir = tiny_checkpoint(home, cfg, 37);
+  const std::vector<int32_t> huge = {11, 12, 250};
+  set_embedding_rows(dir, cfg, {0}, 0x4480, "model.norm.weight");  // 2^10, one row of hidden
+  set_embedding_rows(dir, cfg, {11, 12, 250}, 0x7b80);              // 2^120
+  for (const bool persistent : {false, true}) {
+    auto o = options(2, 4, 16, true);
+    o.persistent_decode = persistent;
+    auto exact_o = o;
+    exact_o.lm_head_screen = false;
+    CudaQwen3Engine screened(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+    CudaQwen3Engine exact(cfg, dir, test::fast_config(home.path()), exact_o, registry_of(cfg, exact_o, false));
+    ASSERT_TRUE(screened.options().lm_head_screen);
+    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4}, {5, 6}};
+    const auto first = screened.prefill(prompts);
+    ASSERT_EQ(exact.prefill(prompts), first);
+    const auto rows = screened.decode_greedy(first, 6);
+    ASSERT_EQ(rows, exact.decode_greedy(first, 6)) << "persistent " << persistent;
+    EXPECT_GT(exact.nonfinite_logits(), 3 * 2) << "the decode steps' logits overflow too";
+    EXPECT_EQ(screened.nonfinite_logits(), exact.nonfinite_logits()) << "persistent " << persistent;
+    for (const auto& r : rows)
+      for (int32_t t : r) EXPECT_EQ(std::count(huge.begin(), huge.end(), t), 0) << "chose an overflowing logit's token " << t;
   }
 }
 
@@ -987,7 +1022,14 @@ TEST(CudaEngineStages, TimingCoversEveryStageAndBadInputIsRefused) {
     EXPECT_EQ(gpu.stages().calls.at(stage), cfg.layers) << stage;
     EXPECT_GE(gpu.stages().us.at(stage), 0.0) << stage;
   }
-  EXPECT_EQ(gpu.stages().calls.at("final_norm"), 1);
+  // the screened lm_head's one launch, split by its stamps into the final norm, the screening and
+  // the exact pass
+  ASSERT_TRUE(gpu.options().lm_head_screen);
+  EXPECT_EQ(gpu.stages().us.count("lm_head_screen"), 0u);
+  for (const char* stage : {"final_norm", "lm_head", "sampling"}) {
+    EXPECT_EQ(gpu.stages().calls.at(stage), 1) << stage;
+    EXPECT_GT(gpu.stages().us.at(stage), 0.0) << stage;
+  }
   EXPECT_THROW(gpu.decode({1}), Error);                 // one token for a batch of two
   EXPECT_THROW(gpu.decode({1, int32_t(cfg.vocab)}), Error);  // id out of range
   EXPECT_THROW(gpu.prefill({{1, 2, 3, 4, 5}, {1}}), Error);  // longer than max_prompt

@@ -16,18 +16,20 @@
 // and the exact sum; h16: h in f16 after the power-of-two scaling, its rounding error measured).
 // Every logit then lies in [a_j - m_j, a_j + m_j], and so does the exact pass's f32 sum. A row
 // whose upper end a_j + m_j is below the largest lower end max_i (a_i - m_i) cannot be the
-// argmax; the exact pass (engine_argmax_screened) computes the bf16 dot products of the others
-// only (the candidates) and takes their argmax, the lowest index on ties, as engine_argmax does.
+// argmax; the exact pass (the same launch, after a grid-wide wait for the largest lower end)
+// computes the bf16 dot products of the others only (the candidates) and takes their argmax, the
+// lowest index on ties, as engine_argmax does.
 // The result is the argmax of the exact pass's f32 sums, which equals the cuBLASLt + engine_argmax
 // path's token except where two logits tie within the f32 summation order's error, or where a
 // sum overflows f32 in one summation order and not in the other.
 //
 // A non-finite row (a NaN or infinite weight) has coef_h = +inf: it is always a candidate, and its
 // exact logit is counted as skipped as engine_argmax counts it. So are all rows when h holds a
-// NaN or infinity. A row with finite weights whose exact sum would overflow is counted only
-// where it is a candidate: a screened-out row is never summed (the token is unaffected; the
-// count of skipped logits, CudaQwen3Engine::nonfinite_logits, can then be lower than the exact
-// path's). The lower ends come only from rows whose sums cannot overflow (||w|| ||h|| < 1e37).
+// NaN or infinity, and every row with finite weights whose sums might overflow (the bound
+// ||w|| ||h|| at 1e37 or above): its exact sum is computed whatever its interval, so the count of
+// skipped logits (CudaQwen3Engine::nonfinite_logits) is the exact path's, up to a sum that
+// overflows in one summation order and not in the other. The lower ends come only from rows whose
+// sums cannot overflow.
 //
 // Bytes per decode step at Qwen3-1.7B (vocab 151936, hidden 2048): 311 MB of int8 and 1.8 MB of
 // scales and coefficients, against 622 MB of bf16; then the approximations (4 bytes a row and
