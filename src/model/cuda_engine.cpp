@@ -326,6 +326,7 @@ struct CudaQwen3Engine::Impl {
   // pointer table; its grid
   void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
   int64_t lh_blocks = 0;
+  bool lh_norm = false;  // the last launch of engine_lm_head_screen computed the final norm
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
   // decode's single-step graphs: the screened lm_head's (no logits asked for) and the exact one's
@@ -354,8 +355,9 @@ struct CudaQwen3Engine::Impl {
     marked.emplace_back(stage);
   }
 
+  // `pdl` false: a normal launch even where the entry allows programmatic dependent launch.
   void engine(const std::string& entry, ops::Shape symbols, std::vector<void*> tensors, std::vector<int64_t> d,
-              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0) {
+              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0, bool pdl = true) {
     backend::LaunchArgs a;
     a.workspace = workspace;
     a.workspace_bytes = workspace_bytes;
@@ -363,7 +365,7 @@ struct CudaQwen3Engine::Impl {
     a.tensors = std::move(tensors);
     a.dims = std::move(d);
     a.scalars = std::move(scalars);
-    a.programmatic = opts.pdl && pdl_safe(entry);
+    a.programmatic = pdl && opts.pdl && pdl_safe(entry);
     const bool r2 = opts.gemv_rows == 2 && entry.rfind("engine_gemv", 0) == 0;
     if (be->launch(*engine_modules.at(r2 ? entry + "_r2" : entry), a) != 0)
       fail(ErrorCategory::kBackend, "engine kernel {}: {}", entry, be->last_error());
@@ -513,9 +515,14 @@ struct CudaQwen3Engine::Impl {
       done("mlp_residual_norm");
     }
     if (screen) {  // decode only: the final norm (where the layers leave it to it), lm_head and argmax in one
+      // Its blocks wait for each other, so all must be resident at once: programmatic launch only
+      // after the persistent kernel, whose SMs each free a whole SM's shared memory. A kernel
+      // that lets it start early and shares SMs with it (a GEMV) could leave an SM set up for
+      // fewer of its blocks than the grid counts on.
       engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
              {fused_norm ? h : n1, fused_norm ? final_norm : nullptr, lh_packed, lh_scale, lh_coef, logits, lh_stats},
-             {nb, c.vocab, H, screen_hidden_padded(H), opts.max_context}, {eps}, lh_table, kScreenTableBytes);
+             {nb, c.vocab, H, screen_hidden_padded(H), opts.max_context}, {eps}, lh_table, kScreenTableBytes, persistent);
+      lh_norm = fused_norm;
       done("lm_head_screen");
       return;
     }
@@ -588,10 +595,11 @@ struct CudaQwen3Engine::Impl {
   }
 
   // engine_lm_head_screen's interval split into "final_norm", "lm_head" and "sampling" by its
-  // four %globaltimer stamps (its norm, its screening up to the grid-wide wait, its exact pass);
-  // the whole interval as "lm_head" when they are not increasing.
+  // four %globaltimer stamps (its norm, its screening up to the grid-wide wait, its exact pass;
+  // the first part is "lm_head" too when the kernel only copied a normed x: lh_norm false); the
+  // whole interval as "lm_head" when they are not in order.
   void split_lm_head_screen(StageTimes& st, double us) {
-    static const char* const names[3] = {"final_norm", "lm_head", "sampling"};
+    const char* const names[3] = {lh_norm ? "final_norm" : "lm_head", "lm_head", "sampling"};
     uint64_t t[4];
     be->download(t, at(lh_stats, kScreenStampsAt, 1), sizeof t);
     be->synchronize();
@@ -770,6 +778,17 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     if (!r.module) fail(ErrorCategory::kBackend, "engine kernel {} does not compile:\n{}", ek.entry, r.log);
     m.engine_modules[ek.entry] = r.module;
   }
+  // The screened lm_head's blocks a SM (its grid-wide wait needs every block resident): none is
+  // a device where it cannot run, which takes cuBLASLt's lm_head
+  int64_t lh_resident = 0;
+  if (m.opts.lm_head_screen) {
+    lh_resident = m.be->resident_blocks_per_sm(*m.engine_modules.at("engine_lm_head_screen"), 256, screen_smem_bytes(B, H));
+    if (lh_resident < 1) {
+      spdlog::warn("engine: no block of engine_lm_head_screen ({} bytes of shared memory) fits a SM: the exact lm_head",
+                   screen_smem_bytes(B, H));
+      m.opts.lm_head_screen = false;
+    }
+  }
   if (m.opts.persistent_decode) {
     // One block a SM (persistent_decode_blocks of them, or as many as asked for), as much of the
     // SM's shared memory as the ring can use; fewer than two stages (a large T x intermediate, or a
@@ -909,12 +928,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
     // the grid: every block resident at once (its grid-wide wait), at most 4 a SM (its launch
     // bounds: 64 registers x 256 threads), each taking a 16-row group gridDim apart
-    const int64_t resident = m.be->resident_blocks_per_sm(*m.engine_modules.at("engine_lm_head_screen"), 256,
-                                                          screen_smem_bytes(B, H));
-    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, std::min<int64_t>(resident, 4) * dev.compute_units);
-    if (m.lh_blocks < 1)
-      fail(ErrorCategory::kBackend, "engine_lm_head_screen: no block of 256 threads and {} bytes of shared memory fits a SM",
-           screen_smem_bytes(B, H));
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, std::min<int64_t>(lh_resident, 4) * dev.compute_units);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);

@@ -57,7 +57,8 @@ extern "C" __global__ void engine_embed(ThriveCudaArgs a) {
 
 // out[:] = rmsnorm(x[:]) * w over one row of N by the whole block (every thread calls it): the
 // arithmetic of engine_rmsnorm, which engine_lm_head_screen repeats bit for bit at the same block
-// size (256). x and w global, out global or shared.
+// size (256). x and out global or shared, w global; out may be x (each thread writes only the
+// elements it read).
 __device__ __forceinline__ void engine_rmsnorm_row(const bf16_t* x, const bf16_t* w, bf16_t* out, long long N, float eps) {
   float ss = 0.f;
   for (long long i = threadIdx.x; i < N; i += blockDim.x) {
@@ -2348,8 +2349,8 @@ __device__ __forceinline__ void engine_mma_q8(float c[4], unsigned lo, unsigned 
 }
 // The screened greedy lm_head, the final RMSNorm before it and the argmax after it, in one launch
 // (lm_head_screen.hpp has the math). Per token t < T <= 8:
-// 1. h_t = RMSNorm(x_t) w (engine_rmsnorm_row: the bits engine_rmsnorm gives), or x_t itself when
-//    no norm weight is given (a caller whose x is normed already).
+// 1. h_t = RMSNorm(x_t) w (engine_rmsnorm_row on x copied into shared memory: the bits
+//    engine_rmsnorm gives), or x_t itself when no norm weight is given (x normed already).
 // 2. The screening: for every row j < V, a_j = s_j (q_j . h16_t) 2^-e_t into approx[t, j] (f32),
 //    where h16_t = f16(h_t 2^e_t), 2^e_t the power of two that puts max |h_t| in [2^13, 2^14) (1
 //    for a row with a NaN or infinity, or a zero row), and the margin m_j = nh_t coef_h[j] + dh_t
@@ -2417,12 +2418,13 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   load(grp, warp);
   engine_pdl_wait();
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp(0);
-  for (int t = 0; t < T; ++t) {
-    if (norm_w != nullptr)
-      engine_rmsnorm_row(x_in + (long long)t * H, norm_w, hraw + t * H, H, (float)a.scalars[0]);
-    else
-      for (int i = threadIdx.x; i < H / 8; i += 256) ((uint4*)(hraw + t * H))[i] = ((const uint4*)(x_in + (long long)t * H))[i];
-  }
+  // x into shared memory (every load in flight at once), then each token's norm in place
+#pragma unroll 1
+  for (int i = threadIdx.x; i < T * H / 8; i += 256) ((uint4*)hraw)[i] = ((const uint4*)x_in)[i];
+  __syncthreads();
+  if (norm_w != nullptr)
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) engine_rmsnorm_row(hraw + t * H, norm_w, hraw + t * H, H, (float)a.scalars[0]);
   __syncthreads();
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp(1);
   // per token: the power of two, and whether h holds a NaN or infinity
@@ -2621,10 +2623,10 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   if (threadIdx.x == 0) {
     __threadfence();  // this block's best before its count
     last = atomicAdd(arrivals, 1u) == 2u * gridDim.x - 1u;
+    __threadfence();  // (the last block) every block's best after every count
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   if (threadIdx.x < T) {
     const int t = threadIdx.x;
     const unsigned long long key = ((volatile unsigned long long*)best_key)[t];
