@@ -382,26 +382,14 @@ class CudaBackend final : public Backend {
     if (dyn_max >= 0) stats.dynamic_smem_bytes = dyn_max;
     try {
       const int64_t block = eval_launch_expr(m.launches[0].block, vars);
-      const int64_t blocks = resident_blocks_per_sm(m, block, eval_launch_expr(m.launches[0].smem, vars));
-      if (blocks > 0) stats.occupancy = double(blocks * block) / double(max_threads_per_sm_);
+      const int64_t dyn = eval_launch_expr(m.launches[0].smem, vars);
+      int blocks = 0;
+      if (block > 0 && block <= max_threads_per_block_ && dyn >= 0 &&
+          api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.functions[0], int(block),
+                                                            size_t(dyn)) == CUDA_SUCCESS)
+        stats.occupancy = double(blocks * block) / double(max_threads_per_sm_);
     } catch (const Error&) {
     }
-  }
-
-  int64_t resident_blocks_per_sm(const Module& module, int64_t block, int64_t dynamic_smem) override {
-    const auto& m = static_cast<const CudaModule&>(module);
-    if (m.functions.empty() || block <= 0 || block > max_threads_per_block_ || dynamic_smem < 0 ||
-        dynamic_smem + m.static_smem[0] > max_smem_optin_)
-      return 0;
-    if (dynamic_smem + m.static_smem[0] > 48 * 1024 &&  // as launch() opts in
-        api().cuFuncSetAttribute(m.functions[0], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(dynamic_smem)) !=
-            CUDA_SUCCESS)
-      return 0;
-    int blocks = 0;
-    if (api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.functions[0], int(block), size_t(dynamic_smem)) !=
-        CUDA_SUCCESS)
-      return 0;
-    return blocks;
   }
 
   void* allocate(int64_t bytes) override {

@@ -95,25 +95,26 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
     {"engine_lm_head_screen", "256", "GR", "1", "1", "SMEM"},
+    {"engine_argmax_screened", "256", "G", "R", "1", "SMEM"},
 };
 // Engine kernels that call engine_pdl_wait() before touching anything an earlier kernel wrote,
 // so they may be launched with programmatic dependent launch (CudaEngineOptions::pdl).
 bool pdl_safe(const std::string& entry) {
   return entry.rfind("engine_gemv", 0) == 0 || entry == "engine_rmsnorm" || entry == "engine_qk_norm_rope_kv" ||
-         entry == "engine_argmax" || entry == "engine_lm_head_screen" ||
+         entry == "engine_argmax" || entry == "engine_lm_head_screen" || entry == "engine_argmax_screened" ||
          entry.rfind("engine_decode_attention_", 0) == 0 ||
          entry.rfind("engine_decode_layers_", 0) == 0;
 }
-// The screened lm_head's kernel (engine_lm_head_screen): dynamic shared memory h's fragments
-// (screen_hidden_padded x 16 bytes) and h (batch x hidden bf16), about 6.1 KiB static; its grid is
-// the blocks the driver's occupancy puts on a SM (at most 4, its launch bounds), times the SMs. On
-// the H200 at batch 1, Qwen3-1.7B, the screening alone took 87-89 µs with 4 blocks a SM against
-// 101 with 3, the step 1.284 ms against 1.300-1.302 (2026-12-06,
-// bench/results/lm-head-screen-2026-12-06/ run 2, before the norm and the argmax joined it).
+// The screened lm_head's screening kernel (engine_lm_head_screen): dynamic shared memory h's
+// fragments (screen_hidden_padded x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
+// static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 4 (its launch bounds).
+// On the H200 at batch 1, Qwen3-1.7B: the stage took 87-89 µs with 4 blocks a SM against 101 with
+// 3, the step 1.284 ms against 1.300-1.302 (2026-12-06, bench/results/lm-head-screen-2026-12-06/
+// run 2).
 int64_t screen_smem_bytes(int64_t batch, int64_t hidden) { return screen_hidden_padded(hidden) * 16 + batch * hidden * 2; }
-// Its stats buffer (the kernel's layout): bytes, the exact rows' u64 and the four stamps' offsets;
-// and its pointer table (7 pointers).
-constexpr int64_t kScreenStatsBytes = 256, kScreenExactRowsAt = 96, kScreenStampsAt = 192, kScreenTableBytes = 56;
+int64_t screen_blocks_per_sm(int64_t batch, int64_t hidden) {
+  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(batch, hidden) + 6 * 1024), 1, 4);
+}
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
 
@@ -270,7 +271,7 @@ bool engine_kernel_used(const std::string& entry, const Qwen3Config& c, const Cu
   if (entry.rfind("engine_decode_attention_", 0) == 0)
     return o.engine_decode_attention && entry == decode_attention_entry(c, o);
   if (entry.rfind("engine_decode_layers_", 0) == 0) return o.persistent_decode && entry == decode_layers_entry(c, o);
-  if (entry == "engine_lm_head_screen") return o.lm_head_screen;
+  if (entry == "engine_lm_head_screen" || entry == "engine_argmax_screened") return o.lm_head_screen;
   return true;
 }
 
@@ -321,12 +322,11 @@ struct CudaQwen3Engine::Impl {
   int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
-  // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernel's
-  // stats (engine_lm_head_screen's layout: the exact rows' u64 at byte 96, its stamps at 192) and
-  // pointer table; its grid
+  // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernels'
+  // stats (nh [8], dh [8], lbmax [8], u64 exact rows) and engine_argmax_screened's pointer table;
+  // the screening's grid
   void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
   int64_t lh_blocks = 0;
-  bool lh_norm = false;  // the last launch of engine_lm_head_screen computed the final norm
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
   // decode's single-step graphs: the screened lm_head's (no logits asked for) and the exact one's
@@ -355,9 +355,8 @@ struct CudaQwen3Engine::Impl {
     marked.emplace_back(stage);
   }
 
-  // `pdl` false: a normal launch even where the entry allows programmatic dependent launch.
   void engine(const std::string& entry, ops::Shape symbols, std::vector<void*> tensors, std::vector<int64_t> d,
-              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0, bool pdl = true) {
+              std::vector<double> scalars = {}, void* workspace = nullptr, int64_t workspace_bytes = 0) {
     backend::LaunchArgs a;
     a.workspace = workspace;
     a.workspace_bytes = workspace_bytes;
@@ -365,7 +364,7 @@ struct CudaQwen3Engine::Impl {
     a.tensors = std::move(tensors);
     a.dims = std::move(d);
     a.scalars = std::move(scalars);
-    a.programmatic = pdl && opts.pdl && pdl_safe(entry);
+    a.programmatic = opts.pdl && pdl_safe(entry);
     const bool r2 = opts.gemv_rows == 2 && entry.rfind("engine_gemv", 0) == 0;
     if (be->launch(*engine_modules.at(r2 ? entry + "_r2" : entry), a) != 0)
       fail(ErrorCategory::kBackend, "engine kernel {}: {}", entry, be->last_error());
@@ -514,18 +513,6 @@ struct CudaQwen3Engine::Impl {
       op("rmsnorm_residual@" + tkey, norm_shape, {d, h, next_norm, n1});
       done("mlp_residual_norm");
     }
-    if (screen) {  // decode only: the final norm (where the layers leave it to it), lm_head and argmax in one
-      // Its blocks wait for each other, so all must be resident at once: programmatic launch only
-      // after the persistent kernel, whose SMs each free a whole SM's shared memory. A kernel
-      // that lets it start early and shares SMs with it (a GEMV) could leave an SM set up for
-      // fewer of its blocks than the grid counts on.
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
-             {fused_norm ? h : n1, fused_norm ? final_norm : nullptr, lh_packed, lh_scale, lh_coef, logits, lh_stats},
-             {nb, c.vocab, H, screen_hidden_padded(H), opts.max_context}, {eps}, lh_table, kScreenTableBytes, persistent);
-      lh_norm = fused_norm;
-      done("lm_head_screen");
-      return;
-    }
     if (fused_norm) {
       engine("engine_rmsnorm", {{"R", T}}, {h, final_norm, n1}, {T, H}, {eps});
       done("final_norm");
@@ -535,6 +522,16 @@ struct CudaQwen3Engine::Impl {
       engine("engine_gather_rows", {{"R", nb}}, {n1, last_idx, last_h}, {nb, H});
       last = last_h;
       done("gather_last_token");
+    }
+    if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
+             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, screen_hidden_padded(H)});
+      done("lm_head");
+      engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
+             {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
+             lh_table, 32);
+      done("sampling");
+      return;
     }
     lt->run({.m = nb, .n = c.vocab, .k = H, .ldx = H, .ldw = H, .ldy = c.vocab, .y_f32 = true}, last,
             lm_head ? lm_head : embed, logits);
@@ -567,8 +564,6 @@ struct CudaQwen3Engine::Impl {
     for (size_t i = 0; i < iv.size() && i < marked.size(); ++i) {
       if (marked[i] == "decoder_layers")
         split_decoder_layers(st, iv[i]);
-      else if (marked[i] == "lm_head_screen")
-        split_lm_head_screen(st, iv[i]);
       else
         st.add(marked[i], iv[i]);
     }
@@ -592,22 +587,6 @@ struct CudaQwen3Engine::Impl {
     }
     const double total = double(t[size_t(n)] - t[0]);
     for (int64_t i = 0; i < n; ++i) st.add(names[i % 5], us * double(t[size_t(i + 1)] - t[size_t(i)]) / total);
-  }
-
-  // engine_lm_head_screen's interval split into "final_norm", "lm_head" and "sampling" by its
-  // four %globaltimer stamps (its norm, its screening up to the grid-wide wait, its exact pass;
-  // the first part is "lm_head" too when the kernel only copied a normed x: lh_norm false); the
-  // whole interval as "lm_head" when they are not in order.
-  void split_lm_head_screen(StageTimes& st, double us) {
-    const char* const names[3] = {lh_norm ? "final_norm" : "lm_head", "lm_head", "sampling"};
-    uint64_t t[4];
-    be->download(t, at(lh_stats, kScreenStampsAt, 1), sizeof t);
-    be->synchronize();
-    if (!(t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3] && t[3] > t[0])) {
-      st.add("lm_head", us);
-      return;
-    }
-    for (int i = 0; i < 3; ++i) st.add(names[i], us * double(t[i + 1] - t[i]) / double(t[3] - t[0]));
   }
 
   std::vector<int32_t> finish(int64_t nb, std::vector<std::vector<float>>* out_logits, StageTimes& st) {
@@ -778,17 +757,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     if (!r.module) fail(ErrorCategory::kBackend, "engine kernel {} does not compile:\n{}", ek.entry, r.log);
     m.engine_modules[ek.entry] = r.module;
   }
-  // The screened lm_head's blocks a SM (its grid-wide wait needs every block resident): none is
-  // a device where it cannot run, which takes cuBLASLt's lm_head
-  int64_t lh_resident = 0;
-  if (m.opts.lm_head_screen) {
-    lh_resident = m.be->resident_blocks_per_sm(*m.engine_modules.at("engine_lm_head_screen"), 256, screen_smem_bytes(B, H));
-    if (lh_resident < 1) {
-      spdlog::warn("engine: no block of engine_lm_head_screen ({} bytes of shared memory) fits a SM: the exact lm_head",
-                   screen_smem_bytes(B, H));
-      m.opts.lm_head_screen = false;
-    }
-  }
   if (m.opts.persistent_decode) {
     // One block a SM (persistent_decode_blocks of them, or as many as asked for), as much of the
     // SM's shared memory as the ring can use; fewer than two stages (a large T x intermediate, or a
@@ -916,19 +884,16 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.history = m.alloc((B + B * L) * 4);
   m.be->memset(m.history, 0, B * 4);
   if (m.opts.lm_head_screen) {
-    m.lh_stats = m.alloc(kScreenStatsBytes);
-    m.be->memset(m.lh_stats, 0, kScreenStatsBytes);  // lbmax, best and arrivals 0, no exact rows yet
-    const uint64_t tab[kScreenTableBytes / 8] = {
-        reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.next),
-        reinterpret_cast<uint64_t>(m.argmax_count),                  reinterpret_cast<uint64_t>(m.ids),
-        reinterpret_cast<uint64_t>(m.pos),                           reinterpret_cast<uint64_t>(m.ctx_lens),
-        reinterpret_cast<uint64_t>(m.history)};
-    m.lh_table = m.alloc(kScreenTableBytes);
-    m.be->upload(m.lh_table, tab, kScreenTableBytes);
+    m.lh_stats = m.alloc(128);
+    m.be->memset(m.lh_stats, 0, 128);  // lbmax 0 (below every float), no exact rows yet
+    const uint64_t tab[4] = {reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.n1),
+                             reinterpret_cast<uint64_t>(m.lh_coef), reinterpret_cast<uint64_t>(m.lh_stats)};
+    m.lh_table = m.alloc(32);
+    m.be->upload(m.lh_table, tab, 32);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
-    // the grid: every block resident at once (its grid-wide wait), at most 4 a SM (its launch
-    // bounds: 64 registers x 256 threads), each taking a 16-row group gridDim apart
-    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, std::min<int64_t>(lh_resident, 4) * dev.compute_units);
+    // the screening's grid: the blocks a SM that fit, at most 4 (its launch bounds: 64 registers
+    // x 256 threads), each taking a 16-row group gridDim apart
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(B, H) * dev.compute_units);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);
@@ -1026,7 +991,7 @@ int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_m
 int64_t CudaQwen3Engine::screened_exact_rows() const {
   if (!impl_->lh_stats) return 0;
   uint64_t n = 0;
-  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + kScreenExactRowsAt, 8);
+  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + 96, 8);
   return int64_t(n);
 }
 const backend::DeviceInfo& CudaQwen3Engine::device() const { return impl_->be->device(); }

@@ -128,17 +128,6 @@ class Backend {
     (void)symbols;
     (void)stats;
   }
-  /// Blocks of the module's first entry that one SM holds at once, at `block` threads and
-  /// `dynamic_smem` bytes of dynamic shared memory (cuda: cuOccupancyMaxActiveBlocksPerMultiprocessor,
-  /// after the opt-in past 48 KiB that launch() makes); 0 where unknown (cpu) or where one block
-  /// does not fit. A kernel whose blocks wait for each other (a grid-wide wait) keeps its grid
-  /// within this many blocks times the SMs. Never throws.
-  virtual int64_t resident_blocks_per_sm(const Module& module, int64_t block, int64_t dynamic_smem) {
-    (void)module;
-    (void)block;
-    (void)dynamic_smem;
-    return 0;
-  }
   /// From now on, candidate host code runs in a process of its own, never in this one (cpu:
   /// each compiled module gets an executor process, see cpu_executor.hpp), which calls
   /// `confine(keep_fd)` before the candidate is loaded and returns a one-line summary of its

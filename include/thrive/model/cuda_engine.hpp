@@ -163,14 +163,12 @@ struct CudaEngineOptions {
   bool persistent_unified_max = false;
   /// Greedy decode steps at batch <= 8 whose logits are not asked for (decode() without
   /// `logits`, decode_greedy()) take the screened lm_head (include/thrive/model/lm_head_screen.hpp):
-  /// one launch of engine_lm_head_screen computes the final RMSNorm, reads an int8 copy of the
-  /// lm_head (about vocab x hidden bytes more of GPU memory, packed on the host at load) and bounds
-  /// every logit, waits for all its blocks (its grid is what the driver's occupancy keeps resident),
-  /// then computes the bf16 logits of the rows that could still be the argmax only and takes the
-  /// token. The token is the argmax of exact f32 sums of the bf16 weights, as without it, up to
-  /// ties within the sums' rounding; the logits are not materialized (the `logits` buffer holds the
-  /// screening's approximations). Its stages "final_norm", "lm_head" (the screening) and "sampling"
-  /// (the exact pass) are split from the launch's time by its in-kernel timestamps. Prefill,
+  /// engine_lm_head_screen reads an int8 copy of the lm_head (about vocab x hidden bytes more of GPU
+  /// memory, packed on the host at load) and bounds every logit, then engine_argmax_screened
+  /// computes the bf16 logits of the rows that could still be the argmax only. The token is the
+  /// argmax of exact f32 sums of the bf16 weights, as without it, up to ties within the sums'
+  /// rounding; the logits are not materialized (the `logits` buffer holds the screening's
+  /// approximations). Stages "lm_head" (the screening) and "sampling" (the exact pass). Prefill,
   /// and decode() with `logits`, always run cuBLASLt's lm_head and engine_argmax. Needs hidden a
   /// multiple of 8 and the screening's shared memory (hidden rounded up to 32 x 16 + batch x
   /// hidden x 2 bytes, plus 8 KiB) within the device's per-block limit; off otherwise (false in

@@ -16,9 +16,8 @@
 // and the exact sum; h16: h in f16 after the power-of-two scaling, its rounding error measured).
 // Every logit then lies in [a_j - m_j, a_j + m_j], and so does the exact pass's f32 sum. A row
 // whose upper end a_j + m_j is below the largest lower end max_i (a_i - m_i) cannot be the
-// argmax; the exact pass (the same launch, after a grid-wide wait for the largest lower end)
-// computes the bf16 dot products of the others only (the candidates) and takes their argmax, the
-// lowest index on ties, as engine_argmax does.
+// argmax; the exact pass (engine_argmax_screened) computes the bf16 dot products of the others
+// only (the candidates) and takes their argmax, the lowest index on ties, as engine_argmax does.
 // The result is the argmax of the exact pass's f32 sums, which equals the cuBLASLt + engine_argmax
 // path's token except where two logits tie within the f32 summation order's error, or where a
 // sum overflows f32 in one summation order and not in the other.

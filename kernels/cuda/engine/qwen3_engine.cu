@@ -55,28 +55,23 @@ extern "C" __global__ void engine_embed(ThriveCudaArgs a) {
   for (long long i = threadIdx.x; i < H; i += blockDim.x) dst[i] = ok ? src[i] : (bf16_t)0;
 }
 
-// out[:] = rmsnorm(x[:]) * w over one row of N by the whole block (every thread calls it): the
-// arithmetic of engine_rmsnorm, which engine_lm_head_screen repeats bit for bit at the same block
-// size (256). x and out global or shared, w global; out may be x (each thread writes only the
-// elements it read).
-__device__ __forceinline__ void engine_rmsnorm_row(const bf16_t* x, const bf16_t* w, bf16_t* out, long long N, float eps) {
-  float ss = 0.f;
-  for (long long i = threadIdx.x; i < N; i += blockDim.x) {
-    const float v = thrive_bf16_to_f32(x[i]);
-    ss += v * v;
-  }
-  const float inv = rsqrtf(engine_block_sum(ss) / (float)N + eps);
-  for (long long i = threadIdx.x; i < N; i += blockDim.x)
-    out[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(x[i]) * inv * thrive_bf16_to_f32(w[i]));
-}
 // out[r, :] = rmsnorm(x[r, :]) * w. tensors: x bf16 [R, N], w bf16 [N], out bf16 [R, N];
 // dims: R, N; scalars: eps. One block per row.
 extern "C" __global__ void engine_rmsnorm(ThriveCudaArgs a) {
   engine_pdl_trigger();
   engine_pdl_wait();
   const long long r = blockIdx.x, N = a.dims[1];
-  engine_rmsnorm_row((const bf16_t*)a.tensors[0] + r * N, (const bf16_t*)a.tensors[1], (bf16_t*)a.tensors[2] + r * N, N,
-                     (float)a.scalars[0]);
+  const bf16_t* x = (const bf16_t*)a.tensors[0] + r * N;
+  const bf16_t* w = (const bf16_t*)a.tensors[1];
+  bf16_t* out = (bf16_t*)a.tensors[2] + r * N;
+  float ss = 0.f;
+  for (long long i = threadIdx.x; i < N; i += blockDim.x) {
+    const float v = thrive_bf16_to_f32(x[i]);
+    ss += v * v;
+  }
+  const float inv = rsqrtf(engine_block_sum(ss) / (float)N + (float)a.scalars[0]);
+  for (long long i = threadIdx.x; i < N; i += blockDim.x)
+    out[i] = thrive_f32_to_bf16(thrive_bf16_to_f32(x[i]) * inv * thrive_bf16_to_f32(w[i]));
 }
 
 // The fused QKV projection [T, (NQ + 2 NKV) * D] split into q [T, NQ, D] (RMSNorm with q_w per
@@ -2236,24 +2231,12 @@ __device__ __forceinline__ void engine_argmax_block(float& best, long long& at) 
     for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
       if (ba[w] >= 0 && (at < 0 || bv[w] > best || (bv[w] == best && ba[w] < at))) best = bv[w], at = ba[w];
 }
-// Decode's advance of sequence r of R for its greedy token `at` (one thread): t[0] ids i32 [R] = at,
-// t[1] pos i64 [R] += 1, t[2] ctx_lens i32 [R] += 1, and t[3] the history (u32 counts [R], then
-// i32 tokens [cap, R]) gets it at row counts[r] while that is < cap (the count grows regardless).
-__device__ __forceinline__ void engine_greedy_advance(void* const* t, long long r, long long R, long long cap, int at) {
-  ((int*)t[0])[r] = at;
-  ((long long*)t[1])[r] += 1;
-  ((int*)t[2])[r] += 1;
-  unsigned* count = (unsigned*)t[3] + r;
-  const unsigned s = *count;
-  if ((long long)s < cap) ((int*)t[3])[R + (long long)s * R + r] = at;
-  *count = s + 1u;
-}
-// The end of a greedy argmax block (engine_argmax): its skipped count,
+// The end of a greedy argmax block (engine_argmax, engine_argmax_screened): its skipped count,
 // its (best, at) to part[r, blockIdx.x], and in the row's last block the reduction of the parts,
 // the token, the counter's reset and decode's advance (engine_argmax's tensors 1-7 and dims 0,
-// 2).
+// 2). `reset` (when given): a word the row's last block sets to 0 for the next launch.
 __device__ __forceinline__ void engine_argmax_finish(const ThriveCudaArgs& a, long long r, long long G, float best,
-                                                     long long at, unsigned skipped) {
+                                                     long long at, unsigned skipped, unsigned* reset) {
   if (skipped > 0u) atomicAdd((unsigned long long*)a.tensors[3], (unsigned long long)skipped);
   engine_argmax_block(best, at);
   float* part_v = (float*)a.tensors[2] + 2 * r * G;
@@ -2280,7 +2263,16 @@ __device__ __forceinline__ void engine_argmax_finish(const ThriveCudaArgs& a, lo
   if (threadIdx.x == 0) {
     ((int*)a.tensors[1])[r] = (int)at;
     *counter = 0u;
-    if (a.tensors[4] != nullptr) engine_greedy_advance(a.tensors + 4, r, a.dims[0], a.dims[2], (int)at);
+    if (reset != nullptr) *reset = 0u;
+    if (a.tensors[4] != nullptr) {
+      ((int*)a.tensors[4])[r] = (int)at;
+      ((long long*)a.tensors[5])[r] += 1;
+      ((int*)a.tensors[6])[r] += 1;
+      unsigned* count = (unsigned*)a.tensors[7] + r;
+      const unsigned s = *count;
+      if ((long long)s < a.dims[2]) ((int*)a.tensors[7])[a.dims[0] + (long long)s * a.dims[0] + r] = (int)at;
+      *count = s + 1u;
+    }
   }
 }
 extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
@@ -2301,7 +2293,7 @@ extern "C" __global__ void engine_argmax(ThriveCudaArgs a) {
     engine_argmax_take(v3, j + 3 * step, best, at, skipped);
   }
   for (; j < hi; j += step) engine_argmax_take(x[j], j, best, at, skipped);
-  engine_argmax_finish(a, r, G, best, at, skipped);
+  engine_argmax_finish(a, r, G, best, at, skipped, nullptr);
 }
 
 // ---- The screened greedy lm_head (include/thrive/model/lm_head_screen.hpp) ----
@@ -2347,61 +2339,34 @@ __device__ __forceinline__ void engine_mma_q8(float c[4], unsigned lo, unsigned 
   engine_mma_f16(c, engine_q8x2_to_f16x2(lo, 0x4140u), engine_q8x2_to_f16x2(lo, 0x4342u),
                  engine_q8x2_to_f16x2(hi, 0x4140u), engine_q8x2_to_f16x2(hi, 0x4342u), b.x, b.y);
 }
-// The screened greedy lm_head, the final RMSNorm before it and the argmax after it, in one launch
-// (lm_head_screen.hpp has the math). Per token t < T <= 8:
-// 1. h_t = RMSNorm(x_t) w (engine_rmsnorm_row on x copied into shared memory: the bits
-//    engine_rmsnorm gives), or x_t itself when no norm weight is given (x normed already).
-// 2. The screening: for every row j < V, a_j = s_j (q_j . h16_t) 2^-e_t into approx[t, j] (f32),
-//    where h16_t = f16(h_t 2^e_t), 2^e_t the power of two that puts max |h_t| in [2^13, 2^14) (1
-//    for a row with a NaN or infinity, or a zero row), and the margin m_j = nh_t coef_h[j] + dh_t
-//    coef_d[j] (nh_t >= ||h_t||, dh_t >= ||h_t - h16_t 2^-e_t||); the largest lower end
-//    max_j (a_j - m_j) of the rows whose exact sums cannot overflow goes to lbmax[t] (atomicMax of
-//    engine_float_order). Block 0 writes nh_t, dh_t (+inf for a row with a NaN or infinity).
-// 3. A grid-wide wait: every block's lower ends are in (the host sizes the grid so that every block
-//    is resident at once: the driver's occupancy for this block and shared memory).
-// 4. The exact pass: each block takes its own rows again; a row is a candidate when a_j + m_j >=
-//    lbmax[t] (NaN included) or its sums might overflow (so a non-finite logit is counted as the
-//    exact path counts it). A warp computes a candidate's w_j . h_t from the bf16 lm_head (f32
-//    sums in a fixed order: lane l the columns [8 l + 256 i, + 8)); finite ones compete by an
-//    atomicMax of (engine_float_order, ~j) (so the larger logit, and on a tie the lower index),
-//    non-finite ones are counted as engine_argmax counts them.
-// 5. The last block to finish writes each token (-1 where no candidate was finite), resets the
-//    per-launch words (lbmax, best, the arrival count) and advances decode as engine_argmax does.
-// tensors: x bf16 [T, H], norm weight bf16 [H] (or null), packed u8 (ScreenedLmHead::packed), scale
-// f32 [V], coef f32 [V][2], approx f32 [T, V], stats (the layout below, all 0 before the first
-// launch); dims T, V, H, Hp (H rounded up to 32; H a multiple of 8), cap (the history's rows);
-// scalars eps; workspace: a table of u64 device pointers: lm_head bf16 [V, H], next i32 [T], the
-// argmax counters (u64 non-finite logits at byte 0, engine_argmax's), then decode's advance (ids,
-// pos, ctx_lens, history: engine_greedy_advance; ids null for none).
-// Stats (256 bytes): f32 nh [8] at 0, f32 dh [8] at 32, u32 lbmax [8] at 64, u64 exact rows (summed
-// over launches; the host reads it) at 96, u32 arrivals at 104 (G as the blocks finish screening,
-// 2 G as they finish the exact pass; the last resets it), u64 best [8] at 128, u64 %globaltimer
-// stamps [4] at 192 (block 0 past the wait for the previous kernel, block 0 past the norm, block 0
-// past the grid-wide wait, the last block's end: the host splits the launch into the stages
-// "final_norm", "lm_head" and "sampling" by them).
-// Block 256 threads, 8 warps; dynamic shared memory Hp x 16 + T x H x 2 bytes (h's B fragments,
-// then h); a warp takes every 8th 32-column chunk of a 16-row group, the block a group at a time
-// (gridDim.x groups apart), its warps' sums meeting in shared memory.
-constexpr int kScreenArrivals = 104, kScreenBest = 128, kScreenStamps = 192;
+// The screening pass: for each token t < T <= 8 and row j < V, a_j = s_j (q_j . h16_t) 2^-e_t into
+// approx[t, j] (f32), where h16_t = f16(h_t 2^e_t), 2^e_t the power of two that puts max |h_t| in
+// [2^13, 2^14) (1 for a zero row or one with a NaN or infinity); and per token the largest lower
+// end max_j (a_j - m_j), m_j = nh_t coef_h[j] + dh_t coef_d[j], nh_t >= ||h_t||, dh_t >= ||h_t -
+// h16_t 2^-e_t|| (lm_head_screen.hpp), by atomicMax of engine_float_order into lbmax[t] (0 on
+// entry: engine_argmax_screened's last block of the row resets it). Block 0 writes nh_t, dh_t
+// (+inf for a row with a NaN or infinity).
+// tensors: h bf16 [T, H], packed u8 (ScreenedLmHead::packed), scale f32 [V], coef f32 [V][2],
+// approx f32 [T, V], stats (f32 nh [8], f32 dh [8], u32 lbmax [8], u64 candidates); dims T, V, H,
+// Hp (H rounded up to 32; H a multiple of 8). Block 256 threads, 8 warps; dynamic shared memory
+// Hp x 16 + T x H x 2 bytes (h's B fragments, then h as loaded: one 16-byte load a thread a round,
+// all in flight at once); a warp takes every 8th 32-column chunk of a 16-row group, the block a
+// group at a time (gridDim.x groups apart), its warps' sums meeting in shared memory.
 extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(ThriveCudaArgs a) {
   const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3];
   const long long V = a.dims[1], groups = (V + 15) / 16;
   const int nchunk = Hp / 32, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bf16_t* x_in = (const bf16_t*)a.tensors[0];
-  const bf16_t* norm_w = (const bf16_t*)a.tensors[1];
-  const uint4* packed = (const uint4*)a.tensors[2];
-  const float* scale = (const float*)a.tensors[3];
-  const float2* coef = (const float2*)a.tensors[4];
-  float* approx = (float*)a.tensors[5];
-  float* stats = (float*)a.tensors[6];
-  const auto stamp = [&](int i) {  // (block 0's thread 0)
-    ((unsigned long long*)((char*)a.tensors[6] + kScreenStamps))[i] = engine_globaltimer_ns();
-  };
+  const bf16_t* h = (const bf16_t*)a.tensors[0];
+  const uint4* packed = (const uint4*)a.tensors[1];
+  const float* scale = (const float*)a.tensors[2];
+  const float2* coef = (const float2*)a.tensors[3];
+  float* approx = (float*)a.tensors[4];
+  float* stats = (float*)a.tensors[5];
   extern __shared__ __align__(16) unsigned char engine_screen_smem[];
   uint2* hb = (uint2*)engine_screen_smem;  // [Hp / 16][32 lanes]: (b0, b1) of k-step i
-  bf16_t* hraw = (bf16_t*)(engine_screen_smem + Hp * 16);  // h [T, H]
+  bf16_t* hraw = (bf16_t*)(engine_screen_smem + Hp * 16);  // h [T, H] as loaded
   __shared__ __align__(16) float red[8][32][4];  // the warps' C fragments of a group (float4 stores)
-  __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[8][8], part_d[8][8], tok_lb[8];
+  __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[8][8], part_d[8][8];
   __shared__ unsigned tok_bad[8];
   // this block's first group's weights, before the wait: they depend on no earlier kernel
   uint4 w[8];
@@ -2417,16 +2382,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   };
   load(grp, warp);
   engine_pdl_wait();
-  if (blockIdx.x == 0 && threadIdx.x == 0) stamp(0);
-  // x into shared memory (every load in flight at once), then each token's norm in place
-#pragma unroll 1
-  for (int i = threadIdx.x; i < T * H / 8; i += 256) ((uint4*)hraw)[i] = ((const uint4*)x_in)[i];
+  for (int i = threadIdx.x; i < T * H / 8; i += 256) ((uint4*)hraw)[i] = ((const uint4*)h)[i];
   __syncthreads();
-  if (norm_w != nullptr)
-#pragma unroll 1
-    for (int t = 0; t < T; ++t) engine_rmsnorm_row(hraw + t * H, norm_w, hraw + t * H, H, (float)a.scalars[0]);
-  __syncthreads();
-  if (blockIdx.x == 0 && threadIdx.x == 0) stamp(1);
   // per token: the power of two, and whether h holds a NaN or infinity
   if (warp < T) {
     float m = 0.f;
@@ -2522,7 +2479,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
         // a lower end only from a row whose exact sums cannot overflow: every partial sum is at
         // most ||w_j|| ||h|| <= nh (coef_h + coef_d) (triangle inequality); a row that might
         // overflow would be skipped as non-finite by the exact pass, and its bound would screen
-        // out the finite argmax (it is a candidate below)
+        // out the finite argmax (its own margin is then that large too: it stays a candidate)
         if (lo == lo && nh * (cf.x + cf.y) < 1e37f) lb = fmaxf(lb, lo);
       }
     }
@@ -2533,57 +2490,64 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   lb = fmaxf(lb, __shfl_xor_sync(0xffffffffu, lb, 16));
   if (threadIdx.x < 128 && lane < 8 && otok < T && lb > -__int_as_float(0x7f800000))
     atomicMax((unsigned*)(stats + 16) + otok, engine_float_order(lb));
-  // ---- every block's lower ends in: the grid-wide wait ----
-  unsigned* lbmax = (unsigned*)(stats + 16);
-  unsigned* arrivals = (unsigned*)((char*)stats + kScreenArrivals);
-  unsigned long long* best_key = (unsigned long long*)((char*)stats + kScreenBest);
+}
+// The exact pass of the screened lm_head: engine_argmax's work and tensors (decode's advance
+// included; tensors 4-7 may be null as there) over the candidates of engine_lm_head_screen's
+// approx logits (tensors[0]): rows j with a_j + m_j >= lbmax (NaN included) or whose sums might
+// overflow (nh (coef_h + coef_d) >= 1e37, as engine_lm_head_screen tests it), whose exact logit
+// w_j . h (bf16 lm_head row, f32 sums in a fixed order: a warp a row, lane l the columns [8 l +
+// 256 i, + 8)) competes as engine_argmax's logits do (NaN and infinities skipped and counted).
+// workspace: a table of four device pointers: lm_head bf16 [V, H], h bf16 [R, H], coef f32 [V][2],
+// stats (engine_lm_head_screen's; the row's last block resets lbmax[r] and adds the row's
+// candidate count into the u64 after it). dims R, V, cap (as engine_argmax), H (a multiple of 8).
+// Grid (G, R), block 256 threads; dynamic shared memory H x 4 bytes (h_r in f32).
+extern "C" __global__ void __launch_bounds__(256) engine_argmax_screened(ThriveCudaArgs a) {
+  engine_pdl_wait();
+  const long long r = blockIdx.y, V = a.dims[1], G = gridDim.x;
+  const int H = (int)a.dims[3], warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const unsigned long long* tab = (const unsigned long long*)a.workspace;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();  // this block's atomicMax before its arrival
-    atomicAdd(arrivals, 1u);
-    engine_spin_until(arrivals, gridDim.x);
-    if (blockIdx.x == 0) stamp(2);
-  }
-  __syncthreads();
-  // ---- the exact pass over this block's rows (group blockIdx.x + i gridDim.x, row, token) ----
-  __shared__ unsigned long long blk_best[8];
-  __shared__ int cand_j[256], ncand;
-  __shared__ unsigned char cand_t[256];
-  __shared__ unsigned blk_skipped, blk_found;
-  if (threadIdx.x < 8) {
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(lbmax + threadIdx.x) : "memory");
-    tok_lb[threadIdx.x] = engine_float_unorder(v);
-    blk_best[threadIdx.x] = 0ull;
-  }
-  if (threadIdx.x == 0) blk_skipped = 0u, blk_found = 0u;
   const bf16_t* W = (const bf16_t*)tab[0];
-  const long long mine = groups > blockIdx.x ? (groups - 1 - blockIdx.x) / gridDim.x + 1 : 0, items = mine * 16 * T;
-  for (long long base = 0; base < items; base += 256) {
+  const bf16_t* h = (const bf16_t*)tab[1] + r * H;
+  const float2* coef = (const float2*)tab[2];
+  float* stats = (float*)tab[3];
+  extern __shared__ __align__(16) unsigned char engine_screen_smem[];
+  float* hs = (float*)engine_screen_smem;
+  __shared__ int cand[1024];
+  __shared__ int ncand;
+  for (int k = 8 * threadIdx.x; k < H; k += 2048) {  // 16-byte loads, one a thread for H <= 2048
+    const uint4 v = *(const uint4*)(h + k);
+    float x[8];
+    engine_unpack8(v, x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) hs[k + e] = x[e];
+  }
+  const float nh = stats[r], dh = stats[8 + r];
+  unsigned* lbmax = (unsigned*)(stats + 16) + r;
+  const float lb = engine_float_unorder(*(volatile unsigned*)lbmax);
+  const long long chunk = (V + G - 1) / G, lo = blockIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
+  const float* x = (const float*)a.tensors[0] + r * V;
+  float best = -__int_as_float(0x7f800000);
+  long long at = -1;
+  unsigned skipped = 0, found = 0;
+  for (long long base = lo; base < hi; base += 1024) {
     if (threadIdx.x == 0) ncand = 0;
-    __syncthreads();  // (the first time: tok_lb and blk_best too)
-    const long long i = base + threadIdx.x;
-    if (i < items) {
-      const int t = (int)(i % T);
-      const long long rr = i / T, j = (blockIdx.x + (rr >> 4) * gridDim.x) * 16 + (rr & 15);
-      if (j < V) {
+    __syncthreads();  // (the first time: hs is complete too)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const long long j = base + threadIdx.x + 256 * u;
+      if (j < hi) {
         const float2 cf = coef[j];
-        const float nh = tok_nh[t];
-        if (!(nh * (cf.x + cf.y) < 1e37f) || !(approx[(long long)t * V + j] + (nh * cf.x + tok_dh[t] * cf.y) < tok_lb[t])) {
-          const int at = atomicAdd(&ncand, 1);
-          cand_j[at] = (int)j, cand_t[at] = (unsigned char)t;
-        }
+        // a candidate too where its sums might overflow (the bound engine_lm_head_screen keeps out
+        // of the lower ends): its logit is then counted as non-finite as the exact path counts it
+        if (!(nh * (cf.x + cf.y) < 1e37f) || !(x[j] + (nh * cf.x + dh * cf.y) < lb)) cand[atomicAdd(&ncand, 1)] = (int)j;
       }
     }
     __syncthreads();
     const int n = ncand;
-    if (threadIdx.x == 0) blk_found += (unsigned)n;
-    for (int ci = warp; ci < n; ci += 8) {
-      const long long j = cand_j[ci];
-      const int t = cand_t[ci];
+    found += (unsigned)n;
+    for (int i = warp; i < n; i += 8) {
+      const long long j = cand[i];
       const bf16_t* row = W + j * H;
-      const bf16_t* ht = hraw + t * H;
       float s = 0.f;
       for (int k0 = 0; k0 < H; k0 += 2048) {  // the row's 16-byte pieces, 8 a lane in flight at once
         uint4 wv[8];
@@ -2596,48 +2560,17 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
         for (int u = 0; u < 8; ++u) {
           const int k = k0 + 8 * lane + 256 * u;
           if (k >= H) break;
-          float wx[8], hx[8];
+          float wx[8];
           engine_unpack8(wv[u], wx);
-          engine_unpack8(*(const uint4*)(ht + k), hx);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s += wx[2 * e] * hx[2 * e] + wx[2 * e + 1] * hx[2 * e + 1];
+          for (int e = 0; e < 4; ++e) s += wx[2 * e] * hs[k + 2 * e] + wx[2 * e + 1] * hs[k + 2 * e + 1];
         }
       }
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (lane == 0) {
-        if (!(fabsf(s) <= 3.402823466e38f)) atomicAdd(&blk_skipped, 1u);
-        else  // +0 for -0: a tie of zeros goes to the lower index, as in engine_argmax
-          atomicMax(&blk_best[t], ((unsigned long long)engine_float_order(s == 0.f ? 0.f : s) << 32) |
-                                      (unsigned long long)(0xffffffffu - (unsigned)j));
-      }
+      if (lane == 0) engine_argmax_take(s, j, best, at, skipped);
     }
-    __syncthreads();  // cand_j, cand_t and ncand are free
+    __syncthreads();  // cand and ncand are free
   }
-  if (threadIdx.x < T && blk_best[threadIdx.x] != 0ull) atomicMax(best_key + threadIdx.x, blk_best[threadIdx.x]);
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    if (blk_skipped > 0u) atomicAdd((unsigned long long*)tab[2], (unsigned long long)blk_skipped);
-    if (blk_found > 0u) atomicAdd((unsigned long long*)(stats + 24), (unsigned long long)blk_found);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();  // this block's best before its count
-    last = atomicAdd(arrivals, 1u) == 2u * gridDim.x - 1u;
-    __threadfence();  // (the last block) every block's best after every count
-  }
-  __syncthreads();
-  if (!last) return;
-  if (threadIdx.x < T) {
-    const int t = threadIdx.x;
-    const unsigned long long key = ((volatile unsigned long long*)best_key)[t];
-    const int at = key == 0ull ? -1 : (int)(0xffffffffu - (unsigned)key);
-    ((int*)tab[1])[t] = at;
-    best_key[t] = 0ull;
-    lbmax[t] = 0u;
-    if (tab[3] != 0ull) engine_greedy_advance((void* const*)(tab + 3), t, T, a.dims[4], at);
-  }
-  if (threadIdx.x == 0) {
-    *arrivals = 0u;
-    ((unsigned long long*)((char*)stats + kScreenStamps))[3] = engine_globaltimer_ns();
-  }
+  if (threadIdx.x == 0 && found > 0u) atomicAdd((unsigned long long*)(stats + 24), (unsigned long long)found);
+  engine_argmax_finish(a, r, G, best, at, skipped, lbmax);
 }
