@@ -615,10 +615,13 @@ TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
 }
 
 // Rows whose exact sums overflow float32 while their norms do not: the final norm's weight at 2^10
-// puts ||h|| at 2^13, and three lm_head rows of 2^120 everywhere (||w|| = 2^123) give logits of
-// 2^130 sum_k h^_k, +inf or -inf by the sign. The screening's margins are small next to those
-// logits, so a -inf row would be screened out; it is a candidate anyway (its sums might overflow),
-// and the screened engine counts the same non-finite logits as the exact one, never choosing them.
+// puts ||h|| at 2^13, and three lm_head rows of +2^120, +2^120 and -2^120 everywhere (||w|| =
+// 2^123, finite) have products past float32's range, so their exact logits are infinite or NaN
+// in any summation order. The screening's approximations are 2^120 / 127 (127 sum_k h16_k) 2^-e:
+// +inf or -inf by the sign of sum_k h_k, so each token has a row whose approximation is -inf and
+// whose interval lies below every finite logit's. That row is a candidate anyway (its sums might
+// overflow), and the screened engine counts the same non-finite logits as the exact one, never
+// choosing them.
 TEST(CudaEngineScreenedLmHeadOverflow, CountsOverflowingLogitsAsTheExactLmHeadDoes) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
@@ -627,7 +630,8 @@ TEST(CudaEngineScreenedLmHeadOverflow, CountsOverflowingLogitsAsTheExactLmHeadDo
   const auto dir = tiny_checkpoint(home, cfg, 37);
   const std::vector<int32_t> huge = {11, 12, 250};
   set_embedding_rows(dir, cfg, {0}, 0x4480, "model.norm.weight");  // 2^10, one row of hidden
-  set_embedding_rows(dir, cfg, {11, 12, 250}, 0x7b80);              // 2^120
+  set_embedding_rows(dir, cfg, {11, 12}, 0x7b80);                  // 2^120
+  set_embedding_rows(dir, cfg, {250}, 0xfb80);                      // -2^120
   for (const bool persistent : {false, true}) {
     auto o = options(2, 4, 16, true);
     o.persistent_decode = persistent;
@@ -641,7 +645,8 @@ TEST(CudaEngineScreenedLmHeadOverflow, CountsOverflowingLogitsAsTheExactLmHeadDo
     ASSERT_EQ(exact.prefill(prompts), first);
     const auto rows = screened.decode_greedy(first, 6);
     ASSERT_EQ(rows, exact.decode_greedy(first, 6)) << "persistent " << persistent;
-    EXPECT_GT(exact.nonfinite_logits(), 3 * 2) << "the decode steps' logits overflow too";
+    // three rows of two sequences at each of the 7 greedy calls (prefill and 6 decode steps)
+    EXPECT_EQ(exact.nonfinite_logits(), 3 * 2 * 7) << "persistent " << persistent;
     EXPECT_EQ(screened.nonfinite_logits(), exact.nonfinite_logits()) << "persistent " << persistent;
     for (const auto& r : rows)
       for (int32_t t : r) EXPECT_EQ(std::count(huge.begin(), huge.end(), t), 0) << "chose an overflowing logit's token " << t;

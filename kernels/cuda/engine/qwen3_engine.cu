@@ -2479,7 +2479,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
         // a lower end only from a row whose exact sums cannot overflow: every partial sum is at
         // most ||w_j|| ||h|| <= nh (coef_h + coef_d) (triangle inequality); a row that might
         // overflow would be skipped as non-finite by the exact pass, and its bound would screen
-        // out the finite argmax (its own margin is then that large too: it stays a candidate)
+        // out the finite argmax (engine_argmax_screened takes it as a candidate by this test)
         if (lo == lo && nh * (cf.x + cf.y) < 1e37f) lb = fmaxf(lb, lo);
       }
     }
