@@ -501,6 +501,17 @@ void set_embedding_rows(const std::string& dir, const Qwen3Config& cfg, const st
   ASSERT_TRUE(f.good()) << file;
 }
 
+// Every token of `rows` is in [0, vocab) and none of `poisoned` (tokens whose logits overflow).
+void expect_tokens_avoid(const std::vector<std::vector<int32_t>>& rows, const std::vector<int32_t>& poisoned,
+                         int64_t vocab) {
+  for (const auto& r : rows)
+    for (int32_t t : r) {
+      EXPECT_GE(t, 0);
+      EXPECT_LT(t, vocab);
+      EXPECT_EQ(std::count(poisoned.begin(), poisoned.end(), t), 0) << "chose a non-finite logit's token " << t;
+    }
+}
+
 // Greedy on the device takes each row's largest finite logit and counts the NaN or infinite ones,
 // as the CPU engine does: three tokens whose (tied) lm_head rows hold bf16's largest values give
 // non-finite logits in every row, and prefill, decode() and decode_greedy() all count them.
@@ -532,12 +543,7 @@ TEST_P(CudaEngineNonFinite, GreedySkipsAndCountsThemAsTheCpuDoes) {
   EXPECT_EQ(gpu.nonfinite_logits(), 3 * 2 * 2);
   const auto rows = gpu.decode_greedy(gnext, 4);
   EXPECT_EQ(gpu.nonfinite_logits(), cpu.nonfinite_logits());
-  for (const auto& r : {first, gnext, rows[0], rows[1], rows[2], rows[3]})
-    for (int32_t t : r) {
-      EXPECT_GE(t, 0);
-      EXPECT_LT(t, cfg.vocab);
-      EXPECT_EQ(std::count(poisoned.begin(), poisoned.end(), t), 0) << "chose a non-finite logit's token " << t;
-    }
+  expect_tokens_avoid({first, gnext, rows[0], rows[1], rows[2], rows[3]}, poisoned, cfg.vocab);
 }
 
 INSTANTIATE_TEST_SUITE_P(Persistent, CudaEngineNonFinite, ::testing::Bool());
@@ -648,8 +654,7 @@ TEST(CudaEngineScreenedLmHeadOverflow, CountsOverflowingLogitsAsTheExactLmHeadDo
     // three rows of two sequences at each of the 7 greedy calls (prefill and 6 decode steps)
     EXPECT_EQ(exact.nonfinite_logits(), 3 * 2 * 7) << "persistent " << persistent;
     EXPECT_EQ(screened.nonfinite_logits(), exact.nonfinite_logits()) << "persistent " << persistent;
-    for (const auto& r : rows)
-      for (int32_t t : r) EXPECT_EQ(std::count(huge.begin(), huge.end(), t), 0) << "chose an overflowing logit's token " << t;
+    expect_tokens_avoid(rows, huge, cfg.vocab);
   }
 }
 
