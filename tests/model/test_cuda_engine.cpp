@@ -548,6 +548,18 @@ TEST_P(CudaEngineNonFinite, GreedySkipsAndCountsThemAsTheCpuDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Persistent, CudaEngineNonFinite, ::testing::Bool());
 
+// One checkpoint on two engines: `screened` with options `o`, `exact` with the screened lm_head off.
+struct ScreenedAndExact {
+  static CudaEngineOptions exact_options(CudaEngineOptions o) {
+    o.lm_head_screen = false;
+    return o;
+  }
+  ScreenedAndExact(const Qwen3Config& cfg, const std::string& dir, const std::string& home, const CudaEngineOptions& o)
+      : screened(cfg, dir, test::fast_config(home), o, registry_of(cfg, o, false)),
+        exact(cfg, dir, test::fast_config(home), exact_options(o), registry_of(cfg, exact_options(o), false)) {}
+  CudaQwen3Engine screened, exact;
+};
+
 // The screened lm_head (CudaEngineOptions::lm_head_screen, lm_head_screen.hpp) against the exact
 // one (cuBLASLt's logits, engine_argmax) on a second engine: the same prefill, then 20 greedy
 // steps on the device (decode_greedy: two 8-step chunk graphs and four single steps with graphs
@@ -578,10 +590,8 @@ TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
   }
   auto o = options(batch, 5, 40, model != 3);
   o.persistent_decode = persistent;
-  auto exact_o = o;
-  exact_o.lm_head_screen = false;
-  CudaQwen3Engine screened(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
-  CudaQwen3Engine exact(cfg, dir, test::fast_config(home.path()), exact_o, registry_of(cfg, exact_o, false));
+  ScreenedAndExact engines(cfg, dir, home.path(), o);
+  auto& [screened, exact] = engines;
   ASSERT_TRUE(screened.options().lm_head_screen);
   ASSERT_FALSE(exact.options().lm_head_screen);
   ASSERT_EQ(screened.options().persistent_decode, persistent && batch <= 4);
@@ -641,10 +651,8 @@ TEST(CudaEngineScreenedLmHeadOverflow, CountsOverflowingLogitsAsTheExactLmHeadDo
   for (const bool persistent : {false, true}) {
     auto o = options(2, 4, 16, true);
     o.persistent_decode = persistent;
-    auto exact_o = o;
-    exact_o.lm_head_screen = false;
-    CudaQwen3Engine screened(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
-    CudaQwen3Engine exact(cfg, dir, test::fast_config(home.path()), exact_o, registry_of(cfg, exact_o, false));
+    ScreenedAndExact engines(cfg, dir, home.path(), o);
+    auto& [screened, exact] = engines;
     ASSERT_TRUE(screened.options().lm_head_screen);
     const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4}, {5, 6}};
     const auto first = screened.prefill(prompts);
