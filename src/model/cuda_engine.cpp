@@ -94,7 +94,7 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_layers_tc_um_g8_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
-    {"engine_lm_head_screen", "256", "GR", "1", "1", "SMEM"},
+    {"engine_lm_head_screen", "512", "GR", "1", "1", "SMEM"},
     {"engine_argmax_screened", "256", "G", "R", "1", "SMEM"},
 };
 // Engine kernels that call engine_pdl_wait() before touching anything an earlier kernel wrote,
@@ -105,16 +105,28 @@ bool pdl_safe(const std::string& entry) {
          entry.rfind("engine_decode_attention_", 0) == 0 ||
          entry.rfind("engine_decode_layers_", 0) == 0;
 }
-// The screened lm_head's screening kernel (engine_lm_head_screen): dynamic shared memory h's
-// fragments (screen_hidden_padded x 16 bytes) and h (batch x hidden bf16), about 4.8 KiB
-// static; blocks a SM that fit 228 KiB (sm_90's shared memory a SM), 1 to 4 (its launch bounds).
-// On the H200 at batch 1, Qwen3-1.7B: the stage took 87-89 µs with 4 blocks a SM against 101 with
-// 3, the step 1.284 ms against 1.300-1.302 (2026-12-06, bench/results/lm-head-screen-2026-12-06/
-// run 2).
-int64_t screen_smem_bytes(int64_t batch, int64_t hidden) { return screen_hidden_padded(hidden) * 16 + batch * hidden * 2; }
-int64_t screen_blocks_per_sm(int64_t batch, int64_t hidden) {
-  return std::clamp<int64_t>(228 * 1024 / (screen_smem_bytes(batch, hidden) + 6 * 1024), 1, 4);
+// The screened lm_head's screening kernel (engine_lm_head_screen, one 512-thread block a SM): its
+// dynamic shared memory is h's fragments (screen_hidden_padded x 16 bytes), h (batch x hidden
+// bf16, rounded up to 16 bytes) and a ring of stages, each a slab of up to 64 32-column chunks of
+// a 16-row group (512 bytes a chunk) and 256 bytes of the group's scales and coefficients. The
+// ring takes as many stages as fit beside the kernel's static shared memory, 2 to kScreenMaxStages.
+constexpr int64_t kScreenMaxStages = 8;
+int64_t screen_stage_bytes(int64_t hidden) { return std::min<int64_t>(screen_hidden_padded(hidden) / 32, 64) * 512 + 256; }
+int64_t screen_fixed_bytes(int64_t batch, int64_t hidden) {
+  return screen_hidden_padded(hidden) * 16 + (batch * hidden * 2 + 15) / 16 * 16;
 }
+int64_t screen_smem_bytes(int64_t batch, int64_t hidden, int64_t stages) {
+  return screen_fixed_bytes(batch, hidden) + stages * screen_stage_bytes(hidden);
+}
+// The ring's stages that fit `room` bytes of shared memory a block beside `static_bytes` (0 when
+// fewer than 2 do).
+int64_t screen_stages(int64_t batch, int64_t hidden, int64_t room, int64_t static_bytes) {
+  const int64_t n = (room - static_bytes - screen_fixed_bytes(batch, hidden)) / screen_stage_bytes(hidden);
+  return n < 2 ? 0 : std::min(n, kScreenMaxStages);
+}
+// The screening kernel's static shared memory is about 9.4 KiB (its cross-warp sums and per-token
+// constants); before it is compiled the engine assumes at most this much.
+constexpr int64_t kScreenStaticBound = 12 * 1024;
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
 
@@ -161,7 +173,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // 1.404 with 4. (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72 with
 // 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = CudaEngineOptions::kMaxPersistentStages, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
-                  kDlHeadBytes = 128 + 8192;
+                  kDlHeadBytes = 256 + 8192;  // the kernel's kDlHead (ctx_lens, the kept residual rows) and kDlReduceBytes
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
@@ -326,7 +338,7 @@ struct CudaQwen3Engine::Impl {
   // stats (nh [8], dh [8], lbmax [8], u64 exact rows) and engine_argmax_screened's pointer table;
   // the screening's grid
   void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
-  int64_t lh_blocks = 0;
+  int64_t lh_blocks = 0, lh_stages = 0;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
   // decode's single-step graphs: the screened lm_head's (no logits asked for) and the exact one's
@@ -524,8 +536,8 @@ struct CudaQwen3Engine::Impl {
       done("gather_last_token");
     }
     if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H)}},
-             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, screen_hidden_padded(H)});
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H, lh_stages)}},
+             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, screen_hidden_padded(H), lh_stages});
       done("lm_head");
       engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
              {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
@@ -736,7 +748,7 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   }
   // The screened lm_head where its shared memory fits a block (hidden past about 7,000 at batch
   // 8 does not: cuBLASLt's lm_head then)
-  if (m.opts.lm_head_screen && screen_smem_bytes(B, H) + 8 * 1024 > dev.smem_per_block_optin)
+  if (m.opts.lm_head_screen && screen_stages(B, H, dev.smem_per_block_optin, kScreenStaticBound) == 0)
     m.opts.lm_head_screen = false;
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
@@ -891,9 +903,14 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     m.lh_table = m.alloc(32);
     m.be->upload(m.lh_table, tab, 32);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
-    // the screening's grid: the blocks a SM that fit, at most 4 (its launch bounds: 64 registers
-    // x 256 threads), each taking a 16-row group gridDim apart
-    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, screen_blocks_per_sm(B, H) * dev.compute_units);
+    // the screening's grid: one block a SM, each taking a 16-row group gridDim apart; its ring the
+    // stages that fit beside the compiled kernel's static shared memory
+    m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, dev.compute_units);
+    m.lh_stages = screen_stages(B, H, dev.smem_per_block_optin,
+                                m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes);
+    if (m.lh_stages == 0)
+      fail(ErrorCategory::kBackend, "engine_lm_head_screen's static shared memory ({} bytes) leaves no room for 2 ring stages",
+           m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);

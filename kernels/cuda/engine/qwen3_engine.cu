@@ -1232,6 +1232,9 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
+// The dynamic shared memory's head: ctx_lens (i32 [T]) at 0, the kept residual rows (bf16 [64],
+// engine_dl_gemv's keep) at 128.
+constexpr int kDlHead = 256;
 // Attention groups a block (one part each at a time; 128 threads a group for the CUDA-core parts,
 // the other warps idle; 256 for the tensor-core parts): the host's decode_layers_splits and
 // decode_layers_region (src/model/cuda_engine.cpp) use the same count.
@@ -1422,10 +1425,15 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
 // With LL, y is not written: the output goes to yll [T, N / 2] as tagged words (engine_ll_store;
 // rows 2 i and 2 i + 1 of a token in word i, carrying `tag`; N even), for readers that wait on
 // the data itself instead of a stage counter.
+// With `keep` (RESIDUAL, in shared memory: bf16 [64], the o and down stages of a block with one row
+// group): owner thread i's old y is keep[i], not a load, and keep[i] becomes the new y. These are
+// the block's own rows of the residual stream, which only their owners write (the o and down
+// stages give every block the same rows): engine_decode_layers loads them once a launch.
 template <bool RESIDUAL, bool LL = false>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
                                                unsigned ring, float* red, int& stage, EngineDlStream& st,
-                                               unsigned long long* yll = nullptr, unsigned tag = 0u) {
+                                               unsigned long long* yll = nullptr, unsigned tag = 0u,
+                                               bf16_t* keep = nullptr) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
   // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
   const int lr = (lane & 7) + ((lane >> 3) & 1) * 8;
@@ -1434,12 +1442,13 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
   const long long kp = engine_dl_kp(K);
   long long g0, g1;
   engine_dl_groups(N, g0, g1);
+  const bool use_keep = RESIDUAL && keep != nullptr && g1 - g0 == 1;
   int buf = 0;
   for (long long g = g0; g < g1; ++g, buf ^= 1) {
     const long long on = g * kDlTileRows + orow;
     const bool owner = threadIdx.x < 64 && otok < T && on < N;
     float old = 0.f;
-    if (RESIDUAL && owner) old = thrive_bf16_to_f32(__ldcg(y + otok * N + on));
+    if (RESIDUAL && owner) old = use_keep ? thrive_bf16_to_f32(keep[threadIdx.x]) : thrive_bf16_to_f32(__ldcg(y + otok * N + on));
     float c[4] = {0.f, 0.f, 0.f, 0.f};
     for (long long kc = 0; kc < K; kc += kDlTileCols) {
       // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending), and
@@ -1496,7 +1505,9 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
 #pragma unroll
       for (int w = 0; w < 16; ++w) v += rs[w * 64];
       const bf16_t q = thrive_f32_to_bf16(v);
-      y[otok * N + on] = RESIDUAL ? thrive_f32_to_bf16(old + thrive_bf16_to_f32(q)) : q;
+      const bf16_t out = RESIDUAL ? thrive_f32_to_bf16(old + thrive_bf16_to_f32(q)) : q;
+      y[otok * N + on] = out;
+      if (RESIDUAL && use_keep) keep[threadIdx.x] = out;
     }
   }
 }
@@ -2013,10 +2024,10 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   const long long xs_bytes = T * engine_dl_kp(kmax) * 2,
                   attn_bytes = kDlAttnGroups * (long long)sizeof(EngineAttentionSmem<G>);
   const long long region = ((xs_bytes > attn_bytes ? xs_bytes : attn_bytes) + 127) / 128 * 128;
-  float* red = (float*)(engine_dl_smem + 128);
-  unsigned long long* tab = (unsigned long long*)(engine_dl_smem + 128 + kDlReduceBytes);
+  float* red = (float*)(engine_dl_smem + kDlHead);
+  unsigned long long* tab = (unsigned long long*)(engine_dl_smem + kDlHead + kDlReduceBytes);
   const long long tab_bytes = (d.layers * kDlTableCols * 8 + 127) / 128 * 128;
-  float* rope = (float*)(engine_dl_smem + 128 + kDlReduceBytes + tab_bytes);
+  float* rope = (float*)(engine_dl_smem + kDlHead + kDlReduceBytes + tab_bytes);
   bf16_t* qk_w = (bf16_t*)((unsigned char*)rope + engine_dl_rope_bytes(T, D));
   unsigned char* rest = (unsigned char*)qk_w + engine_dl_qknorm_bytes(D);
   bf16_t* xs = (bf16_t*)rest;
@@ -2052,6 +2063,18 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   for (int i = threadIdx.x; i < T * D; i += blockDim.x) {
     const long long n = lens[i / D] < 0 ? 0 : (lens[i / D] > d.L ? d.L : lens[i / D]);
     rope[i] = ((const float*)a.tensors[5])[(n > 0 ? n - 1 : 0) * D + i % D];
+  }
+  // The residual stream's rows this block owns in the o and down stages (engine_dl_gemv's keep):
+  // thread i < 64 keeps row i / 4 of its group, token i % 4, from here to the kernel's end, so
+  // those stages' epilogues read no old h (a round trip after their last tile). Only where the
+  // block has one row group of H (Qwen3-1.7B: 128 groups on 128 blocks).
+  bf16_t* keep = (bf16_t*)(engine_dl_smem + 128);  // in the head, after ctx_lens
+  {
+    long long r0, r1;
+    engine_dl_groups(H, r0, r1);
+    const int orow = threadIdx.x >> 2, otok = threadIdx.x & 3;
+    const long long on = r0 * kDlTileRows + orow;
+    if (r1 - r0 == 1 && threadIdx.x < 64 && otok < T && on < H) keep[threadIdx.x] = __ldcg(h + otok * H + on);
   }
   for (long long l = 0; l < d.layers; ++l) {
     const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
@@ -2102,7 +2125,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     }
     __syncthreads();
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st, nullptr, 0u, keep);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
@@ -2121,7 +2144,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
     engine_gemv_swiglu_input<true>(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st, nullptr, 0u, keep);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
@@ -2348,15 +2371,29 @@ __device__ __forceinline__ void engine_mma_q8(float c[4], unsigned lo, unsigned 
 // (+inf for a row with a NaN or infinity).
 // tensors: h bf16 [T, H], packed u8 (ScreenedLmHead::packed), scale f32 [V], coef f32 [V][2],
 // approx f32 [T, V], stats (f32 nh [8], f32 dh [8], u32 lbmax [8], u64 candidates); dims T, V, H,
-// Hp (H rounded up to 32; H a multiple of 8). Block 256 threads, 8 warps; dynamic shared memory
-// Hp x 16 + T x H x 2 bytes (h's B fragments, then h as loaded: one 16-byte load a thread a round,
-// all in flight at once); a warp takes every 8th 32-column chunk of a 16-row group, the block a
-// group at a time (gridDim.x groups apart), its warps' sums meeting in shared memory.
-extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(ThriveCudaArgs a) {
-  const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3];
+// Hp (H rounded up to 32; H a multiple of 8), NS (ring stages, 2 to 8). Block 512 threads (16
+// warps), one a SM; the block takes 16-row groups gridDim.x apart.
+// The int8 rows stream through a ring of NS stages in shared memory (cp.async, L2 evict-first, NS -
+// 1 stages in flight, across groups), each stage a slab: one group's chunks [64 s, 64 s + 64) (32
+// KiB at most), and in a group's last slab its 16 rows' scales and coefficients. Warp w copies and
+// multiplies the slab's chunks w, w + 16, w + 32, w + 48, lane l the 16 bytes at 16 l of each: the
+// bytes a lane copies are the A fragments it reads, so a slab needs no barrier; the 16 warps' sums
+// of a group meet in shared memory once its last slab is done. (The kernel before this one loaded
+// each group into registers, one group in flight a block at four blocks a SM: 87-89 µs, about 3.5
+// TB/s, for Qwen3-1.7B's 311 MB on the H200, bench/results/lm-head-screen-2026-12-06/ run 2.)
+// Dynamic shared memory (screen_smem_bytes in src/model/cuda_engine.cpp): h's B fragments (Hp x
+// 16 bytes), h as loaded (T x H x 2, rounded up to 16), then NS stages of engine_screen_stage_bytes.
+constexpr int kScreenWarps = 16, kScreenSlabChunks = 64, kScreenMetaBytes = 256;
+__device__ __forceinline__ int engine_screen_stage_bytes(int nchunk) {
+  return (nchunk < kScreenSlabChunks ? nchunk : kScreenSlabChunks) * 512 + kScreenMetaBytes;
+}
+extern "C" __global__ void __launch_bounds__(512, 1) engine_lm_head_screen(ThriveCudaArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3], NS = (int)a.dims[4];
   const long long V = a.dims[1], groups = (V + 15) / 16;
-  const int nchunk = Hp / 32, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bf16_t* h = (const bf16_t*)a.tensors[0];
+  const int nchunk = Hp / 32, nslab = (nchunk + kScreenSlabChunks - 1) / kScreenSlabChunks,
+            warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (NS < 2 || NS > 8) __trap();  // the host's screen_stages keeps to this
   const uint4* packed = (const uint4*)a.tensors[1];
   const float* scale = (const float*)a.tensors[2];
   const float2* coef = (const float2*)a.tensors[3];
@@ -2365,24 +2402,54 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   extern __shared__ __align__(16) unsigned char engine_screen_smem[];
   uint2* hb = (uint2*)engine_screen_smem;  // [Hp / 16][32 lanes]: (b0, b1) of k-step i
   bf16_t* hraw = (bf16_t*)(engine_screen_smem + Hp * 16);  // h [T, H] as loaded
-  __shared__ __align__(16) float red[8][32][4];  // the warps' C fragments of a group (float4 stores)
-  __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[8][8], part_d[8][8];
+  unsigned char* ring = engine_screen_smem + Hp * 16 + (T * H * 2 + 15) / 16 * 16;
+  const int stage_bytes = engine_screen_stage_bytes(nchunk), meta_at = stage_bytes - kScreenMetaBytes;
+  __shared__ __align__(16) float red[kScreenWarps][32][4];  // the warps' C fragments of a group (float4 stores)
+  __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[kScreenWarps][8], part_d[kScreenWarps][8];
   __shared__ unsigned tok_bad[8];
-  // this block's first group's weights, before the wait: they depend on no earlier kernel
-  uint4 w[8];
-  long long grp = blockIdx.x;
-  // group gidx's chunks k0, k0 + 8, ..., k0 + 56 (q = 0 past the matrix)
-  const auto load = [&](long long gidx, int k0) {
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  // The copy cursor: group igrp's slab is (this block's groups in order, each group's slabs in
+  // order), into stage istage. Each thread copies its pieces and commits one group of copies a
+  // slab (an empty one past the block's last slab), so cp.async.wait_group NS - 2 means "the
+  // slab NS - 2 behind the newest is here".
+  long long igrp = blockIdx.x;
+  int islab = 0, istage = 0;
+  const auto issue = [&]() {
+    if (igrp < groups) {
+      const unsigned st = engine_dl_smem_addr(ring + istage * stage_bytes);
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int kk = k0 + 8 * u;
-      w[u] = gidx < groups && kk < nchunk ? engine_ld_stream(packed + (gidx * nchunk + kk) * 32 + lane)
-                                          : make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
+      for (int u = 0; u < 4; ++u) {
+        const int c = warp + kScreenWarps * u, kk = kScreenSlabChunks * islab + c;
+        if (c < kScreenSlabChunks && kk < nchunk)
+          asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(st + (unsigned)(c * 512 + lane * 16)),
+                       "l"(packed + (igrp * nchunk + kk) * 32 + lane), "l"(policy)
+                       : "memory");
+      }
+      if (islab == nslab - 1 && threadIdx.x < 32) {  // the group's scales (4 bytes a row) and coefficients (8)
+        const long long j = igrp * 16 + (threadIdx.x & 15);
+        const bool ok = j < V;
+        if (threadIdx.x < 16)
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(st + (unsigned)(meta_at + 4 * threadIdx.x)),
+                       "l"(scale + (ok ? j : 0)), "r"(ok ? 4 : 0)
+                       : "memory");
+        else
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(st + (unsigned)(meta_at + 64 + 8 * (threadIdx.x - 16))),
+                       "l"(coef + (ok ? j : 0)), "r"(ok ? 8 : 0)
+                       : "memory");
+      }
+      if (++islab == nslab) islab = 0, igrp += gridDim.x;
     }
+    istage = istage + 1 == NS ? 0 : istage + 1;
+    asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  load(grp, warp);
+  // the first NS - 1 slabs before the wait: the int8 copy depends on no earlier kernel
+  for (int i = 0; i + 1 < NS; ++i) issue();
   engine_pdl_wait();
-  for (int i = threadIdx.x; i < T * H / 8; i += 256) ((uint4*)hraw)[i] = ((const uint4*)h)[i];
+  {
+    const bf16_t* h = (const bf16_t*)a.tensors[0];
+    for (int i = threadIdx.x; i < T * H / 8; i += blockDim.x) ((uint4*)hraw)[i] = ((const uint4*)h)[i];
+  }
   __syncthreads();
   // per token: the power of two, and whether h holds a NaN or infinity
   if (warp < T) {
@@ -2407,10 +2474,10 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   // h's B fragments (token r of lane (r, c) in column r: k-step i, rows 2c, 2c+1 and 2c+8, 2c+9),
   // and per token the sums of squares of h 2^e and of its f16 rounding error (both exact before
   // the sums: the scaled values keep the squares of a tiny h from underflowing; slot i's token is
-  // (threadIdx.x % 32) / 4 for every i: 256 is a multiple of 32)
+  // (threadIdx.x % 32) / 4 for every i: blockDim.x is a multiple of 32)
   const int my_t = lane >> 2;
   float nsq = 0.f, dsq = 0.f;
-  for (int i = threadIdx.x; i < (Hp / 16) * 32; i += 256) {
+  for (int i = threadIdx.x; i < (Hp / 16) * 32; i += blockDim.x) {
     const int ks = i >> 5, c = i & 3;
     unsigned b[2] = {0u, 0u};
     if (my_t < T) {
@@ -2435,7 +2502,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   if (threadIdx.x < 8) {
     const int t = threadIdx.x;
     float n = 0.f, d = 0.f;
-    for (int i = 0; i < 8; ++i) n += part_n[i][t], d += part_d[i][t];
+    for (int i = 0; i < kScreenWarps; ++i) n += part_n[i][t], d += part_d[i][t];
     // upward by far more than the f32 sums' rounding (H 2^-24 relative, H < 2^20), plus H of
     // the smallest subnormal (what a square below it lost), then back to h's scale
     const float inf = __int_as_float(0x7f800000), floor_sq = (float)H * 1.4013e-45f;
@@ -2448,33 +2515,38 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
   // thread i < 128 owns row i / 8 (of the group), token i % 8: its largest lower end
   float lb = -__int_as_float(0x7f800000);
   const int orow = threadIdx.x >> 3, otok = threadIdx.x & 7;
-  for (; grp < groups; grp += gridDim.x) {
+  int stage = 0;
+  for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = warp;; k0 += 64) {
+    const unsigned char* st = ring;
+    for (int s = 0; s < nslab; ++s) {
+      engine_dl_wait_stage(NS);  // this thread's pieces of slab (grp, s) are here
+      st = ring + stage * stage_bytes;
+      issue();  // into the stage the slab before this one used: its reads and its group's sums are done
+      stage = stage + 1 == NS ? 0 : stage + 1;
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int kk = k0 + 8 * u;
-        if (kk >= nchunk) break;  // warp-uniform
-        engine_mma_q8(c, w[u].x, w[u].y, hb[(2 * kk) * 32 + lane]);
-        engine_mma_q8(c, w[u].z, w[u].w, hb[(2 * kk + 1) * 32 + lane]);
+      for (int u = 0; u < 4; ++u) {
+        const int cc = warp + kScreenWarps * u, kk = kScreenSlabChunks * s + cc;
+        if (cc >= kScreenSlabChunks || kk >= nchunk) break;  // warp-uniform
+        const uint4 w = *(const uint4*)(st + cc * 512 + lane * 16);
+        engine_mma_q8(c, w.x, w.y, hb[(2 * kk) * 32 + lane]);
+        engine_mma_q8(c, w.z, w.w, hb[(2 * kk + 1) * 32 + lane]);
       }
-      if (k0 + 64 >= nchunk) break;
-      load(grp, k0 + 64);  // a hidden size past 64 chunks (2048 columns): the group's next columns
     }
     *(float4*)red[warp][lane] = make_float4(c[0], c[1], c[2], c[3]);
-    __syncthreads();
-    load(grp + gridDim.x, warp);  // the next group's weights in flight during the sums
+    __syncthreads();  // (the last slab's scales and coefficients, copied by warp 0, are visible too)
     if (threadIdx.x < 128) {
       // row orow, token otok: lane 4 (orow % 8) + otok / 2, element 2 (orow / 8) + otok % 2
       const long long j = grp * 16 + orow;
       const int l = 4 * (orow & 7) + (otok >> 1), e = 2 * (orow >> 3) + (otok & 1);
       float acc = 0.f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc += red[i][l][e];
+      for (int i = 0; i < kScreenWarps; ++i) acc += red[i][l][e];
       if (otok < T && j < V) {
-        const float x = acc * (1.f / tok_scale[otok]) * scale[j];  // h's scale first: no overflow of acc s_j
+        const float sj = ((const float*)(st + meta_at))[orow];
+        const float2 cf = ((const float2*)(st + meta_at + 64))[orow];
+        const float x = acc * (1.f / tok_scale[otok]) * sj;  // h's scale first: no overflow of acc s_j
         approx[(long long)otok * V + j] = x;
-        const float2 cf = coef[j];
         const float nh = tok_nh[otok], lo = x - (nh * cf.x + tok_dh[otok] * cf.y);
         // a lower end only from a row whose exact sums cannot overflow: every partial sum is at
         // most ||w_j|| ||h|| <= nh (coef_h + coef_d) (triangle inequality); a row that might
@@ -2483,13 +2555,17 @@ extern "C" __global__ void __launch_bounds__(256, 4) engine_lm_head_screen(Thriv
         if (lo == lo && nh * (cf.x + cf.y) < 1e37f) lb = fmaxf(lb, lo);
       }
     }
-    __syncthreads();  // red is free
+    __syncthreads();  // red and the stage's scales are free
   }
+  asm volatile("cp.async.wait_all;" ::: "memory");  // (only empty groups are left: nothing lands after exit)
   // the block's largest lower end per token: threads i and i + 8, + 16, + 24 of a warp share a token
   lb = fmaxf(lb, __shfl_xor_sync(0xffffffffu, lb, 8));
   lb = fmaxf(lb, __shfl_xor_sync(0xffffffffu, lb, 16));
   if (threadIdx.x < 128 && lane < 8 && otok < T && lb > -__int_as_float(0x7f800000))
     atomicMax((unsigned*)(stats + 16) + otok, engine_float_order(lb));
+#else
+  __trap();  // cp.async: sm_80+ (the engine's CUDA path targets sm_90)
+#endif
 }
 // The exact pass of the screened lm_head: engine_argmax's work and tensors (decode's advance
 // included; tensors 4-7 may be null as there) over the candidates of engine_lm_head_screen's
