@@ -173,7 +173,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // 1.404 with 4. (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72 with
 // 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = CudaEngineOptions::kMaxPersistentStages, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
-                  kDlHeadBytes = 256 + 8192;  // the kernel's kDlHead (ctx_lens, the kept residual rows) and kDlReduceBytes
+                  kDlHeadBytes = 128 + 8192;  // the kernel's kDlHead (ctx_lens) and kDlReduceBytes
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;

@@ -1216,7 +1216,7 @@ ENGINE_DECODE_ATTENTION_ENTRY(8)
 // epoch u32 (that block advances it), padded to 256 bytes, then the attention workspace
 // (engine_dl_attention_ws: the tagged words parts_ml_ll u64 [T NKV S G 2], parts_acc_ll u64 [T
 // NKV S G D], qkv_ll u64 [T, (NQ + 2 NKV) D / 2], attn_ll u64 [T, NQ D / 2]). Dynamic
-// shared memory: a 128-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
+// shared memory: a kDlHead-byte head (ctx_lens, T i32), the GEMV's cross-warp sums
 // (kDlReduceBytes), the layer table (layers x 9 u64, rounded up to 128 bytes), the attention
 // constants (engine_dl_rope_bytes + engine_dl_qknorm_bytes), then max(T kp 2,
 // kDlAttnGroups x sizeof(EngineAttentionSmem<G>)) rounded up to 128 (kp: max(H, NQ D, I) rounded up to 64,
@@ -1232,9 +1232,8 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
-// The dynamic shared memory's head: ctx_lens (i32 [T]) at 0, the kept residual rows (bf16 [64],
-// engine_dl_gemv's keep) at 128.
-constexpr int kDlHead = 256;
+// The dynamic shared memory's head: ctx_lens (i32 [T]).
+constexpr int kDlHead = 128;
 // Attention groups a block (one part each at a time; 128 threads a group for the CUDA-core parts,
 // the other warps idle; 256 for the tensor-core parts): the host's decode_layers_splits and
 // decode_layers_region (src/model/cuda_engine.cpp) use the same count.
@@ -1425,15 +1424,10 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
 // With LL, y is not written: the output goes to yll [T, N / 2] as tagged words (engine_ll_store;
 // rows 2 i and 2 i + 1 of a token in word i, carrying `tag`; N even), for readers that wait on
 // the data itself instead of a stage counter.
-// With `keep` (RESIDUAL, in shared memory: bf16 [64], the o and down stages of a block with one row
-// group): owner thread i's old y is keep[i], not a load, and keep[i] becomes the new y. These are
-// the block's own rows of the residual stream, which only their owners write (the o and down
-// stages give every block the same rows): engine_decode_layers loads them once a launch.
 template <bool RESIDUAL, bool LL = false>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
                                                unsigned ring, float* red, int& stage, EngineDlStream& st,
-                                               unsigned long long* yll = nullptr, unsigned tag = 0u,
-                                               bf16_t* keep = nullptr) {
+                                               unsigned long long* yll = nullptr, unsigned tag = 0u) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
   // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
   const int lr = (lane & 7) + ((lane >> 3) & 1) * 8;
@@ -1442,13 +1436,12 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
   const long long kp = engine_dl_kp(K);
   long long g0, g1;
   engine_dl_groups(N, g0, g1);
-  const bool use_keep = RESIDUAL && keep != nullptr && g1 - g0 == 1;
   int buf = 0;
   for (long long g = g0; g < g1; ++g, buf ^= 1) {
     const long long on = g * kDlTileRows + orow;
     const bool owner = threadIdx.x < 64 && otok < T && on < N;
     float old = 0.f;
-    if (RESIDUAL && owner) old = use_keep ? thrive_bf16_to_f32(keep[threadIdx.x]) : thrive_bf16_to_f32(__ldcg(y + otok * N + on));
+    if (RESIDUAL && owner) old = thrive_bf16_to_f32(__ldcg(y + otok * N + on));
     float c[4] = {0.f, 0.f, 0.f, 0.f};
     for (long long kc = 0; kc < K; kc += kDlTileCols) {
       // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending), and
@@ -1505,9 +1498,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
 #pragma unroll
       for (int w = 0; w < 16; ++w) v += rs[w * 64];
       const bf16_t q = thrive_f32_to_bf16(v);
-      const bf16_t out = RESIDUAL ? thrive_f32_to_bf16(old + thrive_bf16_to_f32(q)) : q;
-      y[otok * N + on] = out;
-      if (RESIDUAL && use_keep) keep[threadIdx.x] = out;
+      y[otok * N + on] = RESIDUAL ? thrive_f32_to_bf16(old + thrive_bf16_to_f32(q)) : q;
     }
   }
 }
@@ -2048,7 +2039,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   __syncthreads();
   engine_pdl_trigger();
   engine_pdl_wait();
-  // ctx_lens into the 128-byte head (T <= 4): read by every attention part and KV prefetch; from
+  // ctx_lens into the head (T <= 4): read by every attention part and KV prefetch; from
   // global memory it was a round trip on their paths each layer (the stage waits' acquire loads
   // invalidate L1), before the RoPE row's address was known.
   int* lens = (int*)engine_dl_smem;
@@ -2063,18 +2054,6 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   for (int i = threadIdx.x; i < T * D; i += blockDim.x) {
     const long long n = lens[i / D] < 0 ? 0 : (lens[i / D] > d.L ? d.L : lens[i / D]);
     rope[i] = ((const float*)a.tensors[5])[(n > 0 ? n - 1 : 0) * D + i % D];
-  }
-  // The residual stream's rows this block owns in the o and down stages (engine_dl_gemv's keep):
-  // thread i < 64 keeps row i / 4 of its group, token i % 4, from here to the kernel's end, so
-  // those stages' epilogues read no old h (a round trip after their last tile). Only where the
-  // block has one row group of H (Qwen3-1.7B: 128 groups on 128 blocks).
-  bf16_t* keep = (bf16_t*)(engine_dl_smem + 128);  // in the head, after ctx_lens
-  {
-    long long r0, r1;
-    engine_dl_groups(H, r0, r1);
-    const int orow = threadIdx.x >> 2, otok = threadIdx.x & 3;
-    const long long on = r0 * kDlTileRows + orow;
-    if (r1 - r0 == 1 && threadIdx.x < 64 && otok < T && on < H) keep[threadIdx.x] = __ldcg(h + otok * H + on);
   }
   for (long long l = 0; l < d.layers; ++l) {
     const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
@@ -2125,7 +2104,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     }
     __syncthreads();
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st, nullptr, 0u, keep);
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
@@ -2144,7 +2123,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
     engine_gemv_swiglu_input<true>(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st, nullptr, 0u, keep);
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
