@@ -107,22 +107,31 @@ bool pdl_safe(const std::string& entry) {
 }
 // The screened lm_head's screening kernel (engine_lm_head_screen, one 512-thread block a SM): its
 // dynamic shared memory is h's fragments (screen_hidden_padded x 16 bytes), h (batch x hidden
-// bf16, rounded up to 16 bytes) and a ring of stages, each a slab of up to 64 32-column chunks of
-// a 16-row group (512 bytes a chunk) and 256 bytes of the group's scales and coefficients. The
-// ring takes as many stages as fit beside the kernel's static shared memory, 2 to kScreenMaxStages.
+// bf16, rounded up to 16 bytes) and a ring of stages, each a slab of up to `slab` 32-column
+// chunks of a 16-row group (512 bytes a chunk) and 256 bytes of the group's scales and
+// coefficients.
 constexpr int64_t kScreenMaxStages = 8;
-int64_t screen_stage_bytes(int64_t hidden) { return std::min<int64_t>(screen_hidden_padded(hidden) / 32, 64) * 512 + 256; }
+int64_t screen_stage_bytes(int64_t hidden, int64_t slab) {
+  return std::min<int64_t>(screen_hidden_padded(hidden) / 32, slab) * 512 + 256;
+}
 int64_t screen_fixed_bytes(int64_t batch, int64_t hidden) {
   return screen_hidden_padded(hidden) * 16 + (batch * hidden * 2 + 15) / 16 * 16;
 }
-int64_t screen_smem_bytes(int64_t batch, int64_t hidden, int64_t stages) {
-  return screen_fixed_bytes(batch, hidden) + stages * screen_stage_bytes(hidden);
+// The ring: the largest slab (64, 32 or 16 chunks) of which 2 stages fit `room` bytes of shared
+// memory a block beside `static_bytes`, and as many of its stages as fit, at most kScreenMaxStages
+// ({0, 0} when none does: hidden past about 6,300 at batch 8).
+struct ScreenLayout {
+  int64_t slab = 0, stages = 0;
+};
+ScreenLayout screen_layout(int64_t batch, int64_t hidden, int64_t room, int64_t static_bytes) {
+  for (const int64_t slab : {64, 32, 16}) {
+    const int64_t n = (room - static_bytes - screen_fixed_bytes(batch, hidden)) / screen_stage_bytes(hidden, slab);
+    if (n >= 2) return {slab, std::min(n, kScreenMaxStages)};
+  }
+  return {};
 }
-// The ring's stages that fit `room` bytes of shared memory a block beside `static_bytes` (0 when
-// fewer than 2 do).
-int64_t screen_stages(int64_t batch, int64_t hidden, int64_t room, int64_t static_bytes) {
-  const int64_t n = (room - static_bytes - screen_fixed_bytes(batch, hidden)) / screen_stage_bytes(hidden);
-  return n < 2 ? 0 : std::min(n, kScreenMaxStages);
+int64_t screen_smem_bytes(int64_t batch, int64_t hidden, const ScreenLayout& l) {
+  return screen_fixed_bytes(batch, hidden) + l.stages * screen_stage_bytes(hidden, l.slab);
 }
 // The screening kernel's static shared memory is about 9.4 KiB (its cross-warp sums and per-token
 // constants); before it is compiled the engine assumes at most this much.
@@ -338,7 +347,8 @@ struct CudaQwen3Engine::Impl {
   // stats (nh [8], dh [8], lbmax [8], u64 exact rows) and engine_argmax_screened's pointer table;
   // the screening's grid
   void *lh_packed = nullptr, *lh_scale = nullptr, *lh_coef = nullptr, *lh_stats = nullptr, *lh_table = nullptr;
-  int64_t lh_blocks = 0, lh_stages = 0;
+  int64_t lh_blocks = 0;
+  ScreenLayout lh_layout;
   std::map<std::string, std::shared_ptr<backend::Module>> engine_modules, op_modules;
   std::string prefill_t_label, decode_t_label, gqa_label;
   // decode's single-step graphs: the screened lm_head's (no logits asked for) and the exact one's
@@ -536,8 +546,9 @@ struct CudaQwen3Engine::Impl {
       done("gather_last_token");
     }
     if (screen) {  // decode only: n1 holds each sequence's final-normed hidden state
-      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H, lh_stages)}},
-             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats}, {nb, c.vocab, H, screen_hidden_padded(H), lh_stages});
+      engine("engine_lm_head_screen", {{"GR", lh_blocks}, {"SMEM", screen_smem_bytes(nb, H, lh_layout)}},
+             {n1, lh_packed, lh_scale, lh_coef, logits, lh_stats},
+             {nb, c.vocab, H, screen_hidden_padded(H), lh_layout.stages, lh_layout.slab});
       done("lm_head");
       engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
              {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
@@ -746,9 +757,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
                    worst_layer, worst, kUnifiedMaxLimit);
     }
   }
-  // The screened lm_head where its shared memory fits a block (hidden past about 7,000 at batch
+  // The screened lm_head where its shared memory fits a block (hidden past about 6,300 at batch
   // 8 does not: cuBLASLt's lm_head then)
-  if (m.opts.lm_head_screen && screen_stages(B, H, dev.smem_per_block_optin, kScreenStaticBound) == 0)
+  if (m.opts.lm_head_screen && screen_layout(B, H, dev.smem_per_block_optin, kScreenStaticBound).stages == 0)
     m.opts.lm_head_screen = false;
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
@@ -906,9 +917,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     // the screening's grid: one block a SM, each taking a 16-row group gridDim apart; its ring the
     // stages that fit beside the compiled kernel's static shared memory
     m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, dev.compute_units);
-    m.lh_stages = screen_stages(B, H, dev.smem_per_block_optin,
+    m.lh_layout = screen_layout(B, H, dev.smem_per_block_optin,
                                 m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes);
-    if (m.lh_stages == 0)
+    if (m.lh_layout.stages == 0)
       fail(ErrorCategory::kBackend, "engine_lm_head_screen's static shared memory ({} bytes) leaves no room for 2 ring stages",
            m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes);
   }

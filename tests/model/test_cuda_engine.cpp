@@ -570,7 +570,9 @@ struct ScreenedAndExact {
 // chunk), and the tiny preset with a 20,000-token vocabulary (several blocks a row, and with
 // every lm_head row the same: each token's logits all tie, every row is a candidate, 2 rounds of
 // 1,024 a block, and the lowest index wins on both paths), and the tiny preset with an untied
-// lm_head of 250 rows (a part-filled last group of 16) and graphs off. Parameters: model (0-3),
+// lm_head of 250 rows (a part-filled last group of 16) and graphs off, and the tiny preset with
+// hidden 5120 (Qwen3-14B's; at batch 8 two 64-chunk slabs of the screening's ring do not fit, and
+// it takes 32-chunk slabs: screen_layout). Parameters: model (0-4),
 // batch (1, 3, 8: the screening's largest), persistent decode kernel, all rows tied.
 class CudaEngineScreenedLmHead : public ::testing::TestWithParam<std::tuple<int, int, bool, bool>> {};
 
@@ -582,6 +584,7 @@ TEST_P(CudaEngineScreenedLmHead, SameTokensAsTheExactLmHead) {
   auto cfg = model == 1 ? persistent_test_config() : Qwen3Config::preset("tiny");
   if (model == 2) cfg.vocab = 20000;
   if (model == 3) cfg.vocab = 250, cfg.tie_embeddings = false;
+  if (model == 4) cfg.hidden = 5120;
   const auto dir = tiny_checkpoint(home, cfg, 31);
   if (tied) {
     std::vector<int> all(size_t(cfg.vocab));
@@ -670,7 +673,8 @@ INSTANTIATE_TEST_SUITE_P(ModelBatchPersistentTied, CudaEngineScreenedLmHead,
                          ::testing::Values(std::tuple{0, 1, false, false}, std::tuple{0, 3, false, false},
                                            std::tuple{0, 8, false, false}, std::tuple{1, 1, true, false},
                                            std::tuple{1, 4, true, false}, std::tuple{2, 1, true, false},
-                                           std::tuple{2, 2, false, true}, std::tuple{3, 2, false, false}));
+                                           std::tuple{2, 2, false, true}, std::tuple{3, 2, false, false},
+                                           std::tuple{4, 8, false, false}));
 
 // A context of just the longest prompt (a run whose only token comes from prefill): prefill runs,
 // a decode step from a full context is refused by name, and a shorter prompt leaves room for one.

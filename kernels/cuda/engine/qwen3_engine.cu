@@ -2350,29 +2350,31 @@ __device__ __forceinline__ void engine_mma_q8(float c[4], unsigned lo, unsigned 
 // (+inf for a row with a NaN or infinity).
 // tensors: h bf16 [T, H], packed u8 (ScreenedLmHead::packed), scale f32 [V], coef f32 [V][2],
 // approx f32 [T, V], stats (f32 nh [8], f32 dh [8], u32 lbmax [8], u64 candidates); dims T, V, H,
-// Hp (H rounded up to 32; H a multiple of 8), NS (ring stages, 2 to 8). Block 512 threads (16
-// warps), one a SM; the block takes 16-row groups gridDim.x apart.
+// Hp (H rounded up to 32; H a multiple of 8), NS (ring stages, 2 to 8), SC (a slab's chunks: 16,
+// 32 or 64). Block 512 threads (16 warps), one a SM; the block takes 16-row groups gridDim.x apart.
 // The int8 rows stream through a ring of NS stages in shared memory (cp.async, L2 evict-first, NS -
-// 1 stages in flight, across groups), each stage a slab: one group's chunks [64 s, 64 s + 64) (32
-// KiB at most), and in a group's last slab its 16 rows' scales and coefficients. Warp w copies and
-// multiplies the slab's chunks w, w + 16, w + 32, w + 48, lane l the 16 bytes at 16 l of each: the
-// bytes a lane copies are the A fragments it reads, so a slab needs no barrier; the 16 warps' sums
-// of a group meet in shared memory once its last slab is done. (The kernel before this one loaded
+// 1 stages in flight, across groups), each stage a slab: one group's chunks [SC s, SC s + SC) (16
+// KiB at SC = 32), and in a group's last slab its 16 rows' scales and coefficients. Warp w copies
+// and multiplies the slab's chunks w, w + 16, ..., lane l the 16 bytes at 16 l of each: the bytes a
+// lane copies are the A fragments it reads, so a slab needs no barrier; the 16 warps' sums of a
+// group meet in shared memory once its last slab is done. (The host takes SC = 64 where two such
+// stages fit, else 32 or 16: a large hidden size at batch 8.) (The kernel before this one loaded
 // each group into registers, one group in flight a block at four blocks a SM: 87-89 µs, about 3.5
 // TB/s, for Qwen3-1.7B's 311 MB on the H200, bench/results/lm-head-screen-2026-12-06/ run 2.)
 // Dynamic shared memory (screen_smem_bytes in src/model/cuda_engine.cpp): h's B fragments (Hp x
 // 16 bytes), h as loaded (T x H x 2, rounded up to 16), then NS stages of engine_screen_stage_bytes.
-constexpr int kScreenWarps = 16, kScreenSlabChunks = 64, kScreenMetaBytes = 256;
-__device__ __forceinline__ int engine_screen_stage_bytes(int nchunk) {
-  return (nchunk < kScreenSlabChunks ? nchunk : kScreenSlabChunks) * 512 + kScreenMetaBytes;
+constexpr int kScreenWarps = 16, kScreenMetaBytes = 256;
+__device__ __forceinline__ int engine_screen_stage_bytes(int nchunk, int sc) {
+  return (nchunk < sc ? nchunk : sc) * 512 + kScreenMetaBytes;
 }
 extern "C" __global__ void __launch_bounds__(512, 1) engine_lm_head_screen(ThriveCudaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3], NS = (int)a.dims[4];
+  const int T = (int)a.dims[0], H = (int)a.dims[2], Hp = (int)a.dims[3], NS = (int)a.dims[4], SC = (int)a.dims[5];
   const long long V = a.dims[1], groups = (V + 15) / 16;
-  const int nchunk = Hp / 32, nslab = (nchunk + kScreenSlabChunks - 1) / kScreenSlabChunks,
-            warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (NS < 2 || NS > 8) __trap();  // the host's screen_stages keeps to this
+  const int nchunk = Hp / 32, nslab = (nchunk + SC - 1) / SC, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // the host's screen_layout keeps to these (16 warps: red, part_n and the chunks warp + 16 u)
+  if (NS < 2 || NS > 8 || (SC != 16 && SC != 32 && SC != 64) || blockDim.x != 32 * kScreenWarps || T < 1 || T > 8)
+    __trap();
   const uint4* packed = (const uint4*)a.tensors[1];
   const float* scale = (const float*)a.tensors[2];
   const float2* coef = (const float2*)a.tensors[3];
@@ -2382,7 +2384,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) engine_lm_head_screen(Thriv
   uint2* hb = (uint2*)engine_screen_smem;  // [Hp / 16][32 lanes]: (b0, b1) of k-step i
   bf16_t* hraw = (bf16_t*)(engine_screen_smem + Hp * 16);  // h [T, H] as loaded
   unsigned char* ring = engine_screen_smem + Hp * 16 + (T * H * 2 + 15) / 16 * 16;
-  const int stage_bytes = engine_screen_stage_bytes(nchunk), meta_at = stage_bytes - kScreenMetaBytes;
+  const int stage_bytes = engine_screen_stage_bytes(nchunk, SC), meta_at = stage_bytes - kScreenMetaBytes;
   __shared__ __align__(16) float red[kScreenWarps][32][4];  // the warps' C fragments of a group (float4 stores)
   __shared__ float tok_scale[8], tok_nh[8], tok_dh[8], part_n[kScreenWarps][8], part_d[kScreenWarps][8];
   __shared__ unsigned tok_bad[8];
@@ -2399,8 +2401,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) engine_lm_head_screen(Thriv
       const unsigned st = engine_dl_smem_addr(ring + istage * stage_bytes);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        const int c = warp + kScreenWarps * u, kk = kScreenSlabChunks * islab + c;
-        if (c < kScreenSlabChunks && kk < nchunk)
+        const int c = warp + kScreenWarps * u, kk = SC * islab + c;
+        if (c < SC && kk < nchunk)
           asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(st + (unsigned)(c * 512 + lane * 16)),
                        "l"(packed + (igrp * nchunk + kk) * 32 + lane), "l"(policy)
                        : "memory");
@@ -2505,8 +2507,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) engine_lm_head_screen(Thriv
       stage = stage + 1 == NS ? 0 : stage + 1;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        const int cc = warp + kScreenWarps * u, kk = kScreenSlabChunks * s + cc;
-        if (cc >= kScreenSlabChunks || kk >= nchunk) break;  // warp-uniform
+        const int cc = warp + kScreenWarps * u, kk = SC * s + cc;
+        if (cc >= SC || kk >= nchunk) break;  // warp-uniform
         const uint4 w = *(const uint4*)(st + cc * 512 + lane * 16);
         engine_mma_q8(c, w.x, w.y, hb[(2 * kk) * 32 + lane]);
         engine_mma_q8(c, w.z, w.w, hb[(2 * kk + 1) * 32 + lane]);
