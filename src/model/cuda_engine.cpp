@@ -136,6 +136,9 @@ int64_t screen_smem_bytes(int64_t batch, int64_t hidden, const ScreenLayout& l) 
 // The screening kernel's static shared memory is about 9.4 KiB (its cross-warp sums and per-token
 // constants); before it is compiled the engine assumes at most this much.
 constexpr int64_t kScreenStaticBound = 12 * 1024;
+// The screened lm_head's stats buffer (the kernels' layout: f32 nh [8], f32 dh [8], u32 lbmax [8],
+// then the u64 count of exact rows) and engine_argmax_screened's table of 4 device pointers.
+constexpr int64_t kScreenStatsBytes = 128, kScreenExactRowsAt = 96, kScreenTableBytes = 32;
 // Blocks per row of the greedy argmax: about 2048 logits a block (8 per thread), at most 1024.
 int64_t argmax_blocks(int64_t vocab) { return std::min<int64_t>(1024, (vocab + 2047) / 2048); }
 
@@ -552,7 +555,7 @@ struct CudaQwen3Engine::Impl {
       done("lm_head");
       engine("engine_argmax_screened", {{"R", nb}, {"G", argmax_blocks(c.vocab)}, {"SMEM", H * 4}},
              {logits, next, argmax_part, argmax_count, ids, pos, ctx_lens, history}, {nb, c.vocab, opts.max_context, H}, {},
-             lh_table, 32);
+             lh_table, kScreenTableBytes);
       done("sampling");
       return;
     }
@@ -907,21 +910,21 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   m.history = m.alloc((B + B * L) * 4);
   m.be->memset(m.history, 0, B * 4);
   if (m.opts.lm_head_screen) {
-    m.lh_stats = m.alloc(128);
-    m.be->memset(m.lh_stats, 0, 128);  // lbmax 0 (below every float), no exact rows yet
-    const uint64_t tab[4] = {reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.n1),
+    m.lh_stats = m.alloc(kScreenStatsBytes);
+    m.be->memset(m.lh_stats, 0, kScreenStatsBytes);  // lbmax 0 (below every float), no exact rows yet
+    const uint64_t tab[kScreenTableBytes / 8] = {reinterpret_cast<uint64_t>(m.lm_head ? m.lm_head : m.embed), reinterpret_cast<uint64_t>(m.n1),
                              reinterpret_cast<uint64_t>(m.lh_coef), reinterpret_cast<uint64_t>(m.lh_stats)};
-    m.lh_table = m.alloc(32);
-    m.be->upload(m.lh_table, tab, 32);
+    m.lh_table = m.alloc(kScreenTableBytes);
+    m.be->upload(m.lh_table, tab, kScreenTableBytes);
     m.be->synchronize();  // `tab` is uploaded before it goes out of scope
     // the screening's grid: one block a SM, each taking a 16-row group gridDim apart; its ring the
     // stages that fit beside the compiled kernel's static shared memory
     m.lh_blocks = std::min<int64_t>((cfg.vocab + 15) / 16, dev.compute_units);
-    m.lh_layout = screen_layout(B, H, dev.smem_per_block_optin,
-                                m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes);
+    const int64_t screen_static = m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes;
+    m.lh_layout = screen_layout(B, H, dev.smem_per_block_optin, screen_static);
     if (m.lh_layout.stages == 0)
       fail(ErrorCategory::kBackend, "engine_lm_head_screen's static shared memory ({} bytes) leaves no room for 2 ring stages",
-           m.engine_modules.at("engine_lm_head_screen")->stats.static_smem_bytes);
+           screen_static);
   }
   if (m.opts.engine_decode_attention) {  // counters | (max, sum) | accumulators, as the kernel reads them
     const int64_t parts = B * NKV * decode_attention_splits(L) * (NQ / NKV), counters = decode_attention_counter_bytes(B, NKV);
@@ -1019,7 +1022,7 @@ int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_m
 int64_t CudaQwen3Engine::screened_exact_rows() const {
   if (!impl_->lh_stats) return 0;
   uint64_t n = 0;
-  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + 96, 8);
+  impl_->be->download(&n, static_cast<uint8_t*>(impl_->lh_stats) + kScreenExactRowsAt, 8);
   return int64_t(n);
 }
 const backend::DeviceInfo& CudaQwen3Engine::device() const { return impl_->be->device(); }

@@ -170,9 +170,10 @@ struct CudaEngineOptions {
   /// rounding; the logits are not materialized (the `logits` buffer holds the screening's
   /// approximations). Stages "lm_head" (the screening) and "sampling" (the exact pass). Prefill,
   /// and decode() with `logits`, always run cuBLASLt's lm_head and engine_argmax. Needs hidden a
-  /// multiple of 8 and the screening's shared memory (hidden rounded up to 32 x 16 + batch x
-  /// hidden x 2 bytes, plus 8 KiB) within the device's per-block limit; off otherwise (false in
-  /// options()). On the H200 at batch 1 (Qwen3-1.7B, prompt 512) a step took 1.284 ms against
+  /// multiple of 8 and the screening's shared memory within the device's per-block limit: h's
+  /// fragments (hidden rounded up to 32 x 16 bytes), batch x hidden x 2 bytes and two ring stages
+  /// of at least 8.25 KiB beside about 9.4 KiB of static shared memory (hidden past about 6,300 at
+  /// batch 8 does not fit); off otherwise (false in options()). On the H200 at batch 1 (Qwen3-1.7B, prompt 512) a step took 1.284 ms against
   /// 1.353 with the exact lm_head, the same tokens (2026-12-06, two calls:
   /// bench/results/lm-head-screen-2026-12-06/).
   bool lm_head_screen = true;

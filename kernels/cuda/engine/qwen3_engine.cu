@@ -2499,7 +2499,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) engine_lm_head_screen(Thriv
   int stage = 0;
   for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    const unsigned char* st = ring;
+    const unsigned char* st = nullptr;  // the group's current slab (the last one at its sums)
     for (int s = 0; s < nslab; ++s) {
       engine_dl_wait_stage(NS);  // this thread's pieces of slab (grp, s) are here
       st = ring + stage * stage_bytes;
