@@ -2219,9 +2219,12 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // h += attn . Wo^T: the input's loads wait for the attention output's tagged words (a block
     // with no o rows skips them, which only saves time; block 0 waits anyway when it records the
     // stage stamps, so that its o stamp marks the end of attention)
-    long long o0, o1;
-    engine_dl_groups(H, o0, o1);
-    const bool o_input = o0 < o1 || stamps != nullptr && blockIdx.x == 0;
+    // (a block with o rows, or block 0 recording stamps; computed after the parts: fewer live registers)
+    const auto o_input = [&] {
+      long long o0, o1;
+      engine_dl_groups(H, o0, o1);
+      return o0 < o1 || stamps != nullptr && blockIdx.x == 0;
+    };
     if (handover) {
       ++seq;
       if (warp >= 8) {
@@ -2235,7 +2238,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
       } else {
         if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD, UM>(at, S, attn_sm);  // (the first half's parts)
         asm volatile("bar.sync 1, 256;" ::: "memory");  // the first half's parts are done with its shared memory (over xs)
-        if (o_input)
+        if (o_input())
           for (int i = (int)threadIdx.x * 8; i < T * NQ * D; i += 256 * 8)
             engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
         asm volatile("bar.sync 1, 256;" ::: "memory");  // its input is in xs
@@ -2247,7 +2250,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
       if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD, UM>(at, S, attn_sm);
       else engine_dl_attention_stage<G>(at, S, attn_sm);
       __syncthreads();  // the attention groups' shared memory (over xs) is free
-      if (UM && o_input) {
+      if (UM && o_input()) {
         // every part has added its sums (the count), then out = um_acc / um_l in bf16 (0 for a
         // sequence without keys), read through L2 (the reductions happen there)
         engine_dl_wait(at.um_count, (unsigned)(T * NKV * S));
@@ -2259,7 +2262,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
                                      engine_pack_bf16x2(x1.x * inv, x1.y * inv), engine_pack_bf16x2(x1.z * inv, x1.w * inv));
           engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), v);
         }
-      } else if (!UM && o_input)
+      } else if (!UM && o_input())
         for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
           engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
       __syncthreads();
