@@ -186,6 +186,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = CudaEngineOptions::kMaxPersistentStages, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
                   kDlHeadBytes = 2304 + 8192;  // the kernel's kDlHead (ctx_lens, the ring's mbarriers, cursors, flag) and kDlReduceBytes
+static_assert(kDlMaxStages <= 8, "the kernel's mbarriers a slice (kDlMaxSlots) cover 8 ring slots");
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;

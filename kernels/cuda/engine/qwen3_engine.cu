@@ -1246,6 +1246,7 @@ struct EngineDlCursor {
 // 128 bytes): 2304 bytes (the host's kDlHeadBytes adds kDlReduceBytes).
 constexpr int kDlBarsAt = 128, kDlCursorsAt = kDlBarsAt + 16 * kDlMaxSlots * 8, kDlFlagAt = kDlCursorsAt + 16 * 64,
               kDlHead = kDlFlagAt + 128;
+static_assert(sizeof(EngineDlCursor) <= 64 && kDlHead == 2304, "the host's kDlHeadBytes (src/model/cuda_engine.cpp) is 2304 + 8192");
 // Attention groups a block (one part each at a time; 128 threads a group for the CUDA-core parts,
 // the other warps idle; 256 for the tensor-core parts): the host's decode_layers_splits and
 // decode_layers_region (src/model/cuda_engine.cpp) use the same count.
@@ -1315,15 +1316,19 @@ __device__ __forceinline__ bool engine_mbar_test(unsigned bar, unsigned parity) 
       : "memory");
   return r != 0;
 }
+// (10 s without the phase traps rather than hangs: engine_poll_timeout)
 __device__ __forceinline__ void engine_mbar_wait(unsigned bar, unsigned parity) {
-  unsigned r;
-  do {
+  unsigned long long t0 = 0;
+  for (int spin = 0;; ++spin) {
+    unsigned r;
     asm volatile(
         "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
         : "=r"(r)
         : "r"(bar), "r"(parity)
         : "memory");
-  } while (r == 0);
+    if (r != 0) return;
+    engine_poll_timeout(spin, t0);
+  }
 }
 // The persistent kernel's dynamic shared memory (its layout: engine_decode_layers).
 extern __shared__ __align__(128) unsigned char engine_dl_smem[];
@@ -1418,18 +1423,20 @@ struct EngineDlStream {
   }
   // Issues what the ring allows (every lane of the calling warp, converged): tiles while a slot is
   // free and fewer than `depth` are outstanding, testing the oldest outstanding one (lane 0's test,
-  // shared: warp-uniform) when `depth` are. Returns without blocking.
-  __device__ void service(int slice) {
+  // shared: warp-uniform) when `depth` are. Returns without blocking: whether it issued a tile.
+  __device__ bool service(int slice) {
+    const unsigned before = issued;
     while (!done && issued - consumed < (unsigned)stages) {
       if (issued - landed >= (unsigned)depth) {
         bool ok = false;
         if ((threadIdx.x & 31) == 0) ok = engine_mbar_test(bar(slice, landed), (landed / (unsigned)stages) & 1u);
-        if (!__shfl_sync(0xffffffffu, ok, 0)) return;
+        if (!__shfl_sync(0xffffffffu, ok, 0)) break;
         ++landed;
       } else {
         issue(slice);
       }
     }
+    return issued != before;
   }
   // Waits (every lane) until tile `consumed` of the slice has landed; its slot's shared address.
   __device__ unsigned wait_tile(int slice) {
@@ -1477,7 +1484,10 @@ __device__ __forceinline__ void engine_dl_wait_serviced(const unsigned* counter,
       *flag = seq;
     }
   } else {
-    while (*flag != seq) st.service(warp);
+    // the flag read once a warp (lane 0's, shared): the warp leaves the loop converged. A round
+    // that issued nothing backs off 100 ns, leaving the issue slots to warp 0's polls.
+    while (__shfl_sync(0xffffffffu, *flag, 0) != seq)
+      if (!st.service(warp)) __nanosleep(100);
   }
   __syncthreads();
 }
@@ -2230,9 +2240,11 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
       if (warp >= 8) {
         EngineDlStream other = st;
         other.load(cursors + warp - 8);
-        while (*flag != seq) {
-          st.service(warp);
-          other.service(warp - 8);
+        // (the flag read once a warp, as in engine_dl_wait_serviced; a round that issued nothing
+        // backs off 100 ns, leaving the issue slots to the attention parts' warps)
+        while (__shfl_sync(0xffffffffu, *flag, 0) != seq) {
+          const bool own = st.service(warp), handed = other.service(warp - 8);
+          if (!own && !handed) __nanosleep(100);
         }
         other.save(cursors + warp - 8);
       } else {
