@@ -8,7 +8,7 @@
 #   device tool: run command="bash bench/results/deep-ring-2026-12-07/run1.sh" carry=["build-carry"]
 source "$(dirname "$0")/../h200-lm-head-2026-12-04/common.sh"
 prepare thrive-base thrive-dr test-dr
-left() { local n=$(( 360 - SECONDS < $1 ? 560 - SECONDS : $1 )); echo $(( n < 1 ? 1 : n )); }
+left() { local n=$(( 360 - SECONDS < $1 ? 360 - SECONDS : $1 )); echo $(( n < 1 ? 1 : n )); }
 D="$OUT/run1"; mkdir -p "$D"
 timeout $(left 100) build-carry/test-dr --gtest_filter='*Persistent*:*ScreenedLmHead*' > "$D/tests-dr.log" 2>&1
 echo "tests-dr exit $? at ${SECONDS} s"; grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$D/tests-dr.log" | head -20
