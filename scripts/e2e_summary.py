@@ -21,7 +21,7 @@ def main(argv):
         return
     print(f"{label}: decode {d['decode_ms_per_step']:.3f} ms/step ({d['decode_tokens_per_s']:.0f} tok/s), eager "
           f"{d['decode_eager_ms_per_step']:.3f}; persistent {d.get('persistent_decode')} "
-          f"(blocks {d.get('persistent_blocks')}, NS {d.get('persistent_stages')}, depth {d.get('persistent_depth')}, splits {d.get('persistent_splits')}, attention {d.get('persistent_attention')}, "
+          f"(blocks {d.get('persistent_blocks')}, NS {d.get('persistent_stages')}, splits {d.get('persistent_splits')}, attention {d.get('persistent_attention')}, "
           f"softmax {d.get('persistent_softmax', 'merge')}); "
           f"prefill {d['prefill_tokens_per_s']:.0f} tok/s")
     stages = [r for r in d["decode_stages"] if r["calls"] and ("--layer" not in argv or r["stage"] in LAYER)]

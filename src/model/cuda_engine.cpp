@@ -185,8 +185,7 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // 1.404 with 4. (On 2026-12-01, with an earlier kernel, 6 stages took 1.65 ms against 1.72 with
 // 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = CudaEngineOptions::kMaxPersistentStages, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
-                  kDlHeadBytes = 2304 + 8192;  // the kernel's kDlHead (ctx_lens, the ring's mbarriers, cursors, flag) and kDlReduceBytes
-static_assert(kDlMaxStages <= 8, "the kernel's mbarriers a slice (kDlMaxSlots) cover 8 ring slots");
+                  kDlHeadBytes = 128 + 8192;  // the kernel's kDlHead (ctx_lens) and kDlReduceBytes
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
@@ -261,8 +260,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 }
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
-  o.persistent_decode = false, o.persistent_stages = 0, o.persistent_depth = 0, o.persistent_kv_prefetch = false,
-  o.persistent_tc_attention = false;
+  o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
   o.persistent_splits = 0, o.persistent_blocks = 0, o.persistent_unified_max = false;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
@@ -345,7 +343,7 @@ struct CudaQwen3Engine::Impl {
   // the in-kernel stage timestamps, and its launch (blocks, dynamic shared memory, ring stages,
   // attention splits)
   void *dl_table = nullptr, *dl_ws = nullptr, *dl_stamps = nullptr;
-  int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_depth = 0, dl_splits = 0;
+  int64_t dl_ws_bytes = 0, dl_blocks = 0, dl_smem = 0, dl_stages = 0, dl_splits = 0;
   void *op_ws = nullptr, *lt_ws = nullptr;
   int64_t op_ws_bytes = 0;
   // The screened lm_head (lm_head_screen.hpp): the int8 copy, scales, coefficients, the kernels'
@@ -449,7 +447,7 @@ struct CudaQwen3Engine::Impl {
              {h, dl_table, qkv, attn, gu, cos_sin, ctx_lens, timing ? dl_stamps : nullptr},
              {T, H, NQ, NKV, D, L, I, c.layers},
              {1.0 / std::sqrt(double(D)), eps,
-              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch) + 32 * dl_depth),
+              double(dl_stages + 16 * int64_t(opts.persistent_kv_prefetch)),
               double(dl_splits)},
              dl_ws, dl_ws_bytes);
       done("decoder_layers");
@@ -690,9 +688,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   if (opts.persistent_stages < 0 || opts.persistent_stages == 1 || opts.persistent_stages > kDlMaxStages)
     fail(ErrorCategory::kUsage, "engine: {} persistent ring stages: expected 0 (automatic: at most {}) or 2 to {}",
          opts.persistent_stages, kDlAutoStages, kDlMaxStages);
-  if (opts.persistent_depth < 0 || opts.persistent_depth >= kDlMaxStages)
-    fail(ErrorCategory::kUsage, "engine: persistent ring depth {}: expected 0 (automatic: stages - 1) or 1 to {}",
-         opts.persistent_depth, kDlMaxStages - 1);
   if (opts.persistent_splits < 0 || opts.persistent_splits > 64)
     fail(ErrorCategory::kUsage, "engine: {} persistent attention splits: expected 0 (automatic) or 1 to 64",
          opts.persistent_splits);
@@ -809,8 +804,6 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
       m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention, m.opts.persistent_splits);
       m.opts.persistent_stages = int(m.dl_stages);
-      m.dl_depth = m.opts.persistent_depth > 0 ? std::min<int64_t>(m.opts.persistent_depth, m.dl_stages - 1) : m.dl_stages - 1;
-      m.opts.persistent_depth = int(m.dl_depth);
       m.opts.persistent_splits = int(m.dl_splits);
       m.opts.persistent_blocks = int(m.dl_blocks);
       // The KV prefetch only where one layer's cache fits a quarter of L2: a larger one would push

@@ -278,10 +278,7 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // GQA 2.
 // Parameters: batch (1, 4), PDL, ring stages (0: automatic, 5 or as many as fit; 6: at most 6), max context,
 // prompt length, KV-cache prefetch into L2, query heads per KV head (the GQA group G; 2 KV heads),
-// the attention parts on tensor cores (the default at head dim 64) or on the CUDA cores, the ring's
-// depth (0: stages - 1; fewer: tiles issue as earlier ones land, and at batch 1-2 with the
-// tensor-core parts the blocks' idle second halves service the first halves' slices through
-// attention: the handover in engine_decode_layers).
+// the attention parts on tensor cores (the default at head dim 64) or on the CUDA cores.
 // Tensor-core parts (about 64 keys a part): context 90 gives 2 splits, 600 gives 10 (with
 // ~400-token prompts about 40 keys a part, 5 of its 8 warps with a tile; each part merges a slice
 // of 26 of the 128 head outputs), 2100 gives 33 (most parts empty at a 40-token prompt). CUDA-core
@@ -290,12 +287,12 @@ INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaEngineGqaGroups,
 // per 128-thread half of a block). (Split counts for the H200's 132 SMs: at most 2 x SMs / (batch
 // x 2) on a smaller GPU.) G = 8 at context 600: the merge of a slice loads the 2 x S x 8 pairs and
 // S accumulator pieces of its slice.
-class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool, int>> {};
+class CudaEnginePersistent : public ::testing::TestWithParam<std::tuple<int, bool, int, int, int, bool, int, bool>> {};
 
 TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   std::string why;
   if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc, depth] = GetParam();
+  const auto [batch, pdl, stages, context, prompt, kv_prefetch, groups, tc] = GetParam();
   test::TempDir home;
   const auto cfg = persistent_test_config(2 * groups);
   const auto dir = tiny_checkpoint(home, cfg, 17);
@@ -303,7 +300,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   o.pdl = pdl;
   o.persistent_decode = true;
   o.persistent_stages = stages;
-  o.persistent_depth = depth;
   o.persistent_kv_prefetch = kv_prefetch;
   o.persistent_tc_attention = tc;
   auto layered_o = o;
@@ -317,8 +313,6 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
   // that many (automatic: 5), or fewer where they do not fit
   EXPECT_LE(gpu.options().persistent_stages, stages > 0 ? stages : CudaEngineOptions::kAutoPersistentStages);
   EXPECT_GE(gpu.options().persistent_stages, 2);
-  EXPECT_EQ(gpu.options().persistent_depth,
-            depth > 0 ? std::min(depth, gpu.options().persistent_stages - 1) : gpu.options().persistent_stages - 1);
   CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
   ASSERT_FALSE(layered.options().persistent_decode);
   EXPECT_FALSE(layered.options().persistent_kv_prefetch);
@@ -332,20 +326,14 @@ TEST_P(CudaEnginePersistent, MatchesTheLayeredPathAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchAndPdl, CudaEnginePersistent,
-                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true, 0}, std::tuple{4, true, 0, 90, 1, true, 2, true, 0},
-                                           std::tuple{1, false, 0, 90, 1, true, 2, true, 0}, std::tuple{1, true, 6, 90, 1, true, 2, true, 0},
-                                           std::tuple{4, true, 6, 90, 1, true, 2, true, 0}, std::tuple{1, true, 0, 600, 400, true, 2, true, 0},
-                                           std::tuple{2, true, 0, 2100, 40, true, 2, true, 0}, std::tuple{1, true, 0, 600, 400, false, 2, true, 0},
-                                           std::tuple{3, true, 2, 600, 300, true, 2, true, 0}, std::tuple{1, true, 0, 600, 400, true, 8, true, 0},
+                         ::testing::Values(std::tuple{1, true, 0, 90, 1, true, 2, true}, std::tuple{4, true, 0, 90, 1, true, 2, true},
+                                           std::tuple{1, false, 0, 90, 1, true, 2, true}, std::tuple{1, true, 6, 90, 1, true, 2, true},
+                                           std::tuple{4, true, 6, 90, 1, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 2, true},
+                                           std::tuple{2, true, 0, 2100, 40, true, 2, true}, std::tuple{1, true, 0, 600, 400, false, 2, true},
+                                           std::tuple{3, true, 2, 600, 300, true, 2, true}, std::tuple{1, true, 0, 600, 400, true, 8, true},
                                            // the CUDA-core parts at the same head dim
-                                           std::tuple{1, true, 0, 600, 400, true, 2, false, 0}, std::tuple{3, true, 2, 600, 300, true, 2, false, 0},
-                                           std::tuple{1, true, 0, 600, 400, true, 8, false, 0},
-                                           // rings deeper than their depth: tiles issue as earlier ones land (the
-                                           // tensor-core parts hand the first half's slices to the idle second half)
-                                           std::tuple{1, true, 6, 600, 400, true, 2, true, 2}, std::tuple{1, false, 6, 90, 1, true, 2, true, 3},
-                                           std::tuple{4, true, 6, 90, 1, true, 2, true, 2}, std::tuple{3, true, 5, 600, 300, true, 2, true, 1},
-                                           std::tuple{2, true, 5, 2100, 40, true, 2, true, 2}, std::tuple{1, true, 6, 600, 400, true, 8, true, 2},
-                                           std::tuple{1, true, 6, 600, 400, true, 2, false, 2}));
+                                           std::tuple{1, true, 0, 600, 400, true, 2, false}, std::tuple{3, true, 2, 600, 300, true, 2, false},
+                                           std::tuple{1, true, 0, 600, 400, true, 8, false}));
 
 // The tensor-core attention parts where a warp takes several tiles of 8 keys (its online softmax
 // rescales the accumulators between them): 64 KV heads at batch 4 leave one split a (sequence, KV

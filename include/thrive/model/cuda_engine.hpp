@@ -105,19 +105,11 @@ struct CudaEngineOptions {
   /// ms/step at batch 1 with 5 against 1.39 with 6 and 1.40 with 4, 2026-12-04), else that many
   /// (2 to 8) or as many as fit if fewer.
   int persistent_stages = 0;
-  /// The most ring tiles a warp's slice of the persistent kernel has outstanding (copies issued,
-  /// not yet landed): 0 = automatic (persistent_stages - 1, the plain ring: a tile issued as
-  /// soon as its slot frees), else 1 to persistent_stages - 1 (capped there when fewer stages
-  /// fit). Below that, the kernel issues the next tile as an earlier one lands, from every wait
-  /// and, with the tensor-core parts, from the warps the attention stage leaves idle, so the ring
-  /// fills behind landed tiles with fewer copies queued at a time. options() reports the depth
-  /// used.
-  int persistent_depth = 0;
   /// The automatic depth's cap (persistent_stages = 0); the source of its figures is the comment
   /// at kDlTileBytes in src/model/cuda_engine.cpp.
   static constexpr int kAutoPersistentStages = 5;
-  /// The deepest ring persistent_stages may ask for: the kernel's mbarriers a slice (kDlMaxSlots
-  /// in kernels/cuda/engine/qwen3_engine.cu).
+  /// The deepest ring persistent_stages may ask for: the kernel's cp.async.wait_group switch
+  /// (engine_dl_wait_stage in kernels/cuda/engine/qwen3_engine.cu) covers 2 to 8 stages.
   static constexpr int kMaxPersistentStages = 8;
   /// Attention splits of the persistent kernel (parts per sequence and KV head, each a contiguous
   /// range of the context): 0 = automatic (about 64 keys a part for the tensor-core parts, 32 for

@@ -1232,21 +1232,8 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
-// The ring's most slots (CudaEngineOptions::kMaxPersistentStages).
-constexpr int kDlMaxSlots = 8;
-// A slice's stream cursor in shared memory (EngineDlStream::save/load): 48 bytes, at 64 apart.
-struct EngineDlCursor {
-  int l, w, g, g1, kc, N, K;
-  unsigned issued, landed;
-  int done;
-  const void* W;
-};
-// The dynamic shared memory's head: ctx_lens (i32 [T], 128 bytes), the ring's mbarriers (u64 [16
-// slices][kDlMaxSlots]), 16 slices' handed-over cursors (64 bytes each), the service flag (u32,
-// 128 bytes): 2304 bytes (the host's kDlHeadBytes adds kDlReduceBytes).
-constexpr int kDlBarsAt = 128, kDlCursorsAt = kDlBarsAt + 16 * kDlMaxSlots * 8, kDlFlagAt = kDlCursorsAt + 16 * 64,
-              kDlHead = kDlFlagAt + 128;
-static_assert(sizeof(EngineDlCursor) <= 64 && kDlHead == 2304, "the host's kDlHeadBytes (src/model/cuda_engine.cpp) is 2304 + 8192");
+// The dynamic shared memory's head: ctx_lens (i32 [T]).
+constexpr int kDlHead = 128;
 // Attention groups a block (one part each at a time; 128 threads a group for the CUDA-core parts,
 // the other warps idle; 256 for the tensor-core parts): the host's decode_layers_splits and
 // decode_layers_region (src/model/cuda_engine.cpp) use the same count.
@@ -1293,75 +1280,21 @@ __device__ __forceinline__ unsigned engine_tid_volatile() {
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
   return t;
 }
-// mbarrier operations (PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier"):
-// init with an expected arrival count; cp.async.mbarrier.arrive.noinc makes the phase's arrival
-// of this thread happen when all its earlier cp.async copies have landed (noinc: that arrival is
-// one of the expected count); test_wait.parity says, without blocking, whether the phase of that
-// parity has completed; try_wait.parity waits (a bounded time a try) for it. Completion
-// acquires the copies' writes for the thread that observes it.
-__device__ __forceinline__ void engine_mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void engine_mbar_arrive_copies(unsigned bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ bool engine_mbar_test(unsigned bar, unsigned parity) {
-  unsigned r;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(r)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return r != 0;
-}
-// (10 s without the phase traps rather than hangs: engine_poll_timeout)
-__device__ __forceinline__ void engine_mbar_wait(unsigned bar, unsigned parity) {
-  unsigned long long t0 = 0;
-  for (int spin = 0;; ++spin) {
-    unsigned r;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(r)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    if (r != 0) return;
-    engine_poll_timeout(spin, t0);
-  }
-}
-// The persistent kernel's dynamic shared memory (its layout: engine_decode_layers).
-extern __shared__ __align__(128) unsigned char engine_dl_smem[];
-// The weight tiles of this block in consumption order. Every warp keeps a cursor over the tiles
-// and copies, for each tile, the 16-byte pieces of its slice (issue(); cp.async, L2 evict-first:
-// the stream is read once per step and must not push the activations, the KV cache and the
-// counters out of L2). The ring has NS slots; a slice's tile n goes to slot n % NS and its landing
-// completes phase n / NS of the slice's mbarrier of that slot (per slice and slot, 32 arrivals: one
-// a lane, cp.async.mbarrier.arrive.noinc). At most `depth` tiles of a slice are outstanding
-// (issued, not yet seen landed) and at most NS issued and not consumed: service() issues the next
-// tile whenever both allow, so a warp that calls it while it waits keeps the ring filling behind
-// landed tiles, up to NS tiles of lead, with only `depth` tiles' copies queued at a time (the
-// twenty-second pass's probe: a store's round trip grows with the copies outstanding a block).
-// With depth NS - 1 the ring is the plain one (NS - 1 tiles in flight ahead of the one read).
-// A slice's cursor moves between warps only at block barriers (save()/load(): the attention
-// stage's handover, engine_dl_service_attention).
+// The weight tiles of this block in consumption order. Every thread keeps the same cursor and
+// copies, for each tile, its 16-byte pieces of its warp's slice (issue(); cp.async, L2
+// evict-first: the stream is read once per step and must not push the activations, the KV cache
+// and the counters out of L2), one commit group per tile.
 struct EngineDlStream {
   const unsigned long long* table;
   const EngineDecodeDims* d;  // the kernel's (read at matrix changes only)
-  unsigned ring;  // shared address of slot 0
+  unsigned ring;  // shared address of stage 0
   int stages;     // NS
-  int depth;      // the most tiles of a slice outstanding
   int l = 0, w = -1;
   int g = 0, g1 = 0, kc = 0, N = 0, K = 0;  // 32-bit: a live register each for the whole kernel
-  unsigned issued = 0, landed = 0, consumed = 0;  // tiles of this slice (landed: known to have landed)
+  unsigned next_stage = 0;  // byte offset of the stage the next tile goes to (no 64-bit modulo per tile)
   const bf16_t* W = nullptr;
   bool done = false;
   unsigned long long policy = 0;
-  // the mbarrier of the slice's slot for tile n (u64 [16 slices][kDlMaxSlots] at kDlBarsAt: a
-  // constant address, no register)
-  __device__ unsigned bar(int slice, unsigned n) const {
-    return engine_dl_smem_addr(engine_dl_smem + kDlBarsAt) + (unsigned)(slice * kDlMaxSlots + (int)(n % (unsigned)stages)) * 8u;
-  }
   // Moves to the next (layer, GEMV) with rows for this block; false past the last layer.
   __device__ bool next_matrix() {
     for (;;) {
@@ -1384,111 +1317,47 @@ struct EngineDlStream {
 #endif
     done = !next_matrix();
   }
-  // Issues the next tile of `slice` into its slot (every lane of the calling warp; nothing past
-  // the last tile). The slice is columns [64 slice, 64 slice + 64) of the tile's 16 rows, 2 KiB
-  // of the slot at slice x 2048, the slice warp `slice` reads in engine_dl_gemv: row r at r x 128
-  // bytes, its 16-byte chunk c at (c ^ (r % 8)) x 16 (the XOR swizzle makes the ldmatrix reads
-  // of 8 rows hit 8 different bank groups). Lane i copies chunk i % 8 of rows i / 8, i / 8 + 4,
-  // + 8, + 12 (8 lanes a 128-byte row piece). Pieces past the matrix (a ragged last tile, rows
-  // past N) are zero-filled (src-size 0): the MMA multiplies them by zeros, and garbage there
-  // could be NaN.
-  __device__ void issue(int slice) {
+  // Issues the next tile into its stage (or an empty group past the last one). Warp w copies
+  // columns [64 w, 64 w + 64) of the tile's 16 rows into its own 2 KiB of the stage, the slice it
+  // reads in engine_dl_gemv: row r at r x 128 bytes, its 16-byte chunk c at (c ^ (r % 8)) x 16
+  // (the XOR swizzle makes the ldmatrix reads of 8 rows hit 8 different bank groups). Lane i
+  // copies chunk i % 8 of rows i / 8, i / 8 + 4, + 8, + 12 (8 lanes a 128-byte row piece).
+  // Pieces past the matrix (a ragged last tile, rows past N) are zero-filled (src-size 0): the
+  // MMA multiplies them by zeros, and garbage there could be NaN.
+  __device__ void issue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (done) return;
-    // the lane read afresh (engine_tid_volatile): its constants are recomputed here instead of
-    // living across the kernel, where the tensor-core entry spilled two of them and reloaded them
-    // (LDL) every tile
-    const int lane = (int)(engine_tid_volatile() & 31u), chunk = lane & 7;
-    const int col = kc + slice * 64 + chunk * 8, row0 = g * kDlTileRows + (lane >> 3);
-    const unsigned dst = ring + (issued % (unsigned)stages) * (unsigned)kDlTileBytes +
-                         (unsigned)(slice * 2048 + (lane >> 3) * 128);
+    if (!done) {
+      // the thread index read afresh (engine_tid_volatile): its lane constants are recomputed here
+      // instead of living across the kernel, where the tensor-core entry spilled two of them and
+      // reloaded them (LDL) every tile
+      const unsigned tid = engine_tid_volatile();
+      const int warp = (int)(tid >> 5), lane = (int)(tid & 31), chunk = lane & 7;
+      const int col = kc + warp * 64 + chunk * 8, row0 = g * kDlTileRows + (lane >> 3);
+      const unsigned dst = ring + next_stage + (unsigned)(warp * 2048 + (lane >> 3) * 128);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int r = (lane >> 3) + 4 * u;
-      const bool ok = col < K && row0 + 4 * u < N;
-      const bf16_t* src = ok ? W + (long long)(row0 + 4 * u) * K + col : W;
-      asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(
-                       dst + (unsigned)(u * 512 + ((chunk ^ (r & 7)) << 4))),
-                   "l"(src), "r"(ok ? 16 : 0), "l"(policy)
-                   : "memory");
-    }
-    engine_mbar_arrive_copies(bar(slice, issued));
-    ++issued;
-    kc += kDlTileCols;
-    if (kc >= K) {
-      kc = 0;
-      if (++g >= g1) done = !next_matrix();
-    }
-#endif
-  }
-  // Issues what the ring allows (every lane of the calling warp, converged): tiles while a slot is
-  // free and fewer than `depth` are outstanding, testing the oldest outstanding one (lane 0's test,
-  // shared: warp-uniform) when `depth` are. Returns without blocking: whether it issued a tile.
-  __device__ bool service(int slice) {
-    const unsigned before = issued;
-    while (!done && issued - consumed < (unsigned)stages) {
-      if (issued - landed >= (unsigned)depth) {
-        bool ok = false;
-        if ((threadIdx.x & 31) == 0) ok = engine_mbar_test(bar(slice, landed), (landed / (unsigned)stages) & 1u);
-        if (!__shfl_sync(0xffffffffu, ok, 0)) break;
-        ++landed;
-      } else {
-        issue(slice);
+      for (int u = 0; u < 4; ++u) {
+        const int r = (lane >> 3) + 4 * u;
+        const bool ok = col < K && row0 + 4 * u < N;
+        const bf16_t* src = ok ? W + (long long)(row0 + 4 * u) * K + col : W;
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(
+                         dst + (unsigned)(u * 512 + ((chunk ^ (r & 7)) << 4))),
+                     "l"(src), "r"(ok ? 16 : 0), "l"(policy)
+                     : "memory");
+      }
+      kc += kDlTileCols;
+      if (kc >= K) {
+        kc = 0;
+        if (++g >= g1) done = !next_matrix();
       }
     }
-    return issued != before;
-  }
-  // Waits (every lane) until tile `consumed` of the slice has landed; its slot's shared address.
-  __device__ unsigned wait_tile(int slice) {
-    engine_mbar_wait(bar(slice, consumed), (consumed / (unsigned)stages) & 1u);
-    if (landed <= consumed) landed = consumed + 1;
-    return ring + (consumed % (unsigned)stages) * (unsigned)kDlTileBytes;
-  }
-  // The slice's cursor to and from shared memory (EngineDlCursor: lane 0 writes, every lane reads,
-  // a block barrier between), for a slice handed to another warp.
-  __device__ void save(EngineDlCursor* c) const {
-    if ((threadIdx.x & 31) == 0) *c = EngineDlCursor{l, w, g, g1, kc, N, K, issued, landed, done ? 1 : 0, (const void*)W};
-  }
-  __device__ void load(const EngineDlCursor* c) {
-    const EngineDlCursor v = *c;
-    l = v.l, w = v.w, g = v.g, g1 = v.g1, kc = v.kc, N = v.N, K = v.K, issued = v.issued, landed = v.landed;
-    done = v.done != 0, W = (const bf16_t*)v.W;
+    next_stage = next_stage + kDlTileBytes == (unsigned)(stages * kDlTileBytes) ? 0u : next_stage + kDlTileBytes;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
   }
 };
 // Waits (every thread) until *counter >= target (thread 0 polls: engine_spin_until).
 __device__ __forceinline__ void engine_dl_wait(const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) engine_spin_until(counter, target);
-  __syncthreads();
-}
-// engine_dl_wait with the ring serviced meanwhile: warp 0 polls (lane 0: relaxed loads, then one
-// acquire load, as engine_spin_until; 10 s traps) and raises the block's service flag to `seq`;
-// every warp services its own slice between polls (EngineDlStream::service), so tiles keep
-// issuing as earlier ones land while the block waits. `seq`: the block's count of flag raises
-// (every thread's copy the same), advanced here. Every thread calls it.
-__device__ __forceinline__ void engine_dl_wait_serviced(const unsigned* counter, unsigned target, EngineDlStream& st,
-                                                        volatile unsigned* flag, unsigned& seq) {
-  ++seq;
-  const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
-  if (warp == 0) {
-    unsigned long long t0 = 0;
-    for (int spin = 0;; ++spin) {
-      unsigned v = 0;
-      if (lane == 0) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-      if (__shfl_sync(0xffffffffu, v, 0) >= target) break;
-      if (lane == 0) engine_poll_timeout(spin, t0);
-      st.service(0);
-    }
-    if (lane == 0) {
-      unsigned v;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-      *flag = seq;
-    }
-  } else {
-    // the flag read once a warp (lane 0's, shared): the warp leaves the loop converged. A round
-    // that issued nothing backs off 100 ns, leaving the issue slots to warp 0's polls.
-    while (__shfl_sync(0xffffffffu, *flag, 0) != seq)
-      if (!st.service(warp)) __nanosleep(100);
-  }
   __syncthreads();
 }
 // Layer l's KV cache of every sequence (keys [0, n_b) of [B, L, NKV, D] bf16, K and V) into L2, this
@@ -1522,8 +1391,7 @@ __device__ __forceinline__ void engine_dl_signal(unsigned* counter) {
     atomicAdd(counter, 1u);
   }
 }
-// cp.async.wait_group takes an immediate: at most NS - 2 of this thread's groups pending (the
-// screened lm_head's ring, engine_lm_head_screen).
+// cp.async.wait_group takes an immediate: at most NS - 2 of this thread's groups pending.
 __device__ __forceinline__ void engine_dl_wait_stage(int stages) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   switch (stages) {
@@ -1544,8 +1412,8 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
                : "r"(addr));
 }
 // One GEMV over the block's row groups: y[t, n] (+)= sum_k xs[t, k] W[n, k], xs bf16 [T, K] in
-// shared memory in fragment order (engine_xs_store8), the W tiles from the ring (st: its
-// next tile is the one it consumes next; serviced before each tile), on the tensor cores: per tile, warp w multiplies its 16 x 64 slice (A, by
+// shared memory in fragment order (engine_xs_store8), the W tiles from the ring (`stage`: the
+// one the next tile is in; NS - 1 tiles in flight ahead of it), on the tensor cores: per tile, warp w multiplies its 16 x 64 slice (A, by
 // ldmatrix) with x's columns (B: token t in column t of the 16 x 8 fragment, T <= 4, the other
 // columns zero) in four mma.sync m16n8k16 with f32 accumulation; across a row group's tiles a
 // warp keeps its accumulators, and at the group's end the 16 warps' partial sums meet in `red`
@@ -1558,7 +1426,7 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
 // the data itself instead of a stage counter.
 template <bool RESIDUAL, bool LL = false>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
-                                               float* red, EngineDlStream& st,
+                                               unsigned ring, float* red, int& stage, EngineDlStream& st,
                                                unsigned long long* yll = nullptr, unsigned tag = 0u) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
   // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
@@ -1576,10 +1444,13 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
     if (RESIDUAL && owner) old = thrive_bf16_to_f32(__ldcg(y + otok * N + on));
     float c[4] = {0.f, 0.f, 0.f, 0.f};
     for (long long kc = 0; kc < K; kc += kDlTileCols) {
-      // the slot read last round is free: issue what the ring allows, then wait for this tile's
-      // slice (its mbarrier's phase: all 32 lanes' copies landed)
-      st.service(warp);
-      const unsigned base = st.wait_tile(warp) + (unsigned)(warp * 2048 + lr * 128);
+      // this thread's pieces of the tile have landed (NS - 2 younger groups may be pending), and
+      // after the warp barrier every lane's: the warp's slice is complete, and the stage it read
+      // last round is free for the tile NS - 1 ahead
+      engine_dl_wait_stage(st.stages);
+      __syncwarp();
+      st.issue();
+      const unsigned base = ring + (unsigned)(stage * kDlTileBytes + warp * 2048 + lr * 128);
       // B: pair fc of the warp's 8 chunks for token fg (fragment order: two 16-byte loads); the
       // chunks past K are zeros (a ragged last block: the words there are another chunk's or
       // never written, and a NaN there would survive the zero weights it meets)
@@ -1604,8 +1475,7 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
         }
         engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
       }
-      __syncwarp();  // every lane's reads of the slot are done before any lane's copies into it
-      ++st.consumed;
+      stage = stage + 1 == st.stages ? 0 : stage + 1;
     }
     float* rb = red + buf * 1024 + warp * 64;  // [row][token]
     if (2 * fc < T) rb[fg * 4 + 2 * fc] = c[0], rb[(fg + 8) * 4 + 2 * fc] = c[2];
@@ -2110,6 +1980,7 @@ __device__ __forceinline__ void engine_dl_attention_stage_tc(const EngineAttenti
     sync();  // the part's shared memory is free for the next one
   }
 }
+extern __shared__ __align__(128) unsigned char engine_dl_smem[];
 // TD: 0 = the CUDA-core attention parts (engine_dl_attention_stage), 64 or 128 = the tensor-core
 // parts at that head dim (engine_dl_attention_stage_tc; dims[4] must be TD, the host checks).
 // UM: the tensor-core parts with the unified max (engine_dl_attention_part_tc), the o stage's input
@@ -2124,12 +1995,9 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   if (T < 1 || T > 4) __trap();  // the host checks: the GEMV's cross-warp sums hold 4 tokens
   if (TD > 0 && D != TD) __trap();  // the host picks the entry of the model's head dim
   const float eps = (float)a.scalars[1];
-  // scalars[2] packs NS + 16 x (KV prefetch on) + 32 x depth: ThriveCudaArgs has four scalars
+  // scalars[2] packs NS + 16 x (KV prefetch on): ThriveCudaArgs has four scalars
   const long long packed = (long long)a.scalars[2];
   const int stages = (int)(packed & 15), S = (int)a.scalars[3];
-  // bits 5-8: the most tiles a slice has outstanding (0: NS - 1, the plain ring)
-  const int depth = (int)((packed >> 5) & 15) == 0 ? stages - 1 : (int)((packed >> 5) & 15);
-  if (stages < 2 || stages > kDlMaxSlots || depth >= stages) __trap();  // the host checks
   // the parallel merge waits for all S parts of a (b, g): each needs its own 128-thread group
   if (S > 1 && T * NKV * S > kDlAttnGroups * (int)gridDim.x) __trap();  // the host's split count keeps to this
   bf16_t* h = (bf16_t*)a.tensors[0];
@@ -2163,18 +2031,11 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 
   // Weights first (they depend on no earlier kernel): NS - 1 tiles in flight before the wait.
   const bool kv_prefetch = (packed >> 4) & 1;
-  const int warp = (int)(threadIdx.x >> 5);
   EngineDlStream st;
   st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
-  st.depth = depth;
-  volatile unsigned* flag = (volatile unsigned*)(engine_dl_smem + kDlFlagAt);
-  EngineDlCursor* cursors = (EngineDlCursor*)(engine_dl_smem + kDlCursorsAt);
-  unsigned seq = 0;  // the service flag's raises (engine_dl_wait_serviced)
-  if (threadIdx.x < 16 * kDlMaxSlots) engine_mbar_init(engine_dl_smem_addr(engine_dl_smem + kDlBarsAt) + threadIdx.x * 8u, 32u);
-  if (threadIdx.x == 0) *flag = 0u;
-  __syncthreads();
   st.start();
-  for (int i = 0; i + 1 < stages; ++i) st.issue(warp);
+  for (int i = 0; i + 1 < stages; ++i) st.issue();
+  int stage = 0;
   __syncthreads();
   engine_pdl_trigger();
   engine_pdl_wait();
@@ -2198,7 +2059,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     const bf16_t* const* W = (const bf16_t* const*)(tab + l * kDlTableCols);
     unsigned* c = counters + kDlStages * l;
     // qkv = RMSNorm(h) . Wqkv^T
-    if (l > 0) engine_dl_wait_serviced(c - kDlStages + kDlDown, gridDim.x, st, flag, seq);
+    if (l > 0) engine_dl_wait(c - kDlStages + kDlDown, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlQkv] = engine_globaltimer_ns();
     if (kv_prefetch && threadIdx.x == 32) engine_dl_prefetch_kv(a, tab, lens, l);
     // this layer's q_norm | k_norm (2 D bf16) for the attention stage, read before the qkv wait
@@ -2210,59 +2071,22 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // (the attention operands are built after the GEMV: live across it, they were spilled and their
     // reloads were L2 round trips at the stage's start)
     const unsigned tag = engine_dl_tag(epoch, d.layers, l);
-    engine_dl_gemv<false, true>(T, QKV, H, xs, nullptr, red, st,
+    engine_dl_gemv<false, true>(T, QKV, H, xs, nullptr, ring, red, stage, st,
                                 (unsigned long long*)engine_dl_qkv_ll<G>(a, S), tag);
-    // The handover (tensor-core parts, a ring deeper than its depth): where this block's second
-    // half has no attention part and the o stage's input loads fit the first half's 256 threads
-    // (T NQ D <= 2048), the first half runs the parts and the input loads while the second half's
-    // warps service the ring for all 16 slices (warp 8 + i its own and slice i's, whose cursor
-    // goes through shared memory across the block barriers around it): the weight stream keeps
-    // issuing behind landed tiles through attention instead of stopping once its in-flight
-    // tiles land. Elsewhere no warp services the ring during attention.
-    const bool handover = TD > 0 && !UM && depth < stages - 1 && (int)blockIdx.x + (int)gridDim.x >= T * NKV * S &&
-                          T * NQ * D <= 256 * 8;
-    if (handover && warp < 8) st.save(cursors + warp);
     __syncthreads();  // xs, which the attention groups' shared memory overlaps, is read
     const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
     // attention
     if (stamp) stamps[kDlStages * l + kDlAttn] = engine_globaltimer_ns();
+    if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD, UM>(at, S, attn_sm);
+    else engine_dl_attention_stage<G>(at, S, attn_sm);
     // h += attn . Wo^T: the input's loads wait for the attention output's tagged words (a block
     // with no o rows skips them, which only saves time; block 0 waits anyway when it records the
     // stage stamps, so that its o stamp marks the end of attention)
-    // (a block with o rows, or block 0 recording stamps; computed after the parts: fewer live registers)
-    const auto o_input = [&] {
+    __syncthreads();  // the attention groups' shared memory (over xs) is free
+    {
       long long o0, o1;
       engine_dl_groups(H, o0, o1);
-      return o0 < o1 || stamps != nullptr && blockIdx.x == 0;
-    };
-    if (handover) {
-      ++seq;
-      if (warp >= 8) {
-        EngineDlStream other = st;
-        other.load(cursors + warp - 8);
-        // (the flag read once a warp, as in engine_dl_wait_serviced; a round that issued nothing
-        // backs off 100 ns, leaving the issue slots to the attention parts' warps)
-        while (__shfl_sync(0xffffffffu, *flag, 0) != seq) {
-          const bool own = st.service(warp), handed = other.service(warp - 8);
-          if (!own && !handed) __nanosleep(100);
-        }
-        other.save(cursors + warp - 8);
-      } else {
-        if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD, UM>(at, S, attn_sm);  // (the first half's parts)
-        asm volatile("bar.sync 1, 256;" ::: "memory");  // the first half's parts are done with its shared memory (over xs)
-        if (o_input())
-          for (int i = (int)threadIdx.x * 8; i < T * NQ * D; i += 256 * 8)
-            engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
-        asm volatile("bar.sync 1, 256;" ::: "memory");  // its input is in xs
-        if (threadIdx.x == 0) *flag = seq;
-      }
-      __syncthreads();
-      if (warp < 8) st.load(cursors + warp);
-    } else {
-      if constexpr (TD > 0) engine_dl_attention_stage_tc<G, TD, UM>(at, S, attn_sm);
-      else engine_dl_attention_stage<G>(at, S, attn_sm);
-      __syncthreads();  // the attention groups' shared memory (over xs) is free
-      if (UM && o_input()) {
+      if (UM && (o0 < o1 || stamps != nullptr && blockIdx.x == 0)) {
         // every part has added its sums (the count), then out = um_acc / um_l in bf16 (0 for a
         // sequence without keys), read through L2 (the reductions happen there)
         engine_dl_wait(at.um_count, (unsigned)(T * NKV * S));
@@ -2274,16 +2098,16 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
                                      engine_pack_bf16x2(x1.x * inv, x1.y * inv), engine_pack_bf16x2(x1.z * inv, x1.w * inv));
           engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), v);
         }
-      } else if (!UM && o_input())
+      } else if (!UM && (o0 < o1 || stamps != nullptr && blockIdx.x == 0))
         for (long long i = threadIdx.x * 8; i < T * NQ * D; i += blockDim.x * 8)
           engine_xs_store8<true>(xs + i / (NQ * D) * engine_dl_kp(NQ * D), i % (NQ * D), engine_ll_wait8(at.out_ll + i / 2, tag));
-      __syncthreads();
     }
+    __syncthreads();
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, red, st);
+    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
-    engine_dl_wait_serviced(c + kDlO, gridDim.x, st, flag, seq);
+    engine_dl_wait(c + kDlO, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlGateUp] = engine_globaltimer_ns();
     if (UM && blockIdx.x == gridDim.x - 1) {  // this layer's sums are read (every block is past the o barrier): zero them for layer l + 2
       float4* um = (float4*)(engine_dl_um<G>(a, S) + (l & 1) * engine_dl_um_floats(T, NQ, D));
@@ -2292,14 +2116,14 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     }
     engine_gemv_norm_input<true>(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, red, st);
+    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
-    engine_dl_wait_serviced(c + kDlGateUp, gridDim.x, st, flag, seq);
+    engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
     engine_gemv_swiglu_input<true>(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, red, st);
+    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past

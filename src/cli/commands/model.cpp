@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-depth N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--lm-head screened|exact] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--lm-head screened|exact] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -49,7 +49,6 @@ struct E2eFlags {
   std::string gemv_rows = "1";
   std::string decode_attention = "engine";
   std::string persistent_stages = "0";
-  std::string persistent_depth = "0";
   std::string persistent_splits = "0";
   std::string persistent_blocks = "0";
   std::string persistent_kv_prefetch = "off";
@@ -363,7 +362,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   // batch 4: 1.99 against 3.27; README, 2026-12-01); on: the same, but an error where it cannot
   o.persistent_decode = f.persistent == "on" || f.persistent == "auto";
   o.persistent_stages = std::stoi(f.persistent_stages);
-  o.persistent_depth = std::stoi(f.persistent_depth);
   o.persistent_splits = std::stoi(f.persistent_splits);
   o.persistent_blocks = std::stoi(f.persistent_blocks);
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
@@ -475,7 +473,6 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"decode_attention", eo.engine_decode_attention ? "engine" : "op"},
              {"persistent_decode", eo.persistent_decode},
              {"persistent_stages", eo.persistent_stages},
-             {"persistent_depth", eo.persistent_depth},
              {"persistent_splits", eo.persistent_splits},
              {"persistent_blocks", eo.persistent_blocks},
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
@@ -561,9 +558,8 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
     if (doc["persistent_decode"].get<bool>())
-      fmt::print("persistent decode kernel: on ({} blocks, ring stages {}, depth {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {})\n",
-                 doc.value("persistent_blocks", 0), doc["persistent_stages"].get<int>(), doc.value("persistent_depth", 0),
-                 doc["persistent_splits"].get<int>(),
+      fmt::print("persistent decode kernel: on ({} blocks, ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {})\n",
+                 doc.value("persistent_blocks", 0), doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
                  doc["persistent_attention"].get<std::string>() == "tc" ? "tensor-core" : "CUDA-core",
                  doc.value("persistent_softmax", std::string("merge")) == "unified" ? "unified-max" : "merged",
                  doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off");
@@ -621,10 +617,6 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   if (stages < 0 || stages == 1 || stages > most)
     fail(ErrorCategory::kUsage, "--persistent-stages {}: expected 0 (automatic: at most {}) or 2 to {}",
          f.persistent_stages.substr(0, 40), model::CudaEngineOptions::kAutoPersistentStages, most);
-  const int depth = small_count(f.persistent_depth, 1);
-  if (depth < 0 || depth >= most)
-    fail(ErrorCategory::kUsage, "--persistent-depth {}: expected 0 (automatic: stages - 1) or 1 to {}",
-         f.persistent_depth.substr(0, 40), most - 1);
   const int splits = small_count(f.persistent_splits);
   if (splits < 0 || splits > 64)
     fail(ErrorCategory::kUsage, "--persistent-splits {}: expected 0 (automatic) or a whole number of splits, 1 to 64",
@@ -639,7 +631,7 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--persistent-softmax {}: expected unified or merge", f.persistent_softmax.substr(0, 40));
   if (f.lm_head != "screened" && f.lm_head != "exact")
     fail(ErrorCategory::kUsage, "--lm-head {}: expected screened or exact", f.lm_head.substr(0, 40));
-  for (const char* knob : {"--persistent-stages", "--persistent-depth", "--persistent-splits", "--persistent-blocks", "--persistent-kv-prefetch", "--persistent-attention",
+  for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-blocks", "--persistent-kv-prefetch", "--persistent-attention",
                            "--persistent-softmax"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
         !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
@@ -770,12 +762,6 @@ void register_e2e(CLI::App& app, Context& ctx) {
                               "2..{}: at most that many (fewer where they do not fit)",
                               model::CudaEngineOptions::kAutoPersistentStages,
                               model::CudaEngineOptions::kMaxPersistentStages));
-  cmd->add_option("--persistent-depth", f.persistent_depth,
-                  fmt::format("The most weight-ring tiles a warp's slice of the persistent decode kernel has "
-                              "outstanding: 0 (default) = stages - 1 (a tile issued as its slot frees) | 1..{}: at most "
-                              "that many (capped at stages - 1); below stages - 1 the next tile issues as an earlier "
-                              "one lands, also while the kernel waits",
-                              model::CudaEngineOptions::kMaxPersistentStages - 1));
   cmd->add_option("--persistent-splits", f.persistent_splits,
                   "Attention splits (parts per sequence and KV head) of the persistent decode kernel: 0 (default) = "
                   "automatic, about 64 keys a tensor-core part and 32 a CUDA-core part | 1..64: that many, capped at "
@@ -828,7 +814,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
       }
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
-                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-depth", "--persistent-splits",
+                             "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
                              "--persistent-blocks", "--persistent-kv-prefetch",
                              "--persistent-attention", "--persistent-softmax", "--lm-head"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
