@@ -173,8 +173,9 @@ struct CudaEngineOptions {
   /// multiple of 8 and the screening's shared memory within the device's per-block limit: h's
   /// fragments (hidden rounded up to 32 x 16 bytes), batch x hidden x 2 bytes and two ring stages
   /// of at least 8.25 KiB beside about 9.4 KiB of static shared memory (hidden past about 6,300 at
-  /// batch 8 does not fit); off otherwise (false in options()). On the H200 at batch 1 (Qwen3-1.7B, prompt 512) a step took 1.284 ms against
-  /// 1.353 with the exact lm_head, the same tokens (2026-12-06, two calls:
+  /// batch 8 does not fit); off otherwise (false in options()). On the H200 at batch 1
+  /// (Qwen3-1.7B, prompt 512) a step took 1.284 ms against 1.353 with the exact lm_head, the same
+  /// tokens (2026-12-06, two calls:
   /// bench/results/lm-head-screen-2026-12-06/).
   bool lm_head_screen = true;
   /// The most sequences the screened lm_head takes (its MMA's 8 columns).
