@@ -5,6 +5,8 @@
 // a block sum through shared memory behind __syncthreads() (engine_block_sum's code).
 // Every block sum is checked against the exact value, so a real barrier slip would also show as
 // a wrong sum. Mode 0: no named barrier anywhere (the control); mode 1: blocks 0-3, first half.
+// block_sum is engine_block_sum's text on purpose (the probe must run the same code; including
+// qwen3_engine.cu instead would compile every engine kernel, minutes on the device).
 //   nvcc -arch=sm_90 -o probe named_barrier_probe.cu && compute-sanitizer --tool racecheck ./probe 1
 #include <cstdio>
 #include <cstdlib>
