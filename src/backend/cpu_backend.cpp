@@ -12,6 +12,8 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "kernels/cpu/thrive_cpu.h"
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
@@ -127,6 +129,11 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     result.log = "kernel backend is '" + kernel.backend + "': the cpu backend compiles cpu kernels";
     return result;
   }
+  // the compiler would read any file an #include names and quote it in the log (untrusted source)
+  if (std::string why = include_policy_violation(kernel.source); !why.empty()) {
+    result.log = "refused before compiling: " + why;
+    return result;
+  }
   std::string key_material = kernel.source + "\n" + compiler_id_;
   for (const auto& f : compile_flags()) key_material += " " + f;
   const std::string key = fnv1a_hex(key_material);
@@ -144,18 +151,35 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     StagedFile staged_so(so);
     staged_so.close(false);
     const std::string& tmp_so = staged_so.temp_path();
+    // Two steps: the source to assembly, checked, then assembled and linked. The assembler would
+    // read any file an .incbin or .include names, and a source can put those in the assembly
+    // without any asm statement (a section or symbol name is written there as it is spelled).
+    StagedFile staged_s(cache_dir_ + "/" + key + ".s");
+    staged_s.close(false);
+    const std::string& tmp_s = staged_s.temp_path();
     std::vector<std::string> argv = {cfg_.cxx};
     for (const auto& f : compile_flags()) argv.push_back(f);
-    argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-o", tmp_so, src});
+    std::vector<std::string> link = argv;
+    argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-S", "-o", tmp_s, src});
     ProcessResult p = run_process(argv, cfg_.candidate_timeout_s);
     result.compile_s = p.wall_s;
     result.log = p.output;
-    if (p.timed_out) result.log += "\ncompiler timed out after " + std::to_string(p.wall_s) + " s";
-    if (p.exit_code != 0) {  // staged_so's destructor removes the output
-      if (result.log.empty()) result.log = "compiler exited with status " + std::to_string(p.exit_code);
+    const auto failed = [&](const ProcessResult& q, const char* what) {
+      if (q.timed_out) result.log += fmt::format("\n{} timed out after {} s", what, q.wall_s);
+      if (q.exit_code != 0 && result.log.empty()) result.log = fmt::format("{} exited with status {}", what, q.exit_code);
+      return q.exit_code != 0;
+    };
+    if (failed(p, "compiler")) return result;  // the staged files' destructors remove them
+    if (std::string why = assembly_policy_violation(read_file(tmp_s)); !why.empty()) {
+      result.log += (result.log.empty() ? "" : "\n") + std::string("refused after compiling: ") + why;
       return result;
     }
-    write_file_atomic(log_path, p.output);
+    link.insert(link.end(), {"-o", tmp_so, "-x", "assembler", tmp_s});  // (the staged name has no .s suffix)
+    ProcessResult q = run_process(link, cfg_.candidate_timeout_s);
+    result.compile_s += q.wall_s;
+    result.log += q.output;
+    if (failed(q, "assembler and linker")) return result;
+    write_file_atomic(log_path, result.log);
     staged_so.commit(true, false);
   }
   if (isolated_) {  // the candidate is loaded (and runs) only in its executor

@@ -287,6 +287,11 @@ class CudaBackend final : public Backend {
       result.log = "kernel backend is '" + kernel.backend + "': the cuda backend compiles cuda kernels";
       return result;
     }
+    // NVRTC would read any file an #include names and quote it in the log (untrusted source)
+    if (std::string why = include_policy_violation(kernel.source); !why.empty()) {
+      result.log = "refused before compiling: " + why;
+      return result;
+    }
     const Api& a = api();
     const std::vector<std::string> options = nvrtc_options(arch_);
     std::string key_material = kernel.source + "|" + arch_ + "|nvrtc " + nvrtc_version_;

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <regex>
 #include <sstream>
 
@@ -230,6 +233,154 @@ KernelSource KernelSource::instantiate(const Params& values) const {
       body += line + "\n";
   k.source = header + "#line 1\n" + body;
   return k;
+}
+
+namespace {
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `source` after translation phases 2 and 3 as far as directives need them: line splices joined,
+// comments replaced by one space, a raw string's contents by spaces; `line[i]` is the 1-based
+// source line of out[i]. With `blank`, the contents of every string and character literal become
+// spaces (for the operator scan).
+std::string strip_for_directives(const std::string& src, bool blank, std::vector<int>& line) {
+  std::string joined;
+  std::vector<int> jl;
+  int ln = 1;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == '\\') {  // backslash, optional blanks, newline: a splice
+      size_t j = i + 1;
+      while (j < src.size() && (src[j] == ' ' || src[j] == '\t' || src[j] == '\r')) ++j;
+      if (j < src.size() && src[j] == '\n') {
+        ++ln;
+        i = j;
+        continue;
+      }
+    }
+    joined += src[i];
+    jl.push_back(ln);
+    if (src[i] == '\n') ++ln;
+  }
+  std::string out;
+  line.clear();
+  const auto put = [&](char c, int l) { out += c, line.push_back(l); };
+  for (size_t i = 0; i < joined.size();) {
+    const char c = joined[i];
+    if (c == '/' && i + 1 < joined.size() && joined[i + 1] == '/') {
+      while (i < joined.size() && joined[i] != '\n') ++i;
+      put(' ', jl[i - 1]);
+    } else if (c == '/' && i + 1 < joined.size() && joined[i + 1] == '*') {
+      const size_t end = joined.find("*/", i + 2);
+      put(' ', jl[i]);
+      i = end == std::string::npos ? joined.size() : end + 2;
+    } else if (c == '"' || c == '\'') {
+      // a raw string: R"delim( ... )delim", R preceded by an optional u8 / u / U / L prefix
+      size_t p = i;
+      while (p > 0 && ident_char(joined[p - 1])) --p;
+      const std::string prefix = joined.substr(p, i - p);
+      const bool raw = c == '"' && (prefix == "R" || prefix == "u8R" || prefix == "uR" || prefix == "UR" || prefix == "LR");
+      size_t end;
+      if (raw) {
+        const size_t open = joined.find('(', i + 1);
+        const std::string close = ")" + (open == std::string::npos ? "" : joined.substr(i + 1, open - i - 1)) + "\"";
+        end = open == std::string::npos ? std::string::npos : joined.find(close, open);
+        end = end == std::string::npos ? joined.size() : end + close.size();
+      } else {
+        end = i + 1;
+        while (end < joined.size() && joined[end] != c && joined[end] != '\n') end += joined[end] == '\\' ? 2 : 1;
+        end = std::min(end + 1, joined.size());
+      }
+      // (a raw string's contents always become spaces, its newlines too: they cannot hold a
+      // directive, and an include's operand is never one)
+      for (size_t k = i; k < end; ++k)
+        put((blank || raw) && k > i && k + 1 < end && (raw || joined[k] != '\n') ? ' ' : joined[k], jl[k]);
+      i = end;
+      continue;
+    } else {
+      put(c, jl[i]);
+      ++i;
+      continue;
+    }
+  }
+  return out;
+}
+
+// whether `name` is a header name alone (no directory part, not hidden)
+bool plain_header_name(const std::string& name) {
+  if (name.empty() || name[0] == '.') return false;
+  for (char c : name)
+    if (!ident_char(c) && c != '.' && c != '-' && c != '+') return false;
+  return true;
+}
+
+}  // namespace
+
+std::string include_policy_violation(const std::string& source) {
+  std::vector<int> line;
+  const std::string code = strip_for_directives(source, false, line);
+  const auto shown = [](std::string s) {
+    s = trim(s);
+    return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+  };
+  for (size_t b = 0; b < code.size();) {
+    size_t e = code.find('\n', b);
+    if (e == std::string::npos) e = code.size();
+    const std::string l = code.substr(b, e - b);
+    const int at = line.empty() ? 1 : line[std::min(b, line.size() - 1)];
+    size_t i = l.find_first_not_of(" \t\r\f\v");
+    if (i != std::string::npos && (l[i] == '#' || l.compare(i, 2, "%:") == 0)) {
+      i += l[i] == '#' ? 1 : 2;
+      while (i < l.size() && (l[i] == ' ' || l[i] == '\t')) ++i;
+      size_t j = i;
+      while (j < l.size() && ident_char(l[j])) ++j;
+      const std::string directive = l.substr(i, j - i);
+      if (directive == "include_next" || directive == "import" || directive == "embed")
+        return fmt::format("line {}: {}: #{} is not allowed in a kernel (it reads files by path)", at, shown(l), directive);
+      if (directive == "include") {
+        const std::string operand = trim(l.substr(j));
+        const char open = operand.empty() ? '\0' : operand[0];
+        const char close = open == '<' ? '>' : '"';
+        const size_t end = open == '<' || open == '"' ? operand.find(close, 1) : std::string::npos;
+        const bool ok = end != std::string::npos && trim(operand.substr(end + 1)).empty() &&
+                        plain_header_name(operand.substr(1, end - 1));
+        if (!ok)
+          return fmt::format(
+              "line {}: {}: a kernel may include a header only by its name, <name> or \"name\" (letters, digits, "
+              "'_', '-', '+', '.'; no directory, no macro), from THRIVE's and the compiler's include directories",
+              at, shown(l));
+      }
+    }
+    b = e + 1;
+  }
+  const std::string blanked = strip_for_directives(source, true, line);
+  for (const char* op : {"__has_include_next", "__has_include", "__has_embed"}) {
+    for (size_t p = blanked.find(op); p != std::string::npos; p = blanked.find(op, p + 1)) {
+      const size_t n = std::strlen(op);
+      if ((p > 0 && ident_char(blanked[p - 1])) || (p + n < blanked.size() && ident_char(blanked[p + n]))) continue;
+      return fmt::format("line {}: {} is not allowed in a kernel (it probes files by path)", line[p], op);
+    }
+  }
+  return "";
+}
+
+std::string assembly_policy_violation(const std::string& assembly) {
+  static const char* const kDirectives[] = {"incbin", "include", "macro", "irp", "irpc", "rept", "altmacro"};
+  int ln = 1;
+  for (size_t i = 0; i < assembly.size(); ++i) {
+    if (assembly[i] == '\n') ++ln;
+    if (assembly[i] != '.') continue;
+    const char before = i == 0 ? '\n' : assembly[i - 1];
+    if (!std::isspace(static_cast<unsigned char>(before)) && before != ';' && before != ':') continue;
+    size_t j = i + 1;
+    std::string word;
+    while (j < assembly.size() && ident_char(assembly[j])) word += char(std::tolower(static_cast<unsigned char>(assembly[j++])));
+    for (const char* d : kDirectives)
+      if (word == d)
+        return fmt::format("assembly line {}: .{}: an assembler directive that reads files (or could spell one) is "
+                           "not allowed in a kernel (a section or symbol name, or an asm statement, put it there)",
+                           ln, word);
+  }
+  return "";
 }
 
 std::string KernelSource::content_hash() const { return fnv1a_hex(source); }

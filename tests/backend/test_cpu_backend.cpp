@@ -11,6 +11,7 @@
 #include "thrive/backend/backend.hpp"
 #include "thrive/backend/cpu_backend.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive::backend {
 namespace {
@@ -115,6 +116,30 @@ TEST_F(CpuBackendTest, MissingEntrySymbolGivesNullModuleNamingTheEntry) {
   auto h = backend.compile(KernelSource::parse(hidden, "h.cpp"));
   EXPECT_FALSE(h.module);
   EXPECT_NE(h.log.find("'f'"), std::string::npos) << h.log;
+}
+
+// A kernel is untrusted text: the compiler must not read a file it names by path and quote it
+// in the log that goes back to the agent, through an #include or through the assembler
+// (.incbin, put in the assembly by a section name: no asm statement needed).
+TEST_F(CpuBackendTest, KernelsCannotReadFilesThroughTheCompilerOrTheAssembler) {
+  const std::string secret = home.path() + "/secret.txt";
+  write_file_atomic(secret, "SECRET hunter2\n");
+  auto inc = backend.compile(kernel("return 0;", "#include \"" + secret + "\"\n"));
+  EXPECT_FALSE(inc.module);
+  EXPECT_NE(inc.log.find("refused before compiling: line"), std::string::npos) << inc.log;
+  EXPECT_EQ(inc.log.find("hunter2"), std::string::npos) << inc.log;
+  const std::string section = "__attribute__((section(\".data\\n.incbin \\\"" + secret + "\\\"\\n#\"))) int leak = 2;\n";
+  auto incbin = backend.compile(kernel("return leak;", section));
+  EXPECT_FALSE(incbin.module);
+  EXPECT_NE(incbin.log.find("refused after compiling: assembly line"), std::string::npos) << incbin.log;
+  EXPECT_NE(incbin.log.find(".incbin"), std::string::npos) << incbin.log;
+  EXPECT_EQ(incbin.log.find("hunter2"), std::string::npos) << incbin.log;
+  // the same kernel without the injected directive compiles: the refusal is the directive's
+  auto plain = backend.compile(kernel("return leak;", "__attribute__((section(\".data\"))) int leak = 2;\n"));
+  EXPECT_TRUE(plain.module) << plain.log;
+  // and no staged assembly or object is left behind in the cache
+  for (const auto& e : std::filesystem::directory_iterator(home.path() + "/cache/cpu"))
+    EXPECT_NE(e.path().filename().string()[0], '.') << e.path();
 }
 
 TEST_F(CpuBackendTest, RefusesKernelsOfAnotherBackend) {

@@ -310,5 +310,47 @@ TEST(KernelParams, PathLikeOrOverlongValuesAreRefused) {
     EXPECT_THROW(parse(bad), Error) << bad;
 }
 
+// include_policy_violation: what a kernel may include (an untrusted source must not make the
+// compiler read a file by path), through the translation phases that could hide a directive.
+TEST(IncludePolicy, HeadersByNameAreAllowedAndPathsMacrosAndProbesAreNot) {
+  EXPECT_EQ(backend::include_policy_violation("#include <math.h>\n#include \"thrive_cpu.h\"\n#  include <immintrin.h>\n"), "");
+  EXPECT_EQ(backend::include_policy_violation("#include <c++-thing.hpp>\nint x; // #include \"/etc/passwd\"\n"), "");
+  EXPECT_EQ(backend::include_policy_violation("const char* s = \"#include </etc/passwd>\";\n"), "");
+  EXPECT_EQ(backend::include_policy_violation("auto r = R\"x(\n#include </etc/passwd>\n)x\";\n"), "");
+  const std::pair<const char*, const char*> refused[] = {
+      {"#include \"/etc/passwd\"\n", "line 1: #include \"/etc/passwd\""},
+      {"int a;\n#include <../secret.h>\n", "line 2: #include <../secret.h>"},
+      {"#include \".env\"\n", "line 1"},
+      {"#define P \"/etc/passwd\"\n#include P\n", "line 2: #include P"},
+      {"#in\\\nclude \"/etc/passwd\"\n", "line 1"},             // a line splice inside the directive
+      {"/* a */ # /* b */ include \"/x/y\"\n", "line 1"},          // comments around it
+      {"%:include \"/etc/passwd\"\n", "line 1"},                   // the digraph
+      {"#include_next <stdio.h>\n", "#include_next is not allowed"},
+      {"#embed \"/etc/passwd\"\n", "#embed is not allowed"},
+      {"int a;\n\n#if __has_include(\"/etc/passwd\")\n#endif\n", "line 3: __has_include is not allowed"},
+      {"#include <math.h> junk\n", "line 1"},
+      {"#include \"a\\b.h\"\n", "line 1"},
+  };
+  for (const auto& [source, expected] : refused) {
+    const std::string why = backend::include_policy_violation(source);
+    EXPECT_NE(why.find(expected), std::string::npos) << source << " -> " << why;
+  }
+  // every kernel THRIVE ships passes it
+  for (const auto& path : backend::embedded_paths()) {
+    if (path.ends_with(".cpp") || path.ends_with(".cu")) {
+      EXPECT_EQ(backend::include_policy_violation(backend::embedded_file(path)), "") << path;
+    }
+  }
+}
+
+TEST(AssemblyPolicy, DirectivesThatReadFilesAreRefusedWhereverAStatementCanStart) {
+  EXPECT_EQ(backend::assembly_policy_violation("\t.text\n\t.globl f\nf:\n\tret\n\t.string \"a.incbin b\"\n"), "");
+  EXPECT_NE(backend::assembly_policy_violation("\t.text\n.incbin \"/etc/passwd\"\n").find("assembly line 2: .incbin"),
+            std::string::npos);
+  EXPECT_NE(backend::assembly_policy_violation("x: .INCLUDE \"f.s\"\n").find(".include"), std::string::npos);
+  EXPECT_NE(backend::assembly_policy_violation("\tnop; .macro m\n").find(".macro"), std::string::npos);
+  EXPECT_NE(backend::assembly_policy_violation("\t.rept 3\n").find(".rept"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace thrive

@@ -42,6 +42,31 @@ struct LaunchSpec {
   std::string smem = "0";     ///< dynamic shared memory, bytes
 };
 
+/// Why a kernel's source may not be compiled as it stands, or "" when it may: its include
+/// directives. A kernel is untrusted text (an agent's or an imported one), and a compiler reads any
+/// file an #include names and quotes it in the compile log that goes back to the agent, so:
+///   - every #include names a header by name alone, <name> or "name" (letters, digits, '_', '-',
+///     '+' and '.', not starting with '.'; no directory part), which only THRIVE's and the
+///     compiler's own include directories then provide (and, for the CPU backend, the kernel cache
+///     directory the source is written to);
+///   - #include_next, #import, #embed, a computed #include (#include MACRO) and the operators
+///     __has_include, __has_include_next and __has_embed are refused.
+/// The scan follows the translation phases that could hide a directive: line splices
+/// (backslash-newline) are joined, comments removed (string, character and raw string literals
+/// kept whole), and the digraph %: read as #. The answer names the line (1-based, of `source`)
+/// and the directive, e.g. `line 3: #include "/etc/passwd": ...`. Backends call this before
+/// compiling (CpuBackend also checks the compiler's assembly output for assembler directives
+/// that read files, CpuBackend::compile).
+std::string include_policy_violation(const std::string& source);
+
+/// Why a CPU kernel's assembly (the compiler's -S output for an untrusted source) may not be
+/// assembled, or "" when it may: the GNU assembler directives that read files (.incbin,
+/// .include) or could spell them (.macro, .irp, .irpc, .rept, .altmacro), found case-insensitively
+/// as a statement (at a line's start, or after whitespace, ';' or a label's ':'). A source can put
+/// them there without an asm statement: GCC writes section and symbol names as they are spelled.
+/// The answer names the assembly line (1-based) and the directive.
+std::string assembly_policy_violation(const std::string& assembly);
+
 /// A parsed kernel: what `thrive verify --kernel FILE` reads and agents produce.
 struct KernelSource {
   std::string op;
