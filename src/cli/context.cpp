@@ -242,16 +242,17 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
       fail(ErrorCategory::kUsage, "{} {}: a backup of the memory in THRIVE_HOME ({}); expected a path outside it",
            flag, path, ctx.config().home);
   }
-  for (const char* inside : {"memory.db", "kernels", "cache"}) {
+  for (const char* inside : {"memory.db", "kernels", "cache", "bandwidth.lock"}) {
     // resolved (through a memory.db link to its file) and the link itself under the resolved
-    // home, each with SQLite's -wal/-shm/-journal next to it
+    // home, each with SQLite's -wal/-shm/-journal and the store's .lock next to it (a file put in
+    // place of the lock lets a second writer, or `memory reset`, in while a run holds it)
     bool hit = false;
     for (const auto& p : {resolve_links(home / inside), resolve_links(home / inside, false)}) {
       hit = hit || within(target, p);
-      for (const char* side : {"-wal", "-shm", "-journal"}) hit = hit || target == p + side;
+      for (const char* side : {"-wal", "-shm", "-journal", ".lock"}) hit = hit || target == p + side;
     }
     if (hit)
-      fail(ErrorCategory::kUsage, "{} {}: inside THRIVE_HOME's {} (the memory itself); expected a path outside it",
+      fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME's {} or a file beside it that guards it (the memory itself); expected a path outside it",
            flag, path, inside);
   }
 }

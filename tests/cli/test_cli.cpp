@@ -377,6 +377,13 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   expect_one_line_error(r, "memory.db");
   EXPECT_EQ(read_file(home.path() + "/memory.db"), before);
+  // nor onto the files that guard it: a file put in place of the store's lock let `memory reset`
+  // move the database away under a running optimize (break-it finding, 2026-12-07)
+  for (const char* guard : {"/memory.db.lock", "/bandwidth.lock"}) {
+    r = test::run_thrive({"memory", "export", home.path() + guard}, env());
+    EXPECT_EQ(r.exit_code, 2) << guard << ": " << r.err;
+    expect_one_line_error(r, guard + 1);
+  }
   // nor is a benchmark's raw output
   r = test::run_thrive({"bench", "--op", "softmax", "--json-out", home.path() + "/memory.db"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
