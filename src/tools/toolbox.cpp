@@ -497,7 +497,26 @@ void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shap
   nlohmann::json doc = nlohmann::json::object();
   if (std::filesystem::exists(meta)) {
     doc = parse_json_bounded(read_file(meta));
-    if (doc.is_discarded() || !doc.is_object()) doc = nlohmann::json::object();
+    const bool ok = !doc.is_discarded() && doc.is_object() &&
+                    (!doc.contains("attempts") || (doc["attempts"].is_object() &&
+                                                   std::all_of(doc["attempts"].begin(), doc["attempts"].end(),
+                                                               [](const nlohmann::json& a) { return a.is_array(); })));
+    if (!ok) {
+      // a record this code cannot extend (truncated, edited): kept beside the new one, never overwritten
+      std::string stamp = memory::now_iso8601();
+      std::replace(stamp.begin(), stamp.end(), ':', '-');
+      std::string aside = meta + ".corrupt-" + stamp;
+      std::error_code ec;
+      for (int n = 2; std::filesystem::exists(std::filesystem::symlink_status(aside, ec)); ++n)  // one a second
+        aside = meta + ".corrupt-" + stamp + "-" + std::to_string(n);
+      std::filesystem::rename(meta, aside, ec);
+      if (ec)
+        fail(ErrorCategory::kStorage, "{}: not a kernel record this version can extend, and it cannot be moved aside "
+             "to {} ({}); expected a JSON object with an \"attempts\" object of arrays", meta, aside, ec.message());
+      spdlog::warn("{}: not a kernel record this version can extend (truncated or edited?); moved aside to {} and "
+                   "started a new record", meta, aside);
+      doc = nlohmann::json::object();
+    }
   }
   doc["kernel_id"] = id;
   doc["op"] = k.op;

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.hpp"
 #include "thrive/agents/search_agent.hpp"
 #include "thrive/backend/embedded.hpp"
 #include "thrive/bench/bench.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive {
 namespace {
@@ -306,6 +310,40 @@ TEST_F(LibraryRecall, RecallReplacesTheStoredFiguresWithTodaysMeasurement) {
   EXPECT_GT(best->time_us, 1e-3) << "the claimed time was replaced by the measured one";
   // (the task reports its paired figure, r.best_us; the stored time is the recall's benchmark)
   EXPECT_LT(best->time_us, 100.0 * r.best_us);
+}
+
+// The kernel archive (THRIVE_HOME/kernels/<op>/<id>.json) keeps every attempt's verdict: a record
+// that no longer parses (truncated, edited) is moved aside and a new one started, never silently
+// overwritten with its history lost (break-it finding, 2026-12-07).
+TEST(KernelArchive, ARecordThatDoesNotParseIsMovedAsideNotOverwritten) {
+  if (!have_cpu_kernels()) GTEST_SKIP() << "cpu templates not embedded";
+  AgentRig rig;
+  const auto& op = ops::find_op("swiglu_act");
+  const auto shape = op.bench_shapes(rig.cfg.model).front();
+  const auto tmpl = rig.tools.op_template(op.name());
+  const auto k = tmpl.instantiate(tmpl.defaults());
+  const std::string dir = rig.home.path() + "/kernels/" + op.name(), meta = dir + "/" + rig.tools.kernel_id(k) + ".json";
+  rig.tools.benchmark(k, shape);
+  rig.tools.benchmark(k, shape);
+  const std::string whole = test::slurp(meta);
+  ASSERT_EQ(nlohmann::json::parse(whole)["attempts"][shape.label].size(), 2u);
+  write_file_atomic(meta, whole.substr(0, whole.size() / 2));  // truncated mid-document
+  rig.tools.benchmark(k, shape);
+  EXPECT_EQ(nlohmann::json::parse(test::slurp(meta))["attempts"][shape.label].size(), 1u);
+  std::vector<std::string> aside;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().find(".json.corrupt-") != std::string::npos) aside.push_back(e.path());
+  ASSERT_EQ(aside.size(), 1u) << "the old record is kept beside the new one";
+  EXPECT_EQ(test::slurp(aside[0]), whole.substr(0, whole.size() / 2));
+  // a record whose attempts are not arrays cannot be extended either: moved aside, no exception
+  write_file_atomic(meta, R"({"attempts": {")" + shape.label + R"(": 7}})");
+  EXPECT_NO_THROW(rig.tools.benchmark(k, shape));
+  EXPECT_EQ(nlohmann::json::parse(test::slurp(meta))["attempts"][shape.label].size(), 1u);
+  // both old records are kept, also when they are moved aside within the same second
+  size_t kept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    kept += e.path().filename().string().find(".json.corrupt-") != std::string::npos;
+  EXPECT_EQ(kept, 2u);
 }
 
 TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
