@@ -382,9 +382,13 @@ std::unique_ptr<Store> Store::open_read_only(const std::string& path, ReadOpen& 
   // them: they then block the owner's writes. With no -shm there, no connection is open and the
   // WAL is checkpointed into the file, so the file alone is the memory: read it as immutable
   // (no locks, no side files). A writer that starts during the read is the one case it can
-  // misread (reported as an error, never written).
+  // misread (reported as an error, never written). The same where the file is writable but its
+  // directory is not (a read-only mount, another user's directory): there SQLite could not
+  // create the WAL index and failed with "attempt to write a readonly database".
   std::error_code ec;
-  const bool immutable = access(path.c_str(), W_OK) != 0 && !std::filesystem::exists(path + "-shm", ec);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const bool writable = access(path.c_str(), W_OK) == 0 && access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+  const bool immutable = !writable && !std::filesystem::exists(path + "-shm", ec);
   const int rc = immutable ? sqlite3_open_v2(sqlite_uri(path, "immutable=1").c_str(), &s->db_,
                                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
                            : sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READWRITE, nullptr);

@@ -698,6 +698,31 @@ TEST_F(StoreTest, AttemptMeasureRoundTripsAndOlderMemoriesStayReadable) {
   EXPECT_EQ(s.trajectory(0, "softmax", "T=1", "cpu:test:x86_64").back().footing, 2);
 }
 
+// A memory in a directory this user may not write (a read-only mount, a teammate's memory), as
+// a clean exit leaves it (no -wal or -shm): the reading open reads it, where SQLite alone could not
+// create the WAL index (break-it finding, 2026-12-07).
+TEST_F(StoreTest, ReadOnlyOpenReadsAMemoryInADirectoryItMayNotWrite) {
+  if (geteuid() == 0) GTEST_SKIP() << "runs as root, which may write any directory";
+  const std::string sub = dir.path() + "/ro", f = sub + "/memory.db";
+  std::filesystem::create_directories(sub);
+  {
+    Store s(f);
+    ASSERT_TRUE(s.record_kernel(kernel("k1", 5.0)));
+  }
+  raw_exec(f, "PRAGMA journal_mode=wal");
+  const std::string before = test::slurp(f);
+  std::filesystem::permissions(sub, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  auto how = Store::ReadOpen::kNoMemory;
+  {
+    auto s = Store::open_read_only(f, how);
+    EXPECT_EQ(how, Store::ReadOpen::kOpened);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->leaderboard().size(), 1u);
+  }
+  std::filesystem::permissions(sub, std::filesystem::perms::owner_all);
+  EXPECT_EQ(test::slurp(f), before);
+}
+
 // open_read_only (the reading commands' open): a current memory is read with the file left
 // byte-identical, in WAL or rollback-journal mode, and a write on it is a storage error; an
 // empty or table-less file is "no memory" and an older schema "needs the read-write open",
