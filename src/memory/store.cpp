@@ -866,6 +866,35 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
     if (r.source.find("@thrive op:") == std::string::npos || r.source.size() > (16u << 20))
       fail(ErrorCategory::kInput, "import: kernel {}: expected a kernel source with a "
            "'// @thrive op:' line (at most 16 MiB)", r.kernel_id);
+    // the record's op is its source's (a mismatch planted a best row under an op no kernel has)
+    {
+      const size_t at_op = r.source.find("@thrive op:") + std::strlen("@thrive op:");
+      const size_t b = r.source.find_first_not_of(" \t", at_op);
+      const size_t e = b == std::string::npos ? b : r.source.find_first_of(" \t\r\n", b);
+      const std::string source_op = b == std::string::npos ? "" : r.source.substr(b, e == std::string::npos ? e : e - b);
+      if (source_op != r.op)
+        fail(ErrorCategory::kInput, "import: kernel {}: op {} but its source says '@thrive op: {}'; expected the same op",
+             r.kernel_id, json_excerpt(r.op), json_excerpt(source_op));
+    }
+    // shape classes as THRIVE writes them: NAME=count pairs, each count a positive integer
+    {
+      bool ok = !r.shape_class.empty() && r.shape_class.size() <= 128;
+      for (size_t b = 0; ok && b <= r.shape_class.size();) {
+        size_t e = r.shape_class.find(',', b);
+        if (e == std::string::npos) e = r.shape_class.size();
+        const std::string pair = r.shape_class.substr(b, e - b);
+        const size_t eq = pair.find('=');
+        ok = eq != std::string::npos && eq > 0 && eq + 1 < pair.size() && eq + 11 >= pair.size() &&
+             std::isalpha(static_cast<unsigned char>(pair[0])) &&
+             std::all_of(pair.begin(), pair.begin() + long(eq), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+             std::all_of(pair.begin() + long(eq) + 1, pair.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+             std::stoll(pair.substr(eq + 1)) > 0;
+        b = e + 1;
+      }
+      if (!ok)
+        fail(ErrorCategory::kInput, "import: kernel {}: shape {}: expected NAME=count pairs joined by commas, each "
+             "count a positive integer (e.g. T=16 or B=1,L=4096)", r.kernel_id, json_excerpt(r.shape_class));
+    }
     // THRIVE's ids end in "~<hash>" or "src-<hash>", 16 hex digits of FNV-1a of the source:
     // an id whose source was edited afterwards names another program.
     const auto tail = r.kernel_id.size() >= 17 ? r.kernel_id.substr(r.kernel_id.size() - 17) : std::string();

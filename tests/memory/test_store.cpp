@@ -320,6 +320,42 @@ void fill(Store& s) {
   s.set_peak_bandwidth_gbps("cpu:test:x86_64", 40.0);
 }
 
+// A record whose op is not its source's, or whose shape is not NAME=count pairs, is refused whole:
+// the op mismatch planted a best row that `memory show` counted and the leaderboard did not
+// (break-it finding, 2026-12-07).
+TEST_F(StoreTest, ImportOfAnOpOrShapeItsKernelCannotHaveIsRefused) {
+  nlohmann::json doc;
+  {
+    Store a(path + ".a");
+    ASSERT_TRUE(a.record_kernel(kernel("k1", 5.0)));
+    doc = a.export_json();
+  }
+  const std::string op = doc["kernels"][0]["op"];
+  const std::pair<const char*, nlohmann::json> bad[] = {
+      {"op", "nope"}, {"shape", "T=-1"}, {"shape", "T=0"}, {"shape", "T"}, {"shape", "T=1,,L=2"}, {"shape", "=4"},
+      {"shape", "T=99999999999"}};
+  for (const auto& [key, value] : bad) {
+    auto d = doc;
+    d["kernels"][0][key] = value;
+    if (std::string(key) == "shape") {
+      for (auto& b : d["best"]) b["shape_class"] = value;
+    } else {
+      for (auto& b : d["best"]) b["op"] = value;
+    }
+    Store b(path + ".b");
+    try {
+      b.import_json(d);
+      ADD_FAILURE() << "imported " << key << "=" << value.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(value.get<std::string>()), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(b.summary()["kernels"], 0) << key << "=" << value.dump() << ": nothing stored";
+  }
+  Store c(path + ".c");
+  EXPECT_NO_THROW(c.import_json(doc)) << op << ": the untouched export imports";
+}
+
 // An id made by THRIVE ends in 16 hex digits of its source's hash: an import whose source was
 // edited after the id was made is refused whole, and nothing is stored.
 TEST_F(StoreTest, ImportOfASourceThatNoLongerMatchesItsIdIsRefused) {
