@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <thread>
@@ -255,6 +258,22 @@ void check_output_path(Context& ctx, const std::string& path, const char* flag) 
       fail(ErrorCategory::kUsage, "{} {}: THRIVE_HOME's {} or a file beside it that guards it (the memory itself); expected a path outside it",
            flag, path, inside);
   }
+}
+
+void check_results_file(Context& ctx, const std::string& path, const char* flag) {
+  check_output_path(ctx, path, flag);
+  if (std::filesystem::is_directory(path)) fail(ErrorCategory::kUsage, "{} {}: is a folder; expected a file path", flag, path);
+  // the results are written after the whole run: prove now that the file can be created
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st) && st.type() != std::filesystem::file_type::regular)
+    fail(ErrorCategory::kUsage, "{} {}: exists and is not a regular file (a device, a FIFO); expected a file path", flag, path);
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) ensure_writable_dir(parent.string(), fmt::format("{}'s folder", flag));
+  const std::string probe = path + ".probe." + std::to_string(getpid());
+  if (!std::ofstream(probe))
+    fail(ErrorCategory::kStorage, "{} {}: cannot create a file there ({})", flag, path, std::strerror(errno));
+  std::filesystem::remove(probe, ec);
 }
 
 std::FILE* take_stdout(const char* what) {

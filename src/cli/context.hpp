@@ -69,6 +69,12 @@ std::FILE* take_stdout(const char* what);
 /// Error(kUsage) naming `flag` and the path. Every command's output file goes through it.
 void check_output_path(Context& ctx, const std::string& path, const char* flag);
 
+/// For a results file written only after a long run (--json-out of bench, tune and demo): what
+/// check_output_path refuses, plus a folder, an existing non-regular file (a device such as
+/// /dev/full, a FIFO) and a folder where no file can be created (a probe file is created and
+/// removed), all before any work. Error(kUsage) or Error(kStorage) naming `flag` and the path.
+void check_results_file(Context& ctx, const std::string& path, const char* flag);
+
 /// Refuses, in `app` and every subcommand parsed under it, an option given an empty or blank
 /// value (`--gen ""` would otherwise read as 0, `--home ""` fall back to THRIVE_HOME, `--home " "`
 /// create a directory named " ") or, for a named option, a value that is another option (CLI11

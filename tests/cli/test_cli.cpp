@@ -388,6 +388,16 @@ TEST_F(Cli, HostileFilesAndPathsAreRefusedAndTheMemorySurvives) {
   r = test::run_thrive({"bench", "--op", "softmax", "--json-out", home.path() + "/memory.db"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(read_file(home.path() + "/memory.db"), before);
+  // a results file that cannot be written is refused before the work, not after it (break-it
+  // finding, 2026-12-07: tune ran its whole grid, then failed on /dev/full)
+  for (const std::vector<std::string>& cmd : {std::vector<std::string>{"bench", "--op", "softmax"},
+                                              {"tune", "--op", "softmax", "--grid", "VEC=1", "--shape", "T=1"}}) {
+    auto argv = cmd;
+    argv.insert(argv.end(), {"--json-out", "/dev/full"});
+    r = test::run_thrive(argv, env());
+    EXPECT_EQ(r.exit_code, 2) << cmd[0] << ": " << r.err;
+    expect_one_line_error(r, "not a regular file");
+  }
   // --json-out is the memory bench's; with --kernel it is refused, not silently ignored
   r = test::run_thrive({"bench", "--op", "softmax", "--kernel", files.path() + "/k.cpp", "--json-out",
                         files.path() + "/out.json"}, env());

@@ -152,7 +152,7 @@ void register_bench(CLI::App& app, Context& ctx) {
              "--kernel); with --kernel, --json prints the full result", json_out);
       bench_file(ctx, f);
     } else {
-      if (!json_out.empty()) check_output_path(ctx, json_out, "--json-out");
+      if (!json_out.empty()) check_results_file(ctx, json_out, "--json-out");
       bench_memory(ctx, f.op, f.shape, json_out);
     }
   });

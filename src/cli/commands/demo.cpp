@@ -203,22 +203,7 @@ void register_demo(CLI::App& app, Context& ctx) {
       }
       if (!known) fail(ErrorCategory::kUsage, "--shape {}: not a shape of {}; expected one of: {}", f.shape, op.name(), labels);
     }
-    if (!f.json_out.empty()) {
-      if (std::filesystem::is_directory(f.json_out))
-        fail(ErrorCategory::kUsage, "--json-out {}: is a folder; expected a file path", f.json_out);
-      const auto parent = std::filesystem::path(f.json_out).parent_path();
-      if (!parent.empty()) ensure_writable_dir(parent.string(), "--json-out's folder");
-      check_output_path(ctx, f.json_out, "--json-out");
-      // The results are written after the whole run: prove now that the file can be created.
-      std::error_code ec;
-      const auto st = std::filesystem::status(f.json_out, ec);
-      if (!ec && std::filesystem::exists(st) && st.type() != std::filesystem::file_type::regular)
-        fail(ErrorCategory::kUsage, "--json-out {}: exists and is not a regular file", f.json_out);
-      const std::string probe = f.json_out + ".probe." + std::to_string(getpid());
-      if (!std::ofstream(probe))
-        fail(ErrorCategory::kStorage, "--json-out {}: cannot create a file there ({})", f.json_out, std::strerror(errno));
-      std::filesystem::remove(probe, ec);
-    }
+    if (!f.json_out.empty()) check_results_file(ctx, f.json_out, "--json-out");
     std::string home = f.demo_home;
     if (home.empty()) {
       ensure_writable_dir(cfg.home, "THRIVE_HOME");

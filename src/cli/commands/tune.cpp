@@ -200,7 +200,7 @@ void register_tune(CLI::App& app, Context& ctx) {
   cmd->add_option("--json-out", f.json_out, "Write every point's raw result as JSON");
   add_common_flags(*cmd, ctx.flags, true);
   cmd->callback([&ctx, cmd] {
-    if (cmd->count("--json-out") > 0) check_output_path(ctx, f.json_out, "--json-out");
+    if (cmd->count("--json-out") > 0) check_results_file(ctx, f.json_out, "--json-out");
     run_tune(ctx, f);
   });
 }
