@@ -238,10 +238,12 @@ std::string LlmAgent::converse(Run& run, const std::string& role, const std::str
     } catch (const Error& e) {
       if (e.category() == ErrorCategory::kUsage) throw;  // a rejected key: one clear error
       stop_reason_ = std::string("the model API failed: ") + e.what();
+      if (api_failure_.empty()) api_failure_ = stop_reason_;
       run.stop = true;
       return last_text;
     } catch (const nlohmann::json::exception& e) {
       stop_reason_ = std::string("the model API's reply could not be used: ") + e.what();
+      if (api_failure_.empty()) api_failure_ = stop_reason_;
       run.stop = true;
       return last_text;
     }

@@ -67,8 +67,13 @@ int main(int argc, char** argv) {
         if (subcommand_after(i)) pick = i;
       }
       if (pick < 0) pick = unflagged >= 0 ? unflagged : first;
-      const std::string where =
-          pick < 0 ? "COMMAND" : subcommand_after(pick) ? std::string(argv[pick]) + " " + argv[pick + 1] : argv[pick];
+      // the help that lists the flag: the subcommand's, or its command's where the flag is the
+      // command's (`memory show` takes --home from `memory`)
+      const std::string flag_name = name.substr(0, name.find('='));
+      const bool sub_has_it = pick >= 0 && subcommand_after(pick) &&
+                              (name == "--" || name == "-" ||
+                               app.get_subcommand(argv[pick])->get_subcommand(argv[pick + 1])->get_option_no_throw(flag_name) != nullptr);
+      const std::string where = pick < 0 ? "COMMAND" : sub_has_it ? std::string(argv[pick]) + " " + argv[pick + 1] : argv[pick];
       fmt::print(stderr, "thrive: usage error: {} before the command: {} (thrive {} --help lists its flags)\n",
                  name, name == "--" || name == "-" ? "only a command's words may follow it" : "a flag follows the command it belongs to",
                  where);

@@ -528,6 +528,22 @@ TEST_F(LlmAgentTest, DemoWithTheLlmAgentReportsCostInUsd) {
   EXPECT_FALSE(std::filesystem::exists(home.path() + "/never"));
 }
 
+// An optimize whose model API fails (here: it refuses every request) did not do what was asked:
+// it exits 5, a backend failure, naming the failure, not 0 (break-it finding, 2026-12-07).
+TEST_F(LlmAgentTest, OptimizeExitsFiveWhenTheModelApiFails) {
+  for (int i = 0; i < 6; ++i)
+    server.push({400, json{{"type", "error"}, {"error", {{"message", "model not found"}}}}.dump(), {}, 0, false});
+  std::vector<std::string> env = {"THRIVE_HOME=" + home.path() + "/cli", "ANTHROPIC_API_KEY=" + key,
+                                  "THRIVE_MODEL=claude-sonnet-4-5", "THRIVE_LLM_BASE_URL=" + server.url()};
+  for (const auto& kv : test::small_model_env()) env.push_back(kv);
+  const auto r = test::run_thrive({"optimize", "--op", "rmsnorm_residual", "--shape", task().shape.label, "--rounds",
+                                   "1", "--agent", "llm"},
+                                  env);
+  EXPECT_EQ(r.exit_code, 5) << r.err << r.out;
+  EXPECT_NE(r.err.find("the LLM agent's tasks ended early: the model API failed"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(key), std::string::npos);
+}
+
 TEST(LlmSettings, PricesModelsAndPromptsAreCheckedUpFront) {
   test::TempDir dir;
   const std::string prices = dir.path() + "/p.json";

@@ -81,6 +81,10 @@ class LlmAgent : public Agent {
   double total_usd() const;
   /// Why the last run stopped early ("" when it did not): the USD, wall-clock or rounds cap.
   const std::string& stop_reason() const { return stop_reason_; }
+  /// The first model-API failure over every run of this agent ("" when none): the API was
+  /// unreachable or refused, or its reply could not be used, and that task's conversation ended.
+  /// `thrive optimize` then exits 5 (a backend failure), since its tasks did not run as asked.
+  const std::string& api_failure() const { return api_failure_; }
   /// The tools a role may call (exposed for tests and docs).
   static std::vector<llm::ToolSpec> tools_for(const std::string& role);
 
@@ -95,6 +99,7 @@ class LlmAgent : public Agent {
   std::unique_ptr<llm::Client> client_;
   std::map<std::string, RoleSpend> spend_;
   std::string stop_reason_;
+  std::string api_failure_;
 };
 
 /// The agent `cfg.agent` names ("search" or "llm"; `autonomous` only with llm). Error(kUsage)

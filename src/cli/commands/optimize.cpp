@@ -159,6 +159,11 @@ void register_optimize(CLI::App& app, Context& ctx) {
     for (const auto& pass : per_pass)
       for (const auto& r : pass)
         if (!r.verified) ctx.exit_code = 1;
+    // the agent could not do what was asked: a script must see it (exit 5, a backend failure)
+    if (const auto* llm = dynamic_cast<const agents::LlmAgent*>(&agent); llm != nullptr && !llm->api_failure().empty()) {
+      fmt::print(stderr, "thrive: the LLM agent's tasks ended early: {}\n", llm->api_failure());
+      ctx.exit_code = exit_code(ErrorCategory::kBackend);
+    }
   });
 }
 
