@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -93,11 +95,50 @@ int64_t llc_bytes() {
   return 32ll << 20;
 }
 
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// `dir` with links, "." and ".." resolved, and a trailing "/" (a prefix that matches only inside it)
+std::string resolved_dir(const std::string& dir) {
+  std::error_code ec;
+  const auto r = std::filesystem::weakly_canonical(dir, ec);
+  std::string s = (ec ? std::filesystem::path(dir) : r).string();
+  return s.empty() || s.back() != '/' ? s + "/" : s;
+}
+
+// The files a make-style dependency list (`-M -MF`) names: its words after the target, with
+// escaped spaces joined back.
+std::vector<std::string> dependency_files(const std::string& text) {
+  std::vector<std::string> out;
+  std::string word;
+  bool target = true;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ' ';
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == ' ') {
+      word += ' ';
+      ++i;
+    } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+      continue;
+    } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      if (!word.empty() && !target) out.push_back(word);
+      if (!word.empty() && word.back() == ':') target = false;
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> CpuBackend::compile_flags() {
+  // -fno-diagnostics-show-caret: a diagnostic never quotes a source line, which GCC reads from
+  // whatever file a `#line N "FILE"` names (an untrusted kernel could name any file)
   return {"-std=c++20", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
-          "-fvisibility=hidden", "-Wall"};
+          "-fvisibility=hidden", "-Wall", "-fno-diagnostics-show-caret"};
 }
 
 CpuBackend::CpuBackend(const config::Config& cfg) : cfg_(cfg) {
@@ -113,6 +154,19 @@ CpuBackend::CpuBackend(const config::Config& cfg) : cfg_(cfg) {
          why);
   }
   compiler_id_ = version.output.substr(0, version.output.find('\n'));
+  // its #include <...> search list, between these two lines of `c++ -x c++ -E -v /dev/null`
+  const ProcessResult search = run_process({cfg.cxx, "-x", "c++", "-E", "-v", "/dev/null"}, 30.0);
+  std::istringstream lines(search.output);
+  bool listing = false;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("#include <...> search starts here:", 0) == 0) listing = true;
+    else if (l.rfind("End of search list.", 0) == 0) listing = false;
+    else if (listing && !l.empty() && l[0] == ' ') system_include_dirs_.push_back(resolved_dir(trimmed(l)));
+  }
+  if (search.exit_code != 0 || system_include_dirs_.empty())
+    fail(ErrorCategory::kBackend, "THRIVE_CXX={}: cannot list its include directories (`{} -x c++ -E -v /dev/null` "
+         "exited {}); expected a GCC- or Clang-compatible compiler", cfg.cxx, cfg.cxx, search.exit_code);
+  system_include_dirs_.push_back(resolved_dir(cache_dir_ + "/include"));
   device_.backend = "cpu";
   device_.name = cpu_model_name();
   device_.arch = cpu_arch();
@@ -130,7 +184,7 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     return result;
   }
   // the compiler would read any file an #include names and quote it in the log (untrusted source)
-  if (std::string why = include_policy_violation(kernel.source); !why.empty()) {
+  if (std::string why = include_policy_violation(kernel.source, true); !why.empty()) {
     result.log = "refused before compiling: " + why;
     return result;
   }
@@ -146,6 +200,46 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     if (log) result.log.assign(std::istreambuf_iterator<char>(log), {});
   } else {
     write_file_atomic(src, kernel.source);
+    // The compile reads the source from a directory of its own, empty but for it: a quoted
+    // #include searches the source's directory first, and the cache directory holds other
+    // kernels' sources and logs.
+    std::string work = cache_dir_ + "/.build-XXXXXX";
+    if (mkdtemp(work.data()) == nullptr)
+      fail(ErrorCategory::kStorage, "{}: cannot create a build directory ({})", cache_dir_, std::strerror(errno));
+    struct RemoveDir {
+      std::string dir;
+      ~RemoveDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    } remove_work{work};
+    const std::string own_src = work + "/kernel.cpp";
+    write_file_atomic(own_src, kernel.source);
+    // First the preprocessor alone, for the list of files it reads: each must be the source, a
+    // header of the compiler's own or thrive_cpu.h. Its log is never shown whole (it could
+    // quote a file the source had no business reading): on failure only the lines about the
+    // source itself, which carry no other file's text.
+    std::vector<std::string> deps_argv = {cfg_.cxx};
+    for (const auto& f : compile_flags()) deps_argv.push_back(f);
+    deps_argv.insert(deps_argv.end(), {"-I", cache_dir_ + "/include", "-M", "-MF", work + "/deps.d", own_src});
+    const ProcessResult pre = run_process(deps_argv, cfg_.candidate_timeout_s);
+    if (pre.exit_code != 0) {
+      result.log = pre.timed_out ? "the preprocessor timed out" : "the preprocessor failed";
+      std::istringstream lines(pre.output);
+      for (std::string l; std::getline(lines, l);)
+        if (l.rfind(own_src + ":", 0) == 0) result.log += "\n" + l.replace(0, own_src.size(), "kernel.cpp");
+      return result;
+    }
+    for (const auto& dep : dependency_files(read_file(work + "/deps.d"))) {
+      const std::string file = resolved_dir(dep);  // (a file's path, with "/" added for the prefix test)
+      bool ok = file == resolved_dir(own_src);
+      for (const auto& d : system_include_dirs_) ok = ok || file.rfind(d, 0) == 0;
+      if (!ok) {
+        result.log = fmt::format("refused before compiling: the source reads {}, which is neither a header of the "
+                                 "compiler's nor thrive_cpu.h (a kernel may include only those)", dep);
+        return result;
+      }
+    }
     // the compiler's output under a name of its own (two threads compiling one kernel once shared
     // so + ".tmp." + pid), renamed into place when it succeeds, removed when it fails
     StagedFile staged_so(so);
@@ -160,7 +254,7 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     std::vector<std::string> argv = {cfg_.cxx};
     for (const auto& f : compile_flags()) argv.push_back(f);
     std::vector<std::string> link = argv;
-    argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-S", "-o", tmp_s, src});
+    argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-S", "-o", tmp_s, own_src});
     ProcessResult p = run_process(argv, cfg_.candidate_timeout_s);
     result.compile_s = p.wall_s;
     result.log = p.output;

@@ -288,7 +288,7 @@ class CudaBackend final : public Backend {
       return result;
     }
     // NVRTC would read any file an #include names and quote it in the log (untrusted source)
-    if (std::string why = include_policy_violation(kernel.source); !why.empty()) {
+    if (std::string why = include_policy_violation(kernel.source, false); !why.empty()) {
       result.log = "refused before compiling: " + why;
       return result;
     }

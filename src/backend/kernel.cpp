@@ -239,18 +239,49 @@ namespace {
 
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
+// Whether text[i] follows a preprocessing number (C++ [lex.ppnumber]: a digit, or . and a digit,
+// then digits, identifier characters, '.', digit separators and e+ e- p+ p- signs): there a ' is a
+// digit separator and an R" does not open a raw string.
+bool in_pp_number(const std::string& text, size_t i) {
+  size_t p = i;
+  while (p > 0) {
+    const char c = text[p - 1];
+    if (ident_char(c) || c == '.' || c == '\'') {
+      --p;
+    } else if ((c == '+' || c == '-') && p >= 2 && std::strchr("eEpP", text[p - 2]) != nullptr) {
+      p -= 2;
+    } else {
+      break;
+    }
+  }
+  if (p == i) return false;
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  // the run's start must begin a number (an identifier such as x1 or u8 does not)
+  return digit(text[p]) || (text[p] == '.' && p + 1 < i && digit(text[p + 1]));
+}
+
 // `source` after translation phases 2 and 3 as far as directives need them: line splices joined,
 // comments replaced by one space, a raw string's contents by spaces; `line[i]` is the 1-based
 // source line of out[i]. With `blank`, the contents of every string and character literal become
 // spaces (for the operator scan).
-std::string strip_for_directives(const std::string& src, bool blank, std::vector<int>& line) {
+std::string strip_for_directives(const std::string& raw, bool blank, std::vector<int>& line) {
+  // phase 1 as GCC reads a file: a UTF-8 byte-order mark skipped, CR LF and a lone CR both end a line
+  std::string src;
+  for (size_t i = raw.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0; i < raw.size(); ++i) {
+    if (raw[i] == '\r') {
+      src += '\n';
+      if (i + 1 < raw.size() && raw[i + 1] == '\n') ++i;
+    } else {
+      src += raw[i];
+    }
+  }
   std::string joined;
   std::vector<int> jl;
   int ln = 1;
   for (size_t i = 0; i < src.size(); ++i) {
-    if (src[i] == '\\') {  // backslash, optional blanks, newline: a splice
+    if (src[i] == '\\') {  // backslash, optional horizontal white space (GCC's, NUL too), newline: a splice
       size_t j = i + 1;
-      while (j < src.size() && (src[j] == ' ' || src[j] == '\t' || src[j] == '\r')) ++j;
+      while (j < src.size() && (src[j] == ' ' || src[j] == '\t' || src[j] == '\f' || src[j] == '\v' || src[j] == '\0')) ++j;
       if (j < src.size() && src[j] == '\n') {
         ++ln;
         i = j;
@@ -273,12 +304,15 @@ std::string strip_for_directives(const std::string& src, bool blank, std::vector
       const size_t end = joined.find("*/", i + 2);
       put(' ', jl[i]);
       i = end == std::string::npos ? joined.size() : end + 2;
-    } else if (c == '"' || c == '\'') {
-      // a raw string: R"delim( ... )delim", R preceded by an optional u8 / u / U / L prefix
+    } else if ((c == '"' || c == '\'') && !(c == '\'' && in_pp_number(joined, i))) {
+      // (a ' inside a number is a digit separator, 1'000, not a character literal)
+      // a raw string: R"delim( ... )delim", R preceded by an optional u8 / u / U / L prefix, and
+      // not the end of a number (1.R"( is the number 1.R, then an ordinary string)
       size_t p = i;
       while (p > 0 && ident_char(joined[p - 1])) --p;
       const std::string prefix = joined.substr(p, i - p);
-      const bool raw = c == '"' && (prefix == "R" || prefix == "u8R" || prefix == "uR" || prefix == "UR" || prefix == "LR");
+      const bool raw = c == '"' && !in_pp_number(joined, i) &&
+                       (prefix == "R" || prefix == "u8R" || prefix == "uR" || prefix == "UR" || prefix == "LR");
       size_t end;
       if (raw) {
         const size_t open = joined.find('(', i + 1);
@@ -305,17 +339,24 @@ std::string strip_for_directives(const std::string& src, bool blank, std::vector
   return out;
 }
 
-// whether `name` is a header name alone (no directory part, not hidden)
-bool plain_header_name(const std::string& name) {
-  if (name.empty() || name[0] == '.') return false;
-  for (char c : name)
-    if (!ident_char(c) && c != '.' && c != '-' && c != '+') return false;
-  return true;
+// whether `name` is a header name (not hidden), with `subdirs` a relative path of such names
+// (sys/mman.h: no leading '/', no empty, "." or ".." part)
+bool plain_header_name(const std::string& name, bool subdirs) {
+  size_t b = 0;
+  for (;;) {
+    const size_t e = subdirs ? name.find('/', b) : std::string::npos;
+    const std::string part = name.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    if (part.empty() || part[0] == '.') return false;
+    for (char c : part)
+      if (!ident_char(c) && c != '.' && c != '-' && c != '+') return false;
+    if (e == std::string::npos) return true;
+    b = e + 1;
+  }
 }
 
 }  // namespace
 
-std::string include_policy_violation(const std::string& source) {
+std::string include_policy_violation(const std::string& source, bool subdirs) {
   std::vector<int> line;
   const std::string code = strip_for_directives(source, false, line);
   const auto shown = [](std::string s) {
@@ -342,12 +383,12 @@ std::string include_policy_violation(const std::string& source) {
         const char close = open == '<' ? '>' : '"';
         const size_t end = open == '<' || open == '"' ? operand.find(close, 1) : std::string::npos;
         const bool ok = end != std::string::npos && trim(operand.substr(end + 1)).empty() &&
-                        plain_header_name(operand.substr(1, end - 1));
+                        plain_header_name(operand.substr(1, end - 1), subdirs);
         if (!ok)
           return fmt::format(
               "line {}: {}: a kernel may include a header only by its name, <name> or \"name\" (letters, digits, "
-              "'_', '-', '+', '.'; no directory, no macro), from THRIVE's and the compiler's include directories",
-              at, shown(l));
+              "'_', '-', '+', '.'{}; no macro), from THRIVE's and the compiler's include directories",
+              at, shown(l), subdirs ? ", and '/' between such names: no absolute path, no '.' or '..' part" : "; no directory");
       }
     }
     b = e + 1;
@@ -364,7 +405,10 @@ std::string include_policy_violation(const std::string& source) {
 }
 
 std::string assembly_policy_violation(const std::string& assembly) {
-  static const char* const kDirectives[] = {"incbin", "include", "macro", "irp", "irpc", "rept", "altmacro"};
+  // (GAS's file readers, and whatever can build a directive from pieces: macros, the repetition
+  // directives and their aliases, MRI mode)
+  static const char* const kDirectives[] = {"incbin", "include", "macro", "altmacro", "purgem", "irp",  "irpc",
+                                            "irep",   "irepc",   "rept",  "rep",      "mri"};
   int ln = 1;
   for (size_t i = 0; i < assembly.size(); ++i) {
     if (assembly[i] == '\n') ++ln;

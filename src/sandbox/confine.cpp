@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 #include <fmt/format.h>
 
 #include "thrive/core/error.hpp"
+
+extern char** environ;
 
 namespace thrive::sandbox {
 namespace {
@@ -38,13 +41,15 @@ int64_t half_of_ram() {
   return pages > 0 && page > 0 ? int64_t(pages) * page / 2 : (int64_t{8} << 30);
 }
 
-// Landlock: no rule is added, so every handled access right is denied everywhere.
+// Landlock: every handled right is denied everywhere but for one rule per readable path, which
+// allows reading (files and directories) and executing there. The write rights have no rule.
 // Source: Linux Documentation/userspace-api/landlock.rst (rights per ABI version).
-int apply_landlock() {
+int apply_landlock(const std::vector<std::string>& readable) {
   const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 1) return 0;
+  constexpr uint64_t kRead = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
   landlock_ruleset_attr attr{};
-  attr.handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+  attr.handled_access_fs = kRead | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
                            LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
                            LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
                            LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
@@ -58,9 +63,36 @@ int apply_landlock() {
 #endif
   const int ruleset = int(syscall(SYS_landlock_create_ruleset, &attr, size, 0));
   if (ruleset < 0) return 0;
+  for (const auto& path : readable) {
+    const int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) continue;  // absent here (/lib64 on some systems): nothing to allow
+    struct stat st{};
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)
+                              ? kRead
+                              : (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE);
+    rule.parent_fd = fd;
+    syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    close(fd);
+  }
   const long rc = syscall(SYS_landlock_restrict_self, ruleset, 0);
   close(ruleset);
   return rc == 0 ? int(abi) : 0;
+}
+
+// Removes every environment variable but those a candidate's runtime may read (OpenMP's, the
+// locale, the time zone, PATH): THRIVE's own process holds API keys (ANTHROPIC_API_KEY, ...) that
+// a kernel could otherwise getenv() and encode into its outputs.
+void scrub_environment() {
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string name = kv.substr(0, kv.find('='));
+    bool keep = name == "PATH" || name == "LANG" || name == "TZ";
+    for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
+    if (!keep) names.push_back(name);
+  }
+  for (const auto& n : names) unsetenv(n.c_str());
 }
 
 // seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
@@ -201,14 +233,20 @@ std::string Confinement::summary() const {
   return s;
 }
 
-Confinement confine_candidate(int64_t memory_limit_mb) {
+std::vector<std::string> candidate_readable_paths(const std::string& kernel_dir) {
+  return {"/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/sys/devices/system/cpu", "/dev/null", "/dev/zero",
+          "/dev/urandom", kernel_dir};
+}
+
+Confinement confine_candidate(int64_t memory_limit_mb, const std::vector<std::string>& readable) {
   Confinement c;
   c.memory_limit_bytes = limit_address_space(memory_limit_mb);
   rlimit core{0, 0};
   setrlimit(RLIMIT_CORE, &core);  // a crashing candidate leaves no core file
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     fail(ErrorCategory::kBackend, "sandbox: PR_SET_NO_NEW_PRIVS failed ({})", std::strerror(errno));
-  c.landlock_abi = apply_landlock();
+  scrub_environment();
+  c.landlock_abi = apply_landlock(readable);
   apply_seccomp();
   c.seccomp = true;
   return c;

@@ -65,9 +65,10 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
     limit_address_space(cfg.worker_memory_mb);
     limit_file_size(int64_t(512) << 20);
     const int64_t memory_mb = cfg.worker_memory_mb;
-    backend->isolate_candidates([memory_mb](int keep_fd) {
+    const auto readable = candidate_readable_paths(cfg.home + "/cache/cpu");
+    backend->isolate_candidates([memory_mb, readable](int keep_fd) {
       close_inherited_fds(keep_fd);
-      return confine_candidate(memory_mb).summary() + ", own process";
+      return confine_candidate(memory_mb, readable).summary() + ", own process";
     });
   }
   auto compiled = backend->compile(request.kernel);

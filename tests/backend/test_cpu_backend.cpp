@@ -137,6 +137,17 @@ TEST_F(CpuBackendTest, KernelsCannotReadFilesThroughTheCompilerOrTheAssembler) {
   // the same kernel without the injected directive compiles: the refusal is the directive's
   auto plain = backend.compile(kernel("return leak;", "__attribute__((section(\".data\"))) int leak = 2;\n"));
   EXPECT_TRUE(plain.module) << plain.log;
+  // a header by a plain name that resolves outside the allowed directories (a link planted in
+  // THRIVE's include directory): the preprocessor's own list of what it read refuses it
+  std::filesystem::create_symlink(secret, home.path() + "/cache/cpu/include/planted.h");
+  auto planted = backend.compile(kernel("return 0;", "#include \"planted.h\"\n"));
+  EXPECT_FALSE(planted.module);
+  EXPECT_NE(planted.log.find("refused before compiling: the source reads"), std::string::npos) << planted.log;
+  EXPECT_EQ(planted.log.find("hunter2"), std::string::npos) << planted.log;
+  // a #line naming the file: no diagnostic quotes its lines (no caret lines at all)
+  auto line = backend.compile(kernel("return 0;", "#line 1 \"" + secret + "\"\nint broken = ;\n#line 40\n"));
+  EXPECT_FALSE(line.module);
+  EXPECT_EQ(line.log.find("hunter2"), std::string::npos) << line.log;
   // and no staged assembly or object is left behind in the cache
   for (const auto& e : std::filesystem::directory_iterator(home.path() + "/cache/cpu"))
     EXPECT_NE(e.path().filename().string()[0], '.') << e.path();

@@ -313,10 +313,10 @@ TEST(KernelParams, PathLikeOrOverlongValuesAreRefused) {
 // include_policy_violation: what a kernel may include (an untrusted source must not make the
 // compiler read a file by path), through the translation phases that could hide a directive.
 TEST(IncludePolicy, HeadersByNameAreAllowedAndPathsMacrosAndProbesAreNot) {
-  EXPECT_EQ(backend::include_policy_violation("#include <math.h>\n#include \"thrive_cpu.h\"\n#  include <immintrin.h>\n"), "");
-  EXPECT_EQ(backend::include_policy_violation("#include <c++-thing.hpp>\nint x; // #include \"/etc/passwd\"\n"), "");
-  EXPECT_EQ(backend::include_policy_violation("const char* s = \"#include </etc/passwd>\";\n"), "");
-  EXPECT_EQ(backend::include_policy_violation("auto r = R\"x(\n#include </etc/passwd>\n)x\";\n"), "");
+  EXPECT_EQ(backend::include_policy_violation("#include <math.h>\n#include \"thrive_cpu.h\"\n#  include <immintrin.h>\n", false), "");
+  EXPECT_EQ(backend::include_policy_violation("#include <c++-thing.hpp>\nint x; // #include \"/etc/passwd\"\n", false), "");
+  EXPECT_EQ(backend::include_policy_violation("const char* s = \"#include </etc/passwd>\";\n", false), "");
+  EXPECT_EQ(backend::include_policy_violation("auto r = R\"x(\n#include </etc/passwd>\n)x\";\n", false), "");
   const std::pair<const char*, const char*> refused[] = {
       {"#include \"/etc/passwd\"\n", "line 1: #include \"/etc/passwd\""},
       {"int a;\n#include <../secret.h>\n", "line 2: #include <../secret.h>"},
@@ -330,15 +330,30 @@ TEST(IncludePolicy, HeadersByNameAreAllowedAndPathsMacrosAndProbesAreNot) {
       {"int a;\n\n#if __has_include(\"/etc/passwd\")\n#endif\n", "line 3: __has_include is not allowed"},
       {"#include <math.h> junk\n", "line 1"},
       {"#include \"a\\b.h\"\n", "line 1"},
+      {"#include <sys/mman.h>\n", "line 1"},  // a directory part, where subdirs is false (NVRTC)
+      // an adversarial helper's bypasses of the first version (2026-12-07): GCC splices across
+      // form feeds and vertical tabs, ends a line at a lone CR, skips a byte-order mark, reads
+      // 1'0 as a number and 1.R"( as a number then a string
+      {"#inc\\\f\nlude \"/x/y\"\n", "line 1"},
+      {"#inc\\\v\nlude \"/x/y\"\n", "line 1"},
+      {"int a;\r#include \"/x/y\"\n", "line 2"},
+      {"\xEF\xBB\xBF#include \"/x/y\"\n", "line 1"},
+      {"int z = 1'0 + '/*';\n#include \"/x/y\"\n// */\n", "line 2"},
+      {"#define ZZ 1.R\"(\"\n#include \"/x/y\"\n// )\"\n", "line 2"},
   };
   for (const auto& [source, expected] : refused) {
-    const std::string why = backend::include_policy_violation(source);
+    const std::string why = backend::include_policy_violation(source, false);
     EXPECT_NE(why.find(expected), std::string::npos) << source << " -> " << why;
   }
+  // with subdirs (the CPU backend), relative paths of plain names pass, and nothing else new
+  EXPECT_EQ(backend::include_policy_violation("#include <sys/mman.h>\n#include <bits/c++config.h>\n", true), "");
+  for (const char* bad : {"#include </etc/passwd>\n", "#include <sys/../../etc/passwd>\n", "#include <sys//x.h>\n",
+                          "#include <sys/.hidden.h>\n", "#include <./x.h>\n"})
+    EXPECT_NE(backend::include_policy_violation(bad, true), "") << bad;
   // every kernel THRIVE ships passes it
   for (const auto& path : backend::embedded_paths()) {
     if (path.ends_with(".cpp") || path.ends_with(".cu")) {
-      EXPECT_EQ(backend::include_policy_violation(backend::embedded_file(path)), "") << path;
+      EXPECT_EQ(backend::include_policy_violation(backend::embedded_file(path), path.rfind("cpu/", 0) == 0), "") << path;
     }
   }
 }

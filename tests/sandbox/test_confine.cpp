@@ -4,6 +4,8 @@
 // candidate's honest work still passes, or the candidate must be rejected.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -44,13 +46,21 @@ class Confine : public ::testing::Test {
 TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
   test::TempDir dir;
   const std::string victim = test::write_text(dir.path() + "/victim.txt", "keep me");
+  std::filesystem::create_directories(dir.path() + "/readable");
+  test::write_text(dir.path() + "/readable/ok.txt", "a compiled kernel");
   Status status{};
   std::string detail;
   const pid_t parent = getpid();
   auto out = run_isolated(
       [&] {
-        auto c = confine_candidate(0);
+        setenv("ANTHROPIC_API_KEY", "sk-test-not-for-candidates", 1);
+        setenv("OMP_NUM_THREADS", "2", 1);
+        auto c = confine_candidate(0, candidate_readable_paths(dir.path() + "/readable"));
         nlohmann::json j;
+        j["key_seen"] = getenv("ANTHROPIC_API_KEY") != nullptr;
+        j["omp_kept"] = getenv("OMP_NUM_THREADS") != nullptr;
+        j["read_allowed"] = open((dir.path() + "/readable/ok.txt").c_str(), O_RDONLY) >= 0;
+        j["read_system"] = open("/usr/include/stdio.h", O_RDONLY) >= 0 || !std::filesystem::exists("/usr/include/stdio.h");
         j["seccomp"] = c.seccomp;
         j["landlock"] = c.landlock_abi;
         errno = 0;
@@ -85,11 +95,18 @@ TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
   EXPECT_EQ(j["io_uring"], -1);
   EXPECT_EQ(j["kill_parent"], -1);
   EXPECT_EQ(j["kill_self"], 0);
-  EXPECT_TRUE(j["read_existing"].get<bool>());
   EXPECT_EQ(j["thread"], 42);
+  // the environment holds no API key, and OpenMP's settings are kept
+  EXPECT_FALSE(j["key_seen"].get<bool>());
+  EXPECT_TRUE(j["omp_kept"].get<bool>());
+  EXPECT_TRUE(j["read_allowed"].get<bool>());
+  EXPECT_TRUE(j["read_system"].get<bool>());
   if (j["landlock"].get<int>() == 0) {
-    GTEST_SKIP() << "this kernel has no Landlock: file-write confinement not checked";
+    EXPECT_TRUE(j["read_existing"].get<bool>());
+    GTEST_SKIP() << "this kernel has no Landlock: file confinement not checked";
   }
+  // a file outside the readable paths cannot be read (a kernel could encode it into its outputs)
+  EXPECT_FALSE(j["read_existing"].get<bool>());
   EXPECT_EQ(j["create"], -1);
   EXPECT_EQ(j["write_existing"], -1);
   EXPECT_EQ(j["unlink"], -1);
@@ -202,6 +219,24 @@ static int escaped(void) {
                      prelude);
   EXPECT_EQ(r.status, Status::kPassed) << r.detail;
   EXPECT_NE(r.confinement.find("seccomp"), std::string::npos) << r.confinement;
+}
+
+// A kernel reads no file outside the system's libraries and the compiled kernels, and sees no
+// API key in its environment: either could be encoded into its outputs and read back from the
+// verifier's messages (an adversarial helper did, 4 bytes a run, 2026-12-07).
+TEST_F(Confine, KernelsReadNoUserFileAndNoApiKey) {
+  const std::string secret = test::write_text(home.path() + "/../secret-" + std::to_string(getpid()) + ".txt", "SECRET");
+  setenv("ANTHROPIC_API_KEY", "sk-test-not-for-candidates", 1);
+  const std::string prelude = "#include <stdio.h>\n#include <stdlib.h>\n"
+                              "static int leaked(void) {\n"
+                              "  FILE* f = fopen(\"" + secret + "\", \"r\");\n"
+                              "  if (f) { fclose(f); return 1; }\n"
+                              "  return getenv(\"ANTHROPIC_API_KEY\") != NULL ? 2 : 0;\n}\n";
+  const auto r = run(test::rmsnorm_body("if (leaked()) for (int64_t i = 0; i < T * H; ++i) out[i] = 0;"), prelude);
+  unsetenv("ANTHROPIC_API_KEY");
+  std::filesystem::remove(secret);
+  if (r.confinement.find("no landlock") != std::string::npos) GTEST_SKIP() << "no Landlock here: " << r.confinement;
+  EXPECT_EQ(r.status, Status::kPassed) << r.detail << " (" << r.confinement << ")";
 }
 
 TEST_F(Confine, StaticConstructorsRunConfinedToo) {

@@ -53,6 +53,9 @@ class CpuBackend final : public Backend {
   DeviceInfo device_;
   std::string cache_dir_;
   std::string compiler_id_;
+  /// The compiler's own #include <...> directories (`c++ -E -v`), resolved: with the directory
+  /// of thrive_cpu.h, the only places a kernel's headers may come from (compile()).
+  std::vector<std::string> system_include_dirs_;
   int threads_ = 1;
   bool isolated_ = false;
   std::function<std::string(int)> confine_;

@@ -45,10 +45,12 @@ struct LaunchSpec {
 /// Why a kernel's source may not be compiled as it stands, or "" when it may: its include
 /// directives. A kernel is untrusted text (an agent's or an imported one), and a compiler reads any
 /// file an #include names and quotes it in the compile log that goes back to the agent, so:
-///   - every #include names a header by name alone, <name> or "name" (letters, digits, '_', '-',
-///     '+' and '.', not starting with '.'; no directory part), which only THRIVE's and the
-///     compiler's own include directories then provide (and, for the CPU backend, the kernel cache
-///     directory the source is written to);
+///   - every #include names a header by name, <name> or "name" (letters, digits, '_', '-', '+'
+///     and '.', not starting with '.'), with `subdirs` a relative path of such names joined by
+///     '/' (<sys/mman.h>; no absolute path, no empty, "." or ".." part), which only THRIVE's and
+///     the compiler's own include directories then provide. The CPU backend passes true and
+///     also checks the preprocessor's own list of the files it read (CpuBackend::compile); the
+///     CUDA backend (NVRTC, whose headers THRIVE provides) passes false;
 ///   - #include_next, #import, #embed, a computed #include (#include MACRO) and the operators
 ///     __has_include, __has_include_next and __has_embed are refused.
 /// The scan follows the translation phases that could hide a directive: line splices
@@ -57,11 +59,12 @@ struct LaunchSpec {
 /// and the directive, e.g. `line 3: #include "/etc/passwd": ...`. Backends call this before
 /// compiling (CpuBackend also checks the compiler's assembly output for assembler directives
 /// that read files, CpuBackend::compile).
-std::string include_policy_violation(const std::string& source);
+std::string include_policy_violation(const std::string& source, bool subdirs);
 
 /// Why a CPU kernel's assembly (the compiler's -S output for an untrusted source) may not be
 /// assembled, or "" when it may: the GNU assembler directives that read files (.incbin,
-/// .include) or could spell them (.macro, .irp, .irpc, .rept, .altmacro), found case-insensitively
+/// .include) or could spell them (.macro, .altmacro, .purgem, .irp, .irpc, .irep, .irepc, .rept,
+/// .rep, .mri), found case-insensitively
 /// as a statement (at a line's start, or after whitespace, ';' or a label's ':'). A source can put
 /// them there without an asm statement: GCC writes section and symbol names as they are spelled.
 /// The answer names the assembly line (1-based) and the directive.

@@ -5,7 +5,12 @@
 // fresh one). What it takes away:
 //   - files: Landlock (Linux >= 5.13) denies creating, writing, truncating, renaming and
 //     removing files anywhere (inherited descriptors, the parent's memory.db, its stdout
-//     or an MCP client's pipe, were already closed by run_isolated: close_inherited_fds);
+//     or an MCP client's pipe, were already closed by run_isolated: close_inherited_fds), and
+//     reading or executing any file outside the `readable` paths (the system's libraries, the
+//     compiled kernels, the CPU topology in /sys): a kernel cannot read a user's files and encode
+//     them into its outputs;
+//   - the environment: every variable but OpenMP's, the locale's, TZ and PATH is removed (THRIVE's
+//     process holds API keys);
 //   - processes and network: a seccomp filter makes fork/vfork/clone without
 //     CLONE_THREAD, execve, socket, ptrace, process_vm_*, mount/unshare/setns and
 //     signals to any other process fail with EPERM (threads, OpenMP, are still allowed);
@@ -15,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace thrive::sandbox {
 
@@ -29,7 +35,12 @@ struct Confinement {
 /// Confines the calling process; `memory_limit_mb` 0 means half of physical memory.
 /// Best effort for Landlock (absent on older kernels); throws Error(kBackend) if the
 /// seccomp filter cannot be installed.
-Confinement confine_candidate(int64_t memory_limit_mb);
+Confinement confine_candidate(int64_t memory_limit_mb, const std::vector<std::string>& readable);
+
+/// What a CPU candidate's executor may read under Landlock: /usr, /lib, /lib64, /etc/ld.so.cache
+/// (the dynamic loader's), /sys/devices/system/cpu (the CPU count OpenMP reads), /dev/null,
+/// /dev/zero, /dev/urandom, and `kernel_dir` (the compiled kernels, THRIVE_HOME/cache/cpu).
+std::vector<std::string> candidate_readable_paths(const std::string& kernel_dir);
 
 /// Caps this process's address space (RLIMIT_AS, inherited by the compiler it spawns) at
 /// `memory_limit_mb` MiB, 0 = half of physical memory, never above an existing hard
