@@ -96,7 +96,9 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"WORKER_MEMORY_MB", "0", "MiB", "address-space limit of a CPU candidate's worker; 0 = half "
                                        "of physical memory"},
       {"CONFINE", "1", "0/1", "confine CPU candidates: no fork/exec/network/signals to others "
-                              "(seccomp), no file writes (Landlock), inherited files closed"},
+                              "(seccomp), no file writes and no reads outside the system's libraries "
+                              "and the compiled kernels (Landlock), no environment but OpenMP's and the "
+                              "locale's, inherited files closed"},
       {"BENCH_MAX_S", "1.0", "s", "time cap of one timing loop"},
       {"BENCH_MIN_REPS", "10", "count", "minimum timed repetitions"},
       {"BENCH_NOISE", "0.02", "fraction", "stop timing once the median's 95% CI half-width "
