@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -82,7 +83,9 @@ int apply_landlock(const std::vector<std::string>& readable) {
 
 // Removes every environment variable but those a candidate's runtime may read (OpenMP's, the
 // locale, the time zone, PATH): THRIVE's own process holds API keys (ANTHROPIC_API_KEY, ...) that
-// a kernel could otherwise getenv() and encode into its outputs.
+// a kernel could otherwise getenv() and encode into its outputs. (Copies THRIVE made of them,
+// e.g. an LLM client's in the parent's heap, are still in this forked process's memory: an
+// executor started by exec, with no such memory, is what would remove those.)
 void scrub_environment() {
   std::vector<std::string> names;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -91,6 +94,15 @@ void scrub_environment() {
     bool keep = name == "PATH" || name == "LANG" || name == "TZ";
     for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
     if (!keep) names.push_back(name);
+  }
+  // The strings themselves are overwritten first: the executor is a fork, and the process's
+  // original environment block (at the top of its stack) would still hold them after unsetenv.
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string name = std::string(*e).substr(0, std::string(*e).find('='));
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      char* value = std::strchr(*e, '=');
+      if (value != nullptr) std::memset(value + 1, 0, std::strlen(value + 1));
+    }
   }
   for (const auto& n : names) unsetenv(n.c_str());
 }
