@@ -255,9 +255,18 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     for (const auto& f : compile_flags()) argv.push_back(f);
     std::vector<std::string> link = argv;
     argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-S", "-o", tmp_s, own_src});
+    // the log names the files as the kernel knows them, not where THRIVE_HOME keeps them
+    const auto as_known = [&](std::string log) {
+      for (const auto& [path, name] : {std::pair{own_src, "kernel.cpp"}, {tmp_s, "kernel.s"}, {tmp_so, "kernel.so"},
+                                       {work + "/", ""}, {cache_dir_ + "/", ""}}) {
+        for (size_t at = log.find(path); at != std::string::npos; at = log.find(path, at + std::strlen(name)))
+          log.replace(at, path.size(), name);
+      }
+      return log;
+    };
     ProcessResult p = run_process(argv, cfg_.candidate_timeout_s);
     result.compile_s = p.wall_s;
-    result.log = p.output;
+    result.log = as_known(p.output);
     const auto failed = [&](const ProcessResult& q, const char* what) {
       if (q.timed_out) result.log += fmt::format("\n{} timed out after {} s", what, q.wall_s);
       if (q.exit_code != 0 && result.log.empty()) result.log = fmt::format("{} exited with status {}", what, q.exit_code);
@@ -271,9 +280,9 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     link.insert(link.end(), {"-o", tmp_so, "-x", "assembler", tmp_s});  // (the staged name has no .s suffix)
     ProcessResult q = run_process(link, cfg_.candidate_timeout_s);
     result.compile_s += q.wall_s;
-    result.log += q.output;
+    result.log += as_known(q.output);
     if (failed(q, "assembler and linker")) return result;
-    write_file_atomic(log_path, result.log);
+    write_file_atomic(log_path, result.log);  // (the paths in it already replaced: see below)
     staged_so.commit(true, false);
   }
   if (isolated_) {  // the candidate is loaded (and runs) only in its executor

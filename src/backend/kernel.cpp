@@ -412,16 +412,17 @@ std::string assembly_policy_violation(const std::string& assembly) {
   int ln = 1;
   for (size_t i = 0; i < assembly.size(); ++i) {
     if (assembly[i] == '\n') ++ln;
+    // anywhere, not only where a statement starts: GAS drops /* */ comments before it reads a
+    // statement, so `x:/**/.incbin` is one (a string holding such a word is refused too)
     if (assembly[i] != '.') continue;
-    const char before = i == 0 ? '\n' : assembly[i - 1];
-    if (!std::isspace(static_cast<unsigned char>(before)) && before != ';' && before != ':') continue;
     size_t j = i + 1;
     std::string word;
     while (j < assembly.size() && ident_char(assembly[j])) word += char(std::tolower(static_cast<unsigned char>(assembly[j++])));
     for (const char* d : kDirectives)
       if (word == d)
         return fmt::format("assembly line {}: .{}: an assembler directive that reads files (or could spell one) is "
-                           "not allowed in a kernel (a section or symbol name, or an asm statement, put it there)",
+                           "not allowed in a kernel (an asm statement, a section or symbol name, or a string the "
+                           "kernel holds put the word there)",
                            ln, word);
   }
   return "";

@@ -358,8 +358,11 @@ TEST(IncludePolicy, HeadersByNameAreAllowedAndPathsMacrosAndProbesAreNot) {
   }
 }
 
-TEST(AssemblyPolicy, DirectivesThatReadFilesAreRefusedWhereverAStatementCanStart) {
-  EXPECT_EQ(backend::assembly_policy_violation("\t.text\n\t.globl f\nf:\n\tret\n\t.string \"a.incbin b\"\n"), "");
+TEST(AssemblyPolicy, DirectivesThatReadFilesAreRefusedAnywhere) {
+  EXPECT_EQ(backend::assembly_policy_violation("\t.text\n\t.globl f\nf:\n\tret\n\t.string \"a.incbinary b\"\n"), "");
+  // after a comment GAS drops (an adversarial helper's bypass, 2026-12-07), or inside a string
+  EXPECT_NE(backend::assembly_policy_violation("x:/**/.incbin \"/etc/passwd\"\n").find(".incbin"), std::string::npos);
+  EXPECT_NE(backend::assembly_policy_violation("\t.string \"a.incbin b\"\n").find(".incbin"), std::string::npos);
   EXPECT_NE(backend::assembly_policy_violation("\t.text\n.incbin \"/etc/passwd\"\n").find("assembly line 2: .incbin"),
             std::string::npos);
   EXPECT_NE(backend::assembly_policy_violation("x: .INCLUDE \"f.s\"\n").find(".include"), std::string::npos);

@@ -65,7 +65,8 @@ std::string include_policy_violation(const std::string& source, bool subdirs);
 /// assembled, or "" when it may: the GNU assembler directives that read files (.incbin,
 /// .include) or could spell them (.macro, .altmacro, .purgem, .irp, .irpc, .irep, .irepc, .rept,
 /// .rep, .mri), found case-insensitively
-/// as a statement (at a line's start, or after whitespace, ';' or a label's ':'). A source can put
+/// anywhere (GAS drops /* */ comments before reading a statement; a string holding one of the
+/// words is refused as well, a false refusal accepted for that). A source can put
 /// them there without an asm statement: GCC writes section and symbol names as they are spelled.
 /// The answer names the assembly line (1-based) and the directive.
 std::string assembly_policy_violation(const std::string& assembly);
