@@ -192,14 +192,12 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
   for (const auto& f : compile_flags()) key_material += " " + f;
   const std::string key = fnv1a_hex(key_material);
   const std::string so = cache_dir_ + "/" + key + ".so";
-  const std::string src = cache_dir_ + "/" + key + ".cpp";
   const std::string log_path = cache_dir_ + "/" + key + ".log";
   if (std::filesystem::exists(so)) {
     result.cached = true;
     std::ifstream log(log_path);
     if (log) result.log.assign(std::istreambuf_iterator<char>(log), {});
   } else {
-    write_file_atomic(src, kernel.source);
     // The compile reads the source from a directory of its own, empty but for it: a quoted
     // #include searches the source's directory first, and the cache directory holds other
     // kernels' sources and logs.
@@ -219,8 +217,9 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     // header of the compiler's own or thrive_cpu.h. Its log is never shown whole (it could
     // quote a file the source had no business reading): on failure only the lines about the
     // source itself, which carry no other file's text.
-    std::vector<std::string> deps_argv = {cfg_.cxx};
-    for (const auto& f : compile_flags()) deps_argv.push_back(f);
+    std::vector<std::string> cxx = {cfg_.cxx};  // the compiler and its flags, for each of the three steps
+    for (const auto& f : compile_flags()) cxx.push_back(f);
+    std::vector<std::string> deps_argv = cxx;
     deps_argv.insert(deps_argv.end(), {"-I", cache_dir_ + "/include", "-M", "-MF", work + "/deps.d", own_src});
     const ProcessResult pre = run_process(deps_argv, cfg_.candidate_timeout_s);
     if (pre.exit_code != 0) {
@@ -230,9 +229,10 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
         if (l.rfind(own_src + ":", 0) == 0) result.log += "\n" + l.replace(0, own_src.size(), "kernel.cpp");
       return result;
     }
+    const std::string own_resolved = resolved_dir(own_src);
     for (const auto& dep : dependency_files(read_file(work + "/deps.d"))) {
       const std::string file = resolved_dir(dep);  // (a file's path, with "/" added for the prefix test)
-      bool ok = file == resolved_dir(own_src);
+      bool ok = file == own_resolved;
       for (const auto& d : system_include_dirs_) ok = ok || file.rfind(d, 0) == 0;
       if (!ok) {
         result.log = fmt::format("refused before compiling: the source reads {}, which is neither a header of the "
@@ -251,9 +251,7 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     StagedFile staged_s(cache_dir_ + "/" + key + ".s");
     staged_s.close(false);
     const std::string& tmp_s = staged_s.temp_path();
-    std::vector<std::string> argv = {cfg_.cxx};
-    for (const auto& f : compile_flags()) argv.push_back(f);
-    std::vector<std::string> link = argv;
+    std::vector<std::string> argv = cxx, link = cxx;
     argv.insert(argv.end(), {"-I", cache_dir_ + "/include", "-S", "-o", tmp_s, own_src});
     // the log names the files as the kernel knows them, not where THRIVE_HOME keeps them
     const auto as_known = [&](std::string log) {
@@ -282,7 +280,7 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
     result.compile_s += q.wall_s;
     result.log += as_known(q.output);
     if (failed(q, "assembler and linker")) return result;
-    write_file_atomic(log_path, result.log);  // (the paths in it already replaced: see below)
+    write_file_atomic(log_path, result.log);  // (its paths already as_known's)
     staged_so.commit(true, false);
   }
   if (isolated_) {  // the candidate is loaded (and runs) only in its executor

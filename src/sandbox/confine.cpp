@@ -13,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -89,20 +88,15 @@ int apply_landlock(const std::vector<std::string>& readable) {
 void scrub_environment() {
   std::vector<std::string> names;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const std::string name = kv.substr(0, kv.find('='));
+    char* eq = std::strchr(*e, '=');
+    const std::string name(*e, eq != nullptr ? size_t(eq - *e) : std::strlen(*e));
     bool keep = name == "PATH" || name == "LANG" || name == "TZ";
     for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
-    if (!keep) names.push_back(name);
-  }
-  // The strings themselves are overwritten first: the executor is a fork, and the process's
-  // original environment block (at the top of its stack) would still hold them after unsetenv.
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string name = std::string(*e).substr(0, std::string(*e).find('='));
-    if (std::find(names.begin(), names.end(), name) != names.end()) {
-      char* value = std::strchr(*e, '=');
-      if (value != nullptr) std::memset(value + 1, 0, std::strlen(value + 1));
-    }
+    if (keep) continue;
+    // the value overwritten in place first: the executor is a fork, and the process's original
+    // environment block (at the top of its stack) would still hold it after unsetenv
+    if (eq != nullptr) std::memset(eq + 1, 0, std::strlen(eq + 1));
+    names.push_back(name);
   }
   for (const auto& n : names) unsetenv(n.c_str());
 }

@@ -505,14 +505,16 @@ void Toolbox::archive(const backend::KernelSource& k, const ops::ShapeCase& shap
       // a record this code cannot extend (truncated, edited): kept beside the new one, never overwritten
       std::string stamp = memory::now_iso8601();
       std::replace(stamp.begin(), stamp.end(), ':', '-');
+      // never onto an earlier one (two in the same second take -2, -3, ...)
       std::string aside = meta + ".corrupt-" + stamp;
-      std::error_code ec;
-      for (int n = 2; std::filesystem::exists(std::filesystem::symlink_status(aside, ec)); ++n)  // one a second
+      int err = rename_no_replace(meta, aside);
+      for (int n = 2; err == EEXIST && n <= 1000; ++n) {
         aside = meta + ".corrupt-" + stamp + "-" + std::to_string(n);
-      std::filesystem::rename(meta, aside, ec);
-      if (ec)
+        err = rename_no_replace(meta, aside);
+      }
+      if (err != 0)
         fail(ErrorCategory::kStorage, "{}: not a kernel record this version can extend, and it cannot be moved aside "
-             "to {} ({}); expected a JSON object with an \"attempts\" object of arrays", meta, aside, ec.message());
+             "to {} ({}); expected a JSON object with an \"attempts\" object of arrays", meta, aside, std::strerror(err));
       spdlog::warn("{}: not a kernel record this version can extend (truncated or edited?); moved aside to {} and "
                    "started a new record", meta, aside);
       doc = nlohmann::json::object();
