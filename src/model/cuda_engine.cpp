@@ -12,6 +12,7 @@
 #include "thrive/backend/embedded.hpp"
 #include "thrive/core/error.hpp"
 #include "thrive/model/lm_head_screen.hpp"
+#include "thrive/model/weight_coding.hpp"
 #include "thrive/ops/dtype.hpp"
 
 namespace thrive::model {
@@ -92,6 +93,26 @@ constexpr EngineKernel kEngineKernels[] = {
     {"engine_decode_layers_tc_um_g2_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_decode_layers_tc_um_g4_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_decode_layers_tc_um_g8_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_g1", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_g2", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_g4", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_g8", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g1_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g2_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g4_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g8_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g1_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g2_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g4_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_g8_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g1_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g2_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g4_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g8_d64", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g1_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g2_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g4_d128", "512", "P", "1", "1", "SMEM"},
+    {"engine_decode_layers_ec12_tc_um_g8_d128", "512", "P", "1", "1", "SMEM"},
     {"engine_gather_rows", "256", "R"},
     {"engine_argmax", "256", "G", "R"},
     {"engine_lm_head_screen", "512", "GR", "1", "1", "SMEM"},
@@ -186,6 +207,10 @@ int64_t decode_attention_splits(int64_t max_context) { return std::clamp<int64_t
 // 2.) More can be asked for (CudaEngineOptions::persistent_stages), up to kDlMaxStages.
 constexpr int64_t kDlTileBytes = 32 * 1024, kDlMaxStages = CudaEngineOptions::kMaxPersistentStages, kDlAutoStages = CudaEngineOptions::kAutoPersistentStages,
                   kDlHeadBytes = 128 + 8192;  // the kernel's kDlHead (ctx_lens) and kDlReduceBytes
+// With EC12 tiles (CudaEngineOptions::persistent_ec12): kEc12TileBytes a stage, and the kernel's
+// per-warp patch sums after the ring (kDlPkPatchBytes: 16 warps x 16 rows x 4 tokens f32).
+constexpr int64_t kDlPkPatchBytes = 16 * 16 * 4 * 4;
+int64_t decode_layers_tile_bytes(const CudaEngineOptions& o) { return o.persistent_ec12 ? kEc12TileBytes : kDlTileBytes; }
 // The kernel's kDlAttnGroups: attention groups a block (128 threads for the CUDA-core parts, 256
 // for the tensor-core parts), one part each at a time.
 constexpr int64_t kDlAttnGroups = 2;
@@ -210,12 +235,12 @@ bool decode_layers_tc_supported(const Qwen3Config& c) { return c.head_dim == 64 
 constexpr int64_t kDlTcKeysPerPart = 64;
 // The persistent kernel's entry: engine_decode_layers_g<G> (CUDA-core attention parts),
 // engine_decode_layers_tc_g<G>_d<head_dim>, or engine_decode_layers_tc_um_g<G>_d<head_dim> (the
-// tensor-core parts with the unified max).
+// tensor-core parts with the unified max); with EC12 weight tiles "engine_decode_layers_ec12" in
+// place of "engine_decode_layers".
 std::string decode_layers_entry(const Qwen3Config& c, const CudaEngineOptions& o) {
-  const std::string g = std::to_string(c.heads / c.kv_heads);
-  if (!o.persistent_tc_attention) return "engine_decode_layers_g" + g;
-  return std::string(o.persistent_unified_max ? "engine_decode_layers_tc_um_g" : "engine_decode_layers_tc_g") + g + "_d" +
-         std::to_string(c.head_dim);
+  const std::string g = std::to_string(c.heads / c.kv_heads), base = o.persistent_ec12 ? "engine_decode_layers_ec12" : "engine_decode_layers";
+  if (!o.persistent_tc_attention) return base + "_g" + g;
+  return base + (o.persistent_unified_max ? "_tc_um_g" : "_tc_g") + g + "_d" + std::to_string(c.head_dim);
 }
 // Attention splits of the persistent kernel: at most kDlAttnGroups parts per block over B x NKV
 // (sequence, KV head) pairs (its parallel merge needs every part of a pair running at once), and
@@ -261,7 +286,7 @@ bool norm_fused_at(const Qwen3Config& c, const CudaEngineOptions& o, int64_t t) 
 // The persistent kernel off, and the options that only it reads with it.
 void persistent_off(CudaEngineOptions& o) {
   o.persistent_decode = false, o.persistent_stages = 0, o.persistent_kv_prefetch = false, o.persistent_tc_attention = false;
-  o.persistent_splits = 0, o.persistent_blocks = 0, o.persistent_unified_max = false;
+  o.persistent_splits = 0, o.persistent_blocks = 0, o.persistent_unified_max = false, o.persistent_ec12 = false;
 }
 // The options as the engine runs them: a knob the model's dims do not allow is off.
 CudaEngineOptions effective(const Qwen3Config& c, CudaEngineOptions o) {
@@ -324,6 +349,8 @@ struct CudaQwen3Engine::Impl {
   struct Layer {
     void *wqkv, *wo, *wgu, *wdown, *in_norm, *post_norm;
     void *q_norm, *k_norm;  // k_norm = q_norm + head_dim: one [2, D] tensor for the fused kernel
+    // the four projections in EC12 for the persistent kernel (weight_coding.hpp), or null
+    void *pk_qkv = nullptr, *pk_o = nullptr, *pk_gu = nullptr, *pk_down = nullptr;
   };
   std::vector<Layer> layers;
   void *embed = nullptr, *final_norm = nullptr, *lm_head = nullptr;
@@ -368,6 +395,23 @@ struct CudaQwen3Engine::Impl {
     allocations.push_back(p);
     allocated += std::max<int64_t>(bytes, 256);
     return p;
+  }
+  // Gives back a block of `bytes` from alloc() (e.g. EC12 copies the engine stopped using).
+  void free_block(void* p, int64_t bytes) {
+    if (p == nullptr) return;
+    allocations.erase(std::remove(allocations.begin(), allocations.end(), p), allocations.end());
+    allocated -= std::max<int64_t>(bytes, 256);
+    be->release(p);
+  }
+  // EC12: weights held in patch words, the packed bytes, and why the engine streams bf16 instead
+  // when it was asked for EC12 and a matrix did not fit (empty otherwise)
+  int64_t ec12_patches = 0, ec12_bytes = 0;
+  std::string ec12_fallback;
+  std::vector<std::pair<void*, int64_t>> ec12_blocks;  // the packed copies, for release_ec12
+  void release_ec12() {
+    for (const auto& [p, bytes] : ec12_blocks) free_block(p, bytes);
+    ec12_blocks.clear();
+    ec12_patches = ec12_bytes = 0;
   }
 
   void mark_start() {
@@ -767,8 +811,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   // Kernels first: a registry kernel that does not compile fails before gigabytes move.
   const auto engine_src = backend::KernelSource::parse(backend::embedded_file("cuda/engine/qwen3_engine.cu"),
                                                        "kernels/cuda/engine/qwen3_engine.cu");
-  for (const auto& ek : kEngineKernels) {
-    if (!engine_kernel_used(ek.entry, cfg, m.opts)) continue;
+  const auto compile_engine_kernel = [&](const std::string& entry) {
+    const auto ek = *std::find_if(std::begin(kEngineKernels), std::end(kEngineKernels),
+                                  [&](const EngineKernel& e) { return entry == e.entry; });
     auto k = engine_src;
     k.entries = {ek.entry};
     backend::LaunchSpec spec;
@@ -782,27 +827,33 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     auto r = m.be->compile(k);
     if (!r.module) fail(ErrorCategory::kBackend, "engine kernel {} does not compile:\n{}", ek.entry, r.log);
     m.engine_modules[ek.entry] = r.module;
-  }
-  if (m.opts.persistent_decode) {
+  };
+  for (const auto& ek : kEngineKernels)
+    if (engine_kernel_used(ek.entry, cfg, m.opts)) compile_engine_kernel(ek.entry);
+  // The persistent kernel's launch (run again with bf16 tiles when a matrix does not fit EC12).
+  const int64_t asked_stages = m.opts.persistent_stages, asked_splits = m.opts.persistent_splits,
+                asked_blocks = m.opts.persistent_blocks;
+  const auto plan_persistent = [&] {
+    if (!m.opts.persistent_decode) return;
     // One block a SM (persistent_decode_blocks of them, or as many as asked for), as much of the
     // SM's shared memory as the ring can use; fewer than two stages (a large T x intermediate, or a
     // device with little shared memory) takes the layered path.
-    const auto& mod = *m.engine_modules.at(decode_layers_entry(cfg, m.opts));
+    const std::string entry = decode_layers_entry(cfg, m.opts);
+    if (!m.engine_modules.count(entry)) compile_engine_kernel(entry);
+    const auto& mod = *m.engine_modules.at(entry);
+    const int64_t tile = decode_layers_tile_bytes(m.opts), patch_sums = m.opts.persistent_ec12 ? kDlPkPatchBytes : 0;
     const int64_t region = decode_layers_region(cfg, B) + decode_layers_table_bytes(cfg) + decode_layers_const_bytes(cfg, B);
-    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region;
-    m.dl_stages = std::min<int64_t>(m.opts.persistent_stages > 0 ? m.opts.persistent_stages : kDlAutoStages,
-                                    room / kDlTileBytes);
+    const int64_t room = dev.smem_per_block_optin - mod.stats.static_smem_bytes - kDlHeadBytes - region - patch_sums;
+    m.dl_stages = std::min<int64_t>(asked_stages > 0 ? asked_stages : kDlAutoStages, room / tile);
     const int64_t wanted = std::clamp<int64_t>(
-        m.opts.persistent_splits > 0 ? m.opts.persistent_splits
-                                     : decode_layers_splits(dev.compute_units, B, NKV, L, m.opts.persistent_tc_attention, 0),
+        asked_splits > 0 ? asked_splits : decode_layers_splits(dev.compute_units, B, NKV, L, m.opts.persistent_tc_attention, 0),
         1, 64);
-    m.dl_blocks = m.opts.persistent_blocks > 0 ? m.opts.persistent_blocks
-                                               : persistent_decode_blocks(cfg, dev.compute_units, B * NKV * wanted);
+    m.dl_blocks = asked_blocks > 0 ? asked_blocks : persistent_decode_blocks(cfg, dev.compute_units, B * NKV * wanted);
     if (m.dl_stages < 2 || m.dl_blocks < 1) {
       persistent_off(m.opts);
     } else {
-      m.dl_smem = kDlHeadBytes + region + m.dl_stages * kDlTileBytes;
-      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention, m.opts.persistent_splits);
+      m.dl_smem = kDlHeadBytes + region + m.dl_stages * tile + patch_sums;
+      m.dl_splits = decode_layers_splits(m.dl_blocks, B, NKV, L, m.opts.persistent_tc_attention, asked_splits);
       m.opts.persistent_stages = int(m.dl_stages);
       m.opts.persistent_splits = int(m.dl_splits);
       m.opts.persistent_blocks = int(m.dl_blocks);
@@ -811,7 +862,8 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       // activations and counters the weight stream's evict-first hint keeps there.
       if (B * L * NKV * D * 2 * 2 > dev.cache_bytes / 4) m.opts.persistent_kv_prefetch = false;
     }
-  }
+  };
+  plan_persistent();
   for (const auto& [key, ok] : registry) {
     auto r = m.be->compile(ok.kernel);
     if (!r.module) fail(ErrorCategory::kBackend, "registry kernel for {} ({}) does not compile:\n{}", key, ok.origin, r.log);
@@ -852,20 +904,66 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     put("lm_head.weight", m.lm_head);
     screen();
   }
+  // EC12 copies of the projections for the persistent kernel: each matrix's bf16 bits gathered on
+  // the host (its parts in row order), packed, uploaded. The first matrix that does not fit
+  // (a slice with too many weights outside its exponent window) turns EC12 off: the copies made
+  // so far are freed and the kernel streams the bf16 weights.
+  std::vector<uint16_t> host_matrix;
+  const auto gather = [&] {
+    if (m.opts.persistent_ec12 && m.ec12_fallback.empty()) host_matrix.insert(host_matrix.end(), staging.begin(), staging.end());
+  };
+  const auto pack = [&](const std::string& what, int64_t rows, int64_t cols) -> void* {
+    if (!m.opts.persistent_ec12 || !m.ec12_fallback.empty()) {
+      host_matrix.clear();
+      return nullptr;
+    }
+    const auto pk = pack_ec12(host_matrix.data(), rows, cols);
+    host_matrix.clear();
+    if (!pk.ok) {
+      m.ec12_fallback = fmt::format("{}: {}", what, pk.why);
+      return nullptr;
+    }
+    void* dst = m.alloc(int64_t(pk.packed.size()));
+    m.be->upload(dst, pk.packed.data(), int64_t(pk.packed.size()));
+    m.be->synchronize();  // `pk` is freed on return
+    m.ec12_patches += pk.patches;
+    m.ec12_bytes += int64_t(pk.packed.size());
+    m.ec12_blocks.emplace_back(dst, int64_t(pk.packed.size()));
+    return dst;
+  };
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Impl::Layer W{};
     W.wqkv = m.alloc((NQ + 2 * NKV) * D * H * 2);
     put(p + "self_attn.q_proj.weight", W.wqkv);
+    gather();
     put(p + "self_attn.k_proj.weight", at(W.wqkv, NQ * D * H));
+    gather();
     put(p + "self_attn.v_proj.weight", at(W.wqkv, (NQ + NKV) * D * H));
+    gather();
+    W.pk_qkv = pack(p + "self_attn.{q,k,v}_proj.weight", (NQ + 2 * NKV) * D, H);
     W.wo = m.alloc(H * NQ * D * 2);
     put(p + "self_attn.o_proj.weight", W.wo);
+    gather();
+    W.pk_o = pack(p + "self_attn.o_proj.weight", H, NQ * D);
     W.wgu = m.alloc(2 * I * H * 2);
     put(p + "mlp.gate_proj.weight", W.wgu);
+    gather();
     put(p + "mlp.up_proj.weight", at(W.wgu, I * H));
+    gather();
+    W.pk_gu = pack(p + "mlp.{gate,up}_proj.weight", 2 * I, H);
     W.wdown = m.alloc(H * I * 2);
     put(p + "mlp.down_proj.weight", W.wdown);
+    gather();
+    W.pk_down = pack(p + "mlp.down_proj.weight", H, I);
+    if (!m.ec12_fallback.empty() && m.opts.persistent_ec12) {  // stream bf16: free the copies, replan the launch
+      spdlog::warn("engine: EC12 weight tiles off, the persistent kernel streams bf16: {}", m.ec12_fallback);
+      m.opts.persistent_ec12 = false;
+      for (auto& layer : m.layers) layer.pk_qkv = layer.pk_o = layer.pk_gu = layer.pk_down = nullptr;
+      W.pk_qkv = W.pk_o = W.pk_gu = W.pk_down = nullptr;
+      m.release_ec12();
+      plan_persistent();
+    }
     W.in_norm = m.alloc(H * 2);
     put(p + "input_layernorm.weight", W.in_norm);
     W.post_norm = m.alloc(H * 2);
@@ -938,8 +1036,9 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     std::vector<uint64_t> table;
     for (int64_t l = 0; l < cfg.layers; ++l) {
       const auto& W = m.layers[size_t(l)];
-      for (void* p : {W.wqkv, W.wo, W.wgu, W.wdown, W.in_norm, W.post_norm, W.q_norm, at(m.k_cache, l * B * L * NKV * D),
-                      at(m.v_cache, l * B * L * NKV * D)})
+      const bool pk = m.opts.persistent_ec12;  // the projections' EC12 copies (weight_coding.hpp) or bf16
+      for (void* p : {pk ? W.pk_qkv : W.wqkv, pk ? W.pk_o : W.wo, pk ? W.pk_gu : W.wgu, pk ? W.pk_down : W.wdown, W.in_norm,
+                      W.post_norm, W.q_norm, at(m.k_cache, l * B * L * NKV * D), at(m.v_cache, l * B * L * NKV * D)})
         table.push_back(reinterpret_cast<uint64_t>(p));
     }
     m.dl_table = m.alloc(int64_t(table.size()) * 8);
@@ -1019,6 +1118,9 @@ int64_t CudaQwen3Engine::nonfinite_logits() const {
 
 int64_t CudaQwen3Engine::device_memory_used() const { return impl_->be->device_memory_used(); }
 
+int64_t CudaQwen3Engine::ec12_bytes() const { return impl_->ec12_bytes; }
+int64_t CudaQwen3Engine::ec12_patches() const { return impl_->ec12_patches; }
+const std::string& CudaQwen3Engine::ec12_fallback() const { return impl_->ec12_fallback; }
 int64_t CudaQwen3Engine::screened_exact_rows() const {
   if (!impl_->lh_stats) return 0;
   uint64_t n = 0;

@@ -370,6 +370,102 @@ TEST_P(CudaEnginePersistentTiles, WarpsWithSeveralTilesMatchTheLayeredPathAndThe
 INSTANTIATE_TEST_SUITE_P(HeadsAndHeadDims, CudaEnginePersistentTiles,
                          ::testing::Values(std::tuple{128, 64, 64}, std::tuple{64, 64, 128}));
 
+// Writes bf16 `bits` at element `index` of `tensor` in the checkpoint's safetensors file (the data
+// section starts after the u64 header length and the header).
+void poke_bf16(const std::string& file, const std::string& tensor, int64_t index, uint16_t bits) {
+  int64_t begin = 0;
+  {
+    SafetensorsFile f(file);
+    ASSERT_EQ(f.info(tensor).dtype, StDtype::kBF16);
+    begin = f.info(tensor).begin;
+  }
+  std::fstream s(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header = 0;
+  s.read(reinterpret_cast<char*>(&header), 8);
+  s.seekp(std::streamoff(8 + header + uint64_t(begin) + uint64_t(index) * 2));
+  s.write(reinterpret_cast<const char*>(&bits), 2);
+  ASSERT_TRUE(s.good()) << file;
+}
+
+// The persistent kernel's EC12 weight tiles (CudaEngineOptions::persistent_ec12, the default;
+// include/thrive/model/weight_coding.hpp) against its bf16 tiles, the layered path and the float32
+// CPU engine, 10 teacher-forced graph replays each, on the ragged persistent test model (hidden
+// 2120, intermediate 4200: partial tiles and a partial row group) with weights placed outside
+// their slices' exponent windows in layer 0's q_proj (a slice of rows 0-15, columns 0-63, six of
+// them: ±0.5, 1.0, -0.75, 1e-20, 3e-25) and down_proj, which the patch words must carry, besides
+// the N(0, 0.02) weights' own (|w| < 2^-17), and zeros and a subnormal, which the codes carry.
+// Then a checkpoint with 8 tiny weights outside the window in one slice of layer 1's down_proj: the engine streams
+// bf16, says why (the tensor and the slice), frees the EC12 copies and still matches.
+// Parameter: batch.
+class CudaEnginePersistentWeights : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaEnginePersistentWeights, Ec12TilesMatchBf16TilesTheLayeredPathAndTheCpu) {
+  std::string why;
+  if (!gpu_present(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const int batch = GetParam();
+  test::TempDir home;
+  const auto cfg = persistent_test_config();
+  const auto dir = tiny_checkpoint(home, cfg, 23);
+  const std::string st = dir + "/model.safetensors", q = "model.layers.0.self_attn.q_proj.weight",
+                    down = "model.layers.0.mlp.down_proj.weight";
+  const uint16_t outliers[] = {0x3f00, 0xbf00, 0x3f80, 0xbf40, 0x1e3d, 0x1791};
+  for (int i = 0; i < 6; ++i) poke_bf16(st, q, (2 * i) * cfg.hidden + 5 * i, outliers[i]);
+  poke_bf16(st, q, 13 * cfg.hidden + 40, 0x0000);
+  poke_bf16(st, q, 14 * cfg.hidden + 41, 0x8000);
+  poke_bf16(st, q, 15 * cfg.hidden + 42, 0x0003);
+  for (int i = 0; i < 5; ++i) poke_bf16(st, down, (100 + i) * cfg.intermediate + 4100 + i, outliers[i]);  // the ragged last tile
+  auto o = options(batch, 24, 64, true);
+  o.persistent_decode = true;
+  auto bf16_o = o, layered_o = o;
+  bf16_o.persistent_ec12 = false;
+  layered_o.persistent_decode = false;
+  CudaQwen3Engine ec12(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(ec12.options().persistent_decode) << "the persistent kernel did not take this configuration";
+  ASSERT_TRUE(ec12.options().persistent_ec12) << ec12.ec12_fallback();
+  EXPECT_EQ(ec12.ec12_fallback(), "");
+  // per layer: qkv (NQ + 2 NKV) D x H, o H x NQ D, gate|up 2 I x H, down H x I, in tiles of 16 x 1024
+  const auto tiles = [](int64_t rows, int64_t cols) { return (rows + 15) / 16 * ((cols + 1023) / 1024); };
+  const int64_t qkv_rows = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
+  EXPECT_EQ(ec12.ec12_bytes(), cfg.layers * 25088 *
+                                   (tiles(qkv_rows, cfg.hidden) + tiles(cfg.hidden, cfg.heads * cfg.head_dim) +
+                                    tiles(2 * cfg.intermediate, cfg.hidden) + tiles(cfg.hidden, cfg.intermediate)));
+  EXPECT_GE(ec12.ec12_patches(), 6 + 5);
+  CudaQwen3Engine plain(cfg, dir, test::fast_config(home.path()), bf16_o, registry_of(cfg, bf16_o, false));
+  ASSERT_TRUE(plain.options().persistent_decode);
+  EXPECT_FALSE(plain.options().persistent_ec12);
+  EXPECT_EQ(plain.ec12_bytes(), 0);
+  EXPECT_EQ(plain.allocated_bytes() + ec12.ec12_bytes(), ec12.allocated_bytes());
+  CudaQwen3Engine layered(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  CpuQwen3Engine cpu(cfg, load_weights(cfg, dir), batch, 64);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {
+    prompts.emplace_back();
+    for (int i = 0; i < 17 + 3 * b; ++i) prompts.back().push_back(int32_t((3 + 29 * b + 11 * i) % cfg.vocab));
+  }
+  expect_decode_matches_layered_and_cpu(ec12, plain, cpu, prompts, 10);
+  expect_decode_matches_layered_and_cpu(ec12, layered, cpu, prompts, 10);
+
+  // 8 weights outside their window in one slice (rows 0-15, columns 64-127) of layer 1's down_proj
+  const std::string down1 = "model.layers.1.mlp.down_proj.weight";
+  // (magnitudes 2^-125 to 2^-31, h7 1 to 48, at least 5 apart: no window of 7 holds two of them and the bulk)
+  const uint16_t tiny[] = {0x0100, 0x0500, 0x0a00, 0x1000, 0x1500, 0x2000, 0x2800, 0x3000};
+  for (int i = 0; i < 8; ++i) poke_bf16(st, down1, i * cfg.intermediate + 64 + 3 * i, tiny[i]);
+  CudaQwen3Engine fallback(cfg, dir, test::fast_config(home.path()), o, registry_of(cfg, o, false));
+  ASSERT_TRUE(fallback.options().persistent_decode);
+  EXPECT_FALSE(fallback.options().persistent_ec12);
+  EXPECT_NE(fallback.ec12_fallback().find(down1), std::string::npos) << fallback.ec12_fallback();
+  EXPECT_NE(fallback.ec12_fallback().find("rows [0, 16), columns [64, 128): 8 weights"), std::string::npos)
+      << fallback.ec12_fallback();
+  EXPECT_EQ(fallback.ec12_bytes(), 0);
+  EXPECT_EQ(fallback.ec12_patches(), 0);
+  EXPECT_EQ(fallback.allocated_bytes(), plain.allocated_bytes());  // the copies made before the failure are freed
+  CudaQwen3Engine layered2(cfg, dir, test::fast_config(home.path()), layered_o, registry_of(cfg, layered_o, false));
+  CpuQwen3Engine cpu2(cfg, load_weights(cfg, dir), batch, 64);
+  expect_decode_matches_layered_and_cpu(fallback, layered2, cpu2, prompts, 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Batch, CudaEnginePersistentWeights, ::testing::Values(1, 3));
+
 INSTANTIATE_TEST_SUITE_P(NormFusionPdlAndRows, CudaEngineBatchOne,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2)));
 

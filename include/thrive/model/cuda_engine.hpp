@@ -161,6 +161,19 @@ struct CudaEngineOptions {
   /// k_norm weights allow a bound above kUnifiedMaxLimit (unified_max_bound), and whenever the
   /// tensor-core parts or persistent_decode are off.
   bool persistent_unified_max = false;
+  /// The persistent kernel streams its four projections (qkv, o, gate|up, down) as EC12 copies,
+  /// a lossless 12-bit coding of the bf16 weights (include/thrive/model/weight_coding.hpp: each
+  /// weight's low byte, a 4-bit sign-and-exponent code, and per 1024 weights a window and up to 7
+  /// patch words for weights outside it), decoded to the same bf16 values in the kernel's MMA
+  /// fragments: 25,088 bytes a 16 x 1024 tile instead of 32,768 (77%). The engine packs the
+  /// copies on the host while it loads (a few seconds at Qwen3-1.7B) and keeps them beside the
+  /// bf16 weights, which prefill and the other paths read: about 0.77 x the layers' bf16 bytes of
+  /// GPU memory more (2.2 GB at Qwen3-1.7B). Products of patched weights are added in another
+  /// order (the f32 sums can differ in their last bits; the bf16 outputs almost never). Off in
+  /// options() when persistent_decode is off, and, with a warning (ec12_fallback()), when a
+  /// matrix has a 1024-weight slice with more than 7 weights outside its window. The source of
+  /// its gain: bench/results/ec12-2026-12-07/.
+  bool persistent_ec12 = true;
   /// Greedy decode steps at batch <= 8 whose logits are not asked for (decode() without
   /// `logits`, decode_greedy()) take the screened lm_head (include/thrive/model/lm_head_screen.hpp):
   /// engine_lm_head_screen reads an int8 copy of the lm_head (about vocab x hidden bytes more of GPU
@@ -299,6 +312,12 @@ class CudaQwen3Engine {
   /// call and sequence since the engine was built (0 without CudaEngineOptions::lm_head_screen):
   /// divided by the screened tokens, the bf16 rows read per token besides the int8 copy.
   int64_t screened_exact_rows() const;
+  /// EC12 (CudaEngineOptions::persistent_ec12): bytes of the packed copies on the device, and
+  /// weights held in patch words; 0 when the kernel streams bf16.
+  int64_t ec12_bytes() const;
+  int64_t ec12_patches() const;
+  /// Why EC12 was asked for and is off: the first matrix and slice that did not fit ("" otherwise).
+  const std::string& ec12_fallback() const;
   /// The device's bf16 matrix rate, TFLOP/s: the best of 10 cuBLASLt GEMMs of 4096^3 (f32
   /// accumulation), the compute side of the stage floors (model/attribution.hpp).
   double measure_gemm_tflops();

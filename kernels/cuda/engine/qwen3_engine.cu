@@ -1230,6 +1230,12 @@ enum EngineDecodeTable { kDlWqkv = 0, kDlWo, kDlWgu, kDlWdown, kDlInNorm, kDlPos
                          kDlVCache, kDlTableCols };
 // a tile: 16 rows (the m16n8k16 A fragment) x 1024 columns (a 64-column slice per warp of 16)
 constexpr int kDlTileRows = 16, kDlTileCols = 1024, kDlTileBytes = kDlTileRows * kDlTileCols * 2;
+// The same tile in EC12 (include/thrive/model/weight_coding.hpp: the layout, its kEc12* constants
+// and the host's packer): 16 slices of 1568 bytes, one a warp: the low bytes of its lanes' A
+// fragments (1024), their 4-bit codes (512), the slice's window h0 (4) and 7 patch words (28).
+constexpr int kDlPkSliceBytes = 1568, kDlPkTileBytes = 16 * kDlPkSliceBytes, kDlPkPatches = 7;
+// EC12's per-warp patch sums: [16 warps][16 rows][4 tokens] f32, after the ring
+constexpr int kDlPkPatchBytes = 16 * 16 * 4 * 4;
 // engine_dl_gemv's cross-warp sums: two buffers of [16 warps][16 rows][4 tokens] f32
 constexpr int kDlReduceBytes = 2 * 16 * 16 * 4 * 4;
 // The dynamic shared memory's head: ctx_lens (i32 [T]).
@@ -1284,7 +1290,9 @@ __device__ __forceinline__ unsigned engine_tid_volatile() {
 // copies, for each tile, its 16-byte pieces of its warp's slice (issue(); cp.async, L2
 // evict-first: the stream is read once per step and must not push the activations, the KV cache
 // and the counters out of L2), one commit group per tile.
+template <bool PK>
 struct EngineDlStream {
+  static constexpr int kTile = PK ? kDlPkTileBytes : kDlTileBytes;
   const unsigned long long* table;
   const EngineDecodeDims* d;  // the kernel's (read at matrix changes only)
   unsigned ring;  // shared address of stage 0
@@ -1324,9 +1332,33 @@ struct EngineDlStream {
   // copies chunk i % 8 of rows i / 8, i / 8 + 4, + 8, + 12 (8 lanes a 128-byte row piece).
   // Pieces past the matrix (a ragged last tile, rows past N) are zero-filled (src-size 0): the
   // MMA multiplies them by zeros, and garbage there could be NaN.
+  // EC12 (PK): the tile (g, kc / 1024) of the packed matrix (every tile full: the packer pads
+  // with zeros); warp w copies its slice, 98 pieces of 16 bytes (3 a lane, a 4th for lanes 0-1),
+  // to the same offset of the stage.
   __device__ void issue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (!done) {
+    if (PK && !done) {
+      const unsigned tid = engine_tid_volatile();
+      const int warp = (int)(tid >> 5), lane = (int)(tid & 31);
+      const long long tiles = (K + kDlTileCols - 1) / kDlTileCols;
+      const unsigned char* src = (const unsigned char*)W + ((long long)g * tiles + kc / kDlTileCols) * kDlPkTileBytes +
+                                 warp * kDlPkSliceBytes + lane * 16;
+      const unsigned dst = ring + next_stage + (unsigned)(warp * kDlPkSliceBytes + lane * 16);
+#pragma unroll
+      for (int u = 0; u < 3; ++u)
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + 512u * u),
+                     "l"(src + 512 * u), "l"(policy)
+                     : "memory");
+      if (lane < 2)
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + 1536u),
+                     "l"(src + 1536), "l"(policy)
+                     : "memory");
+      kc += kDlTileCols;
+      if (kc >= K) {
+        kc = 0;
+        if (++g >= g1) done = !next_matrix();
+      }
+    } else if (!PK && !done) {
       // the thread index read afresh (engine_tid_volatile): its lane constants are recomputed here
       // instead of living across the kernel, where the tensor-core entry spilled two of them and
       // reloaded them (LDL) every tile
@@ -1350,7 +1382,7 @@ struct EngineDlStream {
         if (++g >= g1) done = !next_matrix();
       }
     }
-    next_stage = next_stage + kDlTileBytes == (unsigned)(stages * kDlTileBytes) ? 0u : next_stage + kDlTileBytes;
+    next_stage = next_stage + kTile == (unsigned)(stages * kTile) ? 0u : next_stage + kTile;
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
   }
@@ -1424,10 +1456,27 @@ __device__ __forceinline__ void engine_ldmatrix_x4(unsigned r[4], unsigned addr)
 // With LL, y is not written: the output goes to yll [T, N / 2] as tagged words (engine_ll_store;
 // rows 2 i and 2 i + 1 of a token in word i, carrying `tag`; N even), for readers that wait on
 // the data itself instead of a stage counter.
-template <bool RESIDUAL, bool LL = false>
+// With PK, the tiles are EC12 (kDlPkTileBytes; include/thrive/model/weight_coding.hpp): each lane
+// reads its 32 low bytes and 8 codes (three 16-byte loads) and builds its A fragments with byte
+// permutes: a code's k selects the high byte from the slice's table (0, h0 .. h0 + 6), its sign bit
+// is masked in, and the low bytes interleave with the high ones, so the MMA sees the same bf16
+// values. A slice's patch words (weights outside its window, stored as +0) add v x[t, col] into the
+// warp's `pbuf` row sums, which join the warp's accumulators at the group's end.
+__device__ __forceinline__ uint4 engine_lds128(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ unsigned engine_lds32(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+template <bool RESIDUAL, bool LL = false, bool PK = false>
 __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long long K, const bf16_t* xs, bf16_t* y,
-                                               unsigned ring, float* red, int& stage, EngineDlStream& st,
-                                               unsigned long long* yll = nullptr, unsigned tag = 0u) {
+                                               unsigned ring, float* red, int& stage, EngineDlStream<PK>& st,
+                                               unsigned long long* yll = nullptr, unsigned tag = 0u,
+                                               float* pbuf = nullptr) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, fg = lane >> 2, fc = lane & 3;
   // ldmatrix: lanes 0-7 rows 0-7 / 8-15 rows 8-15 of the k-step's first 8 columns, 16-31 the next 8
   const int lr = (lane & 7) + ((lane >> 3) & 1) * 8;
@@ -1450,7 +1499,8 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
       engine_dl_wait_stage(st.stages);
       __syncwarp();
       st.issue();
-      const unsigned base = ring + (unsigned)(stage * kDlTileBytes + warp * 2048 + lr * 128);
+      const unsigned base = PK ? ring + (unsigned)(stage * kDlPkTileBytes + warp * kDlPkSliceBytes)
+                               : ring + (unsigned)(stage * kDlTileBytes + warp * 2048 + lr * 128);
       // B: pair fc of the warp's 8 chunks for token fg (fragment order: two 16-byte loads); the
       // chunks past K are zeros (a ragged last block: the words there are another chunk's or
       // never written, and a NaN there would survive the zero weights it meets)
@@ -1465,17 +1515,56 @@ __device__ __forceinline__ void engine_dl_gemv(long long T, long long N, long lo
           for (int j = 0; j < 8; ++j)
             if (blk + 8 * j >= K) bw[j] = 0u;
       }
+      if constexpr (PK) {
+        const unsigned lb = base + (unsigned)lane * 16u;
+        const uint4 l01 = engine_lds128(lb), l23 = engine_lds128(lb + 512u), cw = engine_lds128(lb + 1024u);
+        const unsigned h0 = engine_lds32(base + 1536u);
+        // the high-byte table: k = 0 -> 0, k = 1..7 -> h0 + k - 1 (h0 <= 121: no carries)
+        const unsigned ta = h0 * 0x01010100u + 0x02010000u, tb = h0 * 0x01010101u + 0x06050403u;
+        const unsigned lo[4] = {l01.x, l01.z, l23.x, l23.z}, hi[4] = {l01.y, l01.w, l23.y, l23.w},
+                       code[4] = {cw.x, cw.y, cw.z, cw.w};
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if (blk + ks * 16 >= K) break;  // warp-uniform
-        unsigned af[4];
-        {  // the lane's row and half from a volatile %tid.x: recomputed here, not spilled
-          const unsigned tv = engine_tid_volatile() & 31u;
-          engine_ldmatrix_x4(af, base + ((((unsigned)ks * 2u + (tv >> 4)) ^ (tv & 7u)) << 4));
+        for (int ks = 0; ks < 4; ++ks) {
+          if (blk + ks * 16 >= K) break;  // warp-uniform
+          const unsigned c0 = code[ks];
+          const unsigned hb = __byte_perm(ta, tb, c0 & 0x7777u) | (c0 & 0x80808080u),
+                         hb2 = __byte_perm(ta, tb, (c0 >> 16) & 0x7777u) | ((c0 << 4) & 0x80808080u);
+          const unsigned af[4] = {__byte_perm(lo[ks], hb, 0x5140u), __byte_perm(lo[ks], hb, 0x7362u),
+                                  __byte_perm(hi[ks], hb2, 0x5140u), __byte_perm(hi[ks], hb2, 0x7362u)};
+          engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
         }
-        engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
+        if (lane < kDlPkPatches) {
+          const unsigned pw = engine_lds32(base + 1540u + (unsigned)lane * 4u);
+          if (pw != 0u) {  // row pw >> 28, column (pw >> 16) & 63 of the slice, bf16 bits pw & 0xffff
+            const int pc = (int)((pw >> 16) & 63u);
+            // the column's place in xs's fragment order (engine_xs_store8)
+            const long long at = blk + 2 * (8 * ((pc & 7) >> 1) + (pc >> 3)) + (pc & 1);
+            const float v = __uint_as_float(pw << 16);
+            float* pr = pbuf + warp * 64 + (int)(pw >> 28) * 4;
+            for (int t = 0; t < T; ++t) atomicAdd(pr + t, v * thrive_bf16_to_f32(xs[t * kp + at]));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          if (blk + ks * 16 >= K) break;  // warp-uniform
+          unsigned af[4];
+          {  // the lane's row and half from a volatile %tid.x: recomputed here, not spilled
+            const unsigned tv = engine_tid_volatile() & 31u;
+            engine_ldmatrix_x4(af, base + ((((unsigned)ks * 2u + (tv >> 4)) ^ (tv & 7u)) << 4));
+          }
+          engine_mma_bf16(c, af, bw[2 * ks], bw[2 * ks + 1]);
+        }
       }
       stage = stage + 1 == st.stages ? 0 : stage + 1;
+    }
+    if constexpr (PK) {  // the warp's patch sums join its accumulators (and are zeroed for the next group)
+      __syncwarp();
+      float* pr = pbuf + warp * 64;
+      if (2 * fc < T) c[0] += pr[fg * 4 + 2 * fc], c[2] += pr[(fg + 8) * 4 + 2 * fc], pr[fg * 4 + 2 * fc] = 0.f,
+                      pr[(fg + 8) * 4 + 2 * fc] = 0.f;
+      if (2 * fc + 1 < T) c[1] += pr[fg * 4 + 2 * fc + 1], c[3] += pr[(fg + 8) * 4 + 2 * fc + 1],
+                          pr[fg * 4 + 2 * fc + 1] = 0.f, pr[(fg + 8) * 4 + 2 * fc + 1] = 0.f;
     }
     float* rb = red + buf * 1024 + warp * 64;  // [row][token]
     if (2 * fc < T) rb[fg * 4 + 2 * fc] = c[0], rb[(fg + 8) * 4 + 2 * fc] = c[2];
@@ -1985,7 +2074,7 @@ extern __shared__ __align__(128) unsigned char engine_dl_smem[];
 // parts at that head dim (engine_dl_attention_stage_tc; dims[4] must be TD, the host checks).
 // UM: the tensor-core parts with the unified max (engine_dl_attention_part_tc), the o stage's input
 // from their sums.
-template <int G, int TD, bool UM>
+template <int G, int TD, bool UM, bool PK>
 __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const EngineDecodeDims d{a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.dims[4], a.dims[5], a.dims[6], a.dims[7]};
@@ -2024,6 +2113,10 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   bf16_t* xs = (bf16_t*)rest;
   EngineAttentionSmem<G>* attn_sm = (EngineAttentionSmem<G>*)rest;
   const unsigned ring = engine_dl_smem_addr(rest + region);
+  // EC12's patch sums after the ring (the host adds kDlPkPatchBytes to the shared memory)
+  float* pbuf = PK ? (float*)(rest + region + (long long)(packed & 15) * kDlPkTileBytes) : nullptr;
+  if (PK)
+    for (int i = threadIdx.x; i < kDlPkPatchBytes / 4; i += blockDim.x) pbuf[i] = 0.f;
   // The pointer table into shared memory: it is read at every stage and matrix change, and in L2
   // it would be a normal line the KV cache's traffic can push out (a DRAM trip a layer).
   for (long long i = threadIdx.x; i < d.layers * kDlTableCols; i += blockDim.x) tab[i] = table[i];
@@ -2031,7 +2124,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
 
   // Weights first (they depend on no earlier kernel): NS - 1 tiles in flight before the wait.
   const bool kv_prefetch = (packed >> 4) & 1;
-  EngineDlStream st;
+  EngineDlStream<PK> st;
   st.table = tab, st.d = &d, st.ring = ring, st.stages = stages;
   st.start();
   for (int i = 0; i + 1 < stages; ++i) st.issue();
@@ -2071,8 +2164,8 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     // (the attention operands are built after the GEMV: live across it, they were spilled and their
     // reloads were L2 round trips at the stage's start)
     const unsigned tag = engine_dl_tag(epoch, d.layers, l);
-    engine_dl_gemv<false, true>(T, QKV, H, xs, nullptr, ring, red, stage, st,
-                                (unsigned long long*)engine_dl_qkv_ll<G>(a, S), tag);
+    engine_dl_gemv<false, true, PK>(T, QKV, H, xs, nullptr, ring, red, stage, st,
+                                    (unsigned long long*)engine_dl_qkv_ll<G>(a, S), tag, pbuf);
     __syncthreads();  // xs, which the attention groups' shared memory overlaps, is read
     const EngineAttention at = engine_dl_attention<G>(a, tab, lens, rope, qk_w, l, S, tag);
     // attention
@@ -2104,7 +2197,7 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     }
     __syncthreads();
     if (stamp) stamps[kDlStages * l + kDlO] = engine_globaltimer_ns();
-    engine_dl_gemv<true>(T, H, NQ * D, xs, h, ring, red, stage, st);
+    engine_dl_gemv<true, false, PK>(T, H, NQ * D, xs, h, ring, red, stage, st, nullptr, 0u, pbuf);
     engine_dl_signal(c + kDlO);
     // gu = RMSNorm(h) . Wgu^T
     engine_dl_wait(c + kDlO, gridDim.x);
@@ -2116,14 +2209,14 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
     }
     engine_gemv_norm_input<true>(h, W[kDlPostNorm], T, H, eps, xs);
     __syncthreads();
-    engine_dl_gemv<false>(T, 2 * I, H, xs, gu, ring, red, stage, st);
+    engine_dl_gemv<false, false, PK>(T, 2 * I, H, xs, gu, ring, red, stage, st, nullptr, 0u, pbuf);
     engine_dl_signal(c + kDlGateUp);
     // h += SwiGLU(gu) . Wdown^T
     engine_dl_wait(c + kDlGateUp, gridDim.x);
     if (stamp) stamps[kDlStages * l + kDlDown] = engine_globaltimer_ns();
     engine_gemv_swiglu_input<true>(gu, T, I, xs);
     __syncthreads();
-    engine_dl_gemv<true>(T, H, I, xs, h, ring, red, stage, st);
+    engine_dl_gemv<true, false, PK>(T, H, I, xs, h, ring, red, stage, st, nullptr, 0u, pbuf);
     engine_dl_signal(c + kDlDown);
   }
   // The last block out zeroes the stage counters for the next launch (every other block is past
@@ -2142,22 +2235,26 @@ __device__ __forceinline__ void engine_decode_layers(const ThriveCudaArgs& a) {
   __trap();  // needs sm_90 (griddepcontrol; tested there); the host checks
 #endif
 }
-#define ENGINE_DECODE_LAYERS_ENTRY(g)                                                                      \
-  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_g##g(ThriveCudaArgs a) {  \
-    engine_decode_layers<g, 0, false>(a);                                                            \
-  }                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_g##g##_d64(ThriveCudaArgs a) { \
-    engine_decode_layers<g, 64, false>(a);                                                           \
-  }                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_g##g##_d128(ThriveCudaArgs a) { \
-    engine_decode_layers<g, 128, false>(a);                                                          \
-  }                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_um_g##g##_d64(ThriveCudaArgs a) { \
-    engine_decode_layers<g, 64, true>(a);                                                            \
-  }                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers_tc_um_g##g##_d128(ThriveCudaArgs a) { \
-    engine_decode_layers<g, 128, true>(a);                                                           \
+// The entries: CUDA-core attention parts (engine_decode_layers_g<G>), tensor-core parts with the
+// merge (_tc_) or the unified max (_tc_um_), each also with EC12 weight tiles (_ec12 after
+// "layers": engine_decode_layers_ec12_tc_g2_d128, ...).
+#define ENGINE_DECODE_LAYERS_ENTRY_PK(g, pk, ec)                                                            \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers##ec##_g##g(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 0, false, pk>(a);                                                              \
+  }                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers##ec##_tc_g##g##_d64(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 64, false, pk>(a);                                                             \
+  }                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers##ec##_tc_g##g##_d128(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 128, false, pk>(a);                                                            \
+  }                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers##ec##_tc_um_g##g##_d64(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 64, true, pk>(a);                                                              \
+  }                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(512, 1) engine_decode_layers##ec##_tc_um_g##g##_d128(ThriveCudaArgs a) { \
+    engine_decode_layers<g, 128, true, pk>(a);                                                             \
   }
+#define ENGINE_DECODE_LAYERS_ENTRY(g) ENGINE_DECODE_LAYERS_ENTRY_PK(g, false, ) ENGINE_DECODE_LAYERS_ENTRY_PK(g, true, _ec12)
 ENGINE_DECODE_LAYERS_ENTRY(1)
 ENGINE_DECODE_LAYERS_ENTRY(2)
 ENGINE_DECODE_LAYERS_ENTRY(4)

@@ -3,7 +3,7 @@
 // a checkpoint is replaced only with --force.
 // thrive e2e --model DIR --batch B --prompt P --gen G [--device cpu|cuda|auto] [--graphs on|off]
 // [--kernels baseline|best] [--attention flash|gemm] [--fusions on|off|LIST] [--gemv on|off] [--pdl on|off]
-// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--lm-head screened|exact] [--json]: the Qwen3 engine's throughput harness: prefill and decode
+// [--gemv-rows 1|2] [--decode-attention engine|op] [--persistent auto|on|off] [--persistent-stages N] [--persistent-splits N] [--persistent-blocks N] [--persistent-kv-prefetch on|off] [--persistent-attention tc|cores] [--persistent-softmax unified|merge] [--persistent-weights ec12|bf16] [--lm-head screened|exact] [--json]: the Qwen3 engine's throughput harness: prefill and decode
 // tokens/s, ms per decode step, peak memory, per-stage breakdown (the outer loop's Profile input).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -54,6 +54,7 @@ struct E2eFlags {
   std::string persistent_kv_prefetch = "off";
   std::string persistent_attention = "tc";
   std::string persistent_softmax = "merge";
+  std::string persistent_weights = "ec12";
   std::string lm_head = "screened";
   std::string seed = "1";
   bool json = false;
@@ -367,6 +368,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_kv_prefetch = f.persistent_kv_prefetch == "on";
   o.persistent_tc_attention = f.persistent_attention == "tc";
   o.persistent_unified_max = f.persistent_softmax == "unified";
+  o.persistent_ec12 = f.persistent_weights == "ec12";
   o.lm_head_screen = f.lm_head == "screened";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
   auto run_cfg = ctx.config();
@@ -478,6 +480,11 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
              {"persistent_kv_prefetch", eo.persistent_kv_prefetch},
              {"persistent_attention", eo.persistent_tc_attention ? "tc" : eo.persistent_decode ? "cores" : "off"},
              {"persistent_softmax", eo.persistent_unified_max ? "unified" : eo.persistent_decode ? "merge" : "off"},
+             // the persistent kernel's weight stream: EC12 copies (weight_coding.hpp) or the bf16 weights
+             {"persistent_weights", eo.persistent_ec12 ? "ec12" : eo.persistent_decode ? "bf16" : "off"},
+             {"ec12_bytes", engine.ec12_bytes()},
+             {"ec12_patches", engine.ec12_patches()},
+             {"ec12_fallback", engine.ec12_fallback()},
              {"lm_head", eo.lm_head_screen ? "screened" : "exact"},
              // the bf16 rows the screened lm_head's exact pass read per token of the measured steps
              {"lm_head_exact_rows_per_token",
@@ -558,11 +565,18 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
     if (doc["persistent_decode"].get<bool>())
-      fmt::print("persistent decode kernel: on ({} blocks, ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {})\n",
+      fmt::print("persistent decode kernel: on ({} blocks, ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {}, "
+                 "weights {})\n",
                  doc.value("persistent_blocks", 0), doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
                  doc["persistent_attention"].get<std::string>() == "tc" ? "tensor-core" : "CUDA-core",
                  doc.value("persistent_softmax", std::string("merge")) == "unified" ? "unified-max" : "merged",
-                 doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off");
+                 doc["persistent_kv_prefetch"].get<bool>() ? "on" : "off",
+                 doc.value("persistent_weights", std::string("bf16")) == "ec12"
+                     ? fmt::format("EC12, {:.2f} GB packed, {} patch words", double(doc.value("ec12_bytes", int64_t{0})) / 1e9,
+                                   doc.value("ec12_patches", int64_t{0}))
+                     : std::string("bf16"));
+    if (!doc.value("ec12_fallback", std::string()).empty())
+      fmt::print("EC12 weights were asked for and are off: {}\n", doc["ec12_fallback"].get<std::string>());
     else
       fmt::print("persistent decode kernel: off (decode runs a launch per stage)\n");
   }
@@ -631,8 +645,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
     fail(ErrorCategory::kUsage, "--persistent-softmax {}: expected unified or merge", f.persistent_softmax.substr(0, 40));
   if (f.lm_head != "screened" && f.lm_head != "exact")
     fail(ErrorCategory::kUsage, "--lm-head {}: expected screened or exact", f.lm_head.substr(0, 40));
+  if (f.persistent_weights != "ec12" && f.persistent_weights != "bf16")
+    fail(ErrorCategory::kUsage, "--persistent-weights {}: expected ec12 or bf16", f.persistent_weights.substr(0, 40));
   for (const char* knob : {"--persistent-stages", "--persistent-splits", "--persistent-blocks", "--persistent-kv-prefetch", "--persistent-attention",
-                           "--persistent-softmax"})
+                           "--persistent-softmax", "--persistent-weights"})
     if (f.persistent == "off" && std::find(engine_flags_given.begin(), engine_flags_given.end(), knob) != engine_flags_given.end() &&
         !(knob == std::string("--persistent-kv-prefetch") && f.persistent_kv_prefetch == "off"))  // off asks for nothing
       fail(ErrorCategory::kUsage, "{} with --persistent off: it sets the persistent decode kernel, which is off", knob);
@@ -786,6 +802,13 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "checkpoint's norm weights allow a bound above 40 the engine merges instead, with a warning, as the "
                   "JSON's persistent_softmax shows; an error with --persistent-attention cores or a head_dim other "
                   "than 64 or 128)");
+  cmd->add_option("--persistent-weights", f.persistent_weights,
+                  "How the persistent decode kernel streams the qkv, o, gate|up and down weights: ec12 (default; a "
+                  "lossless 12-bit coding of the bf16 weights, 77% of their bytes, decoded to the same bf16 values "
+                  "in the kernel, packed on the host at load and kept beside the bf16 weights: about 2.2 GB more GPU "
+                  "memory at Qwen3-1.7B; a matrix with a 1024-weight slice of more than 7 weights outside its "
+                  "14-exponent window makes the engine stream bf16, with a warning and the JSON's ec12_fallback; "
+                  "include/thrive/model/weight_coding.hpp) | bf16 (the weights as they are)");
   cmd->add_option("--lm-head", f.lm_head,
                   "The greedy lm_head of decode steps at batch <= 8: screened (default; an int8 copy of the lm_head "
                   "bounds every logit, then only the rows that could still be the argmax are read in bf16: the same "
@@ -816,7 +839,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",
                              "--persistent-blocks", "--persistent-kv-prefetch",
-                             "--persistent-attention", "--persistent-softmax", "--lm-head"})
+                             "--persistent-attention", "--persistent-softmax", "--persistent-weights", "--lm-head"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     run_e2e(ctx, f, engine_flags);
   });
