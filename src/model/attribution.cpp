@@ -13,7 +13,8 @@ std::map<std::string, StageWork> stage_work(const Qwen3Config& c, const PassShap
   const double a = act_bytes, w = weight_bytes, R = double(p.logit_rows);
   const double qkv = (NQ + 2 * NKV) * D, nqd = NQ * D;
   // y[T, n] = x[T, k] . W^T: weights once, input and output once
-  auto gemm = [&](double n, double k) { return StageWork{L * (n * k * w + T * (n + k) * a), L * 2 * T * n * k}; };
+  const double pw = p.projection_weight_bytes > 0 ? p.projection_weight_bytes : w;
+  auto gemm = [&](double n, double k) { return StageWork{L * (n * k * pw + T * (n + k) * a), L * 2 * T * n * k}; };
   std::map<std::string, StageWork> m;
   m["embedding"] = {T * H * (w + a), 0};
   m["input_norm"] = {2 * T * H * a + H * w, 0};

@@ -28,6 +28,19 @@ TEST(Attribution, StageWorkFollowsTheModelsSizes) {
   EXPECT_DOUBLE_EQ(d1.at("lm_head").bytes - ds.at("lm_head").bytes, 256.0 * 64 - 256 * 12);
   EXPECT_DOUBLE_EQ(ds.at("sampling").bytes, 256.0 * 4 + 256 * 8 + 64 * 2);
   EXPECT_DOUBLE_EQ(ds.at("lm_head").flops, d1.at("lm_head").flops);
+  // EC12 tiles: the four projections' weights at 1.53 bytes a weight, nothing else changes
+  PassShape e{1, 100, 100, 1};
+  e.projection_weight_bytes = 1.53125;
+  const auto de = stage_work(c, e, 2, 2);
+  for (const char* g : {"qkv_gemm", "o_gemm", "mlp_gate_up_gemm", "mlp_down_gemm"}) {
+    const double weights = (d1.at(g).bytes - de.at(g).bytes) / (2 - 1.53125);  // n x k x layers
+    EXPECT_GT(weights, 0) << g;
+    EXPECT_DOUBLE_EQ(de.at(g).flops, d1.at(g).flops) << g;
+  }
+  EXPECT_DOUBLE_EQ((d1.at("o_gemm").bytes - de.at("o_gemm").bytes) / (2 - 1.53125),
+                   double(c.layers * c.hidden * c.heads * c.head_dim));
+  EXPECT_DOUBLE_EQ(de.at("lm_head").bytes, d1.at("lm_head").bytes);
+  EXPECT_DOUBLE_EQ(de.at("attention").bytes, d1.at("attention").bytes);
 }
 
 TEST(Attribution, HeadroomIsShareTimesDistanceFromTheFloor) {

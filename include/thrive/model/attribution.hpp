@@ -27,6 +27,10 @@ struct PassShape {
   /// sampling reads those, 8 bytes a row of coefficients and h (its exact rows are not counted:
   /// how many depends on the logits).
   bool screened_lm_head = false;
+  /// Bytes a weight of the four projections (qkv, o, gate|up, down) when the pass streams them in
+  /// another form than `weight_bytes`: the persistent kernel's EC12 tiles (model/weight_coding.hpp)
+  /// read kEc12TileBytes a 16 x 1024 tile, 1.53 bytes a weight. 0: `weight_bytes`.
+  double projection_weight_bytes = 0;
 };
 
 /// Minimum work of a stage: bytes that cross memory at least once, and flops.

@@ -30,6 +30,7 @@
 #include "thrive/model/cuda_engine.hpp"
 #include "thrive/model/qwen3.hpp"
 #include "thrive/model/system_loop.hpp"
+#include "thrive/model/weight_coding.hpp"
 #include "thrive/ops/op.hpp"
 #include "thrive/tools/toolbox.hpp"
 
@@ -463,6 +464,8 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
     sites.push_back({{"call_site", key}, {"origin", k.origin}, {"kernel_id", k.kernel_id}});
   const auto& eo = engine.options();  // as run: a knob the model's dims do not allow is off
   r.decode_pass.screened_lm_head = eo.lm_head_screen;
+  // the persistent kernel's EC12 tiles: kEc12TileBytes a 16 x 1024 tile (model/weight_coding.hpp)
+  if (eo.persistent_ec12) r.decode_pass.projection_weight_bytes = double(model::kEc12TileBytes) / (16.0 * 1024.0);
   r.extra = {{"graphs", f.graphs},
              {"prefill_attention", eo.flash_prefill ? "flash" : "gemm"},
              {"fusions",
