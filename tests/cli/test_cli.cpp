@@ -606,6 +606,10 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
            {"e2e", "--device", "cuda", "--model", dir, "--persistent-softmax", ""},
            {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-softmax", "merge"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent-softmax", "merge"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-weights", "EC12"},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent-weights", ""},
+           {"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-weights", "ec12"},
+           {"e2e", "--device", "cpu", "--model", dir, "--persistent-weights", "bf16"},
            {"e2e", "--device", "cpu", "--model", dir, "--persistent", "off"},
            {"optimize", "--system", "--model", dir, "--budget", ""},
            {"optimize", "--system", "--model", dir, "--r-t", "inf"},
@@ -678,6 +682,19 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
                         "4"},
                        env());
   EXPECT_NE(r.exit_code, 2) << r.err;
+  // the weight stream's choices: a bad one named; bf16 and auto ask nothing of an off kernel, so
+  // with --persistent off they go on to the GPU, while ec12 is refused there
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-weights", "int4"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-weights int4: expected auto, ec12 or bf16"), std::string::npos) << r.err;
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-weights", "ec12"}, env());
+  EXPECT_NE(r.err.find("--persistent-weights with --persistent off"), std::string::npos) << r.err;
+  for (const char* w : {"bf16", "auto"}) {
+    r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-weights", w, "--gen",
+                          "2", "--prompt", "4"},
+                         env());
+    EXPECT_NE(r.exit_code, 2) << w << ": " << r.err;
+  }
   // A stored best system with a thread count no machine has: reset with a warning, not obeyed
   const std::vector<std::string> loop = {"optimize", "--system", "--model", dir, "--batch", "1", "--prompt", "4",
                                          "--gen", "2", "--budget", "0", "--metric", "mix:1", "--json"};

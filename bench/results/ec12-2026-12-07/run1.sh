@@ -14,14 +14,13 @@ for r in 1 2; do
   e2e "ec12-b1-$r" "$OUT" thrive-ec12 1
   e2e "bf16-b1-$r" "$OUT" thrive-ec12 1 --persistent-weights bf16
 done
-e2e "ec12-ns6-b1" "$OUT" thrive-ec12 1 --persistent-stages 6
 e2e "ec12-b4" "$OUT" thrive-ec12 4
 e2e "bf16-b4" "$OUT" thrive-ec12 4 --persistent-weights bf16
 python3 - "$OUT" <<'PY'
 import json, sys
 d = sys.argv[1]
 def tok(n): return json.load(open(f"{d}/e2e-{n}.json"))["tokens"]
-for a, b in [("ec12-b1-1", "bf16-b1-1"), ("ec12-b1-2", "bf16-b1-2"), ("ec12-ns6-b1", "bf16-b1-1"), ("ec12-b4", "bf16-b4")]:
+for a, b in [("ec12-b1-1", "bf16-b1-1"), ("ec12-b1-2", "bf16-b1-2"), ("ec12-b4", "bf16-b4")]:
     try: print(f"tokens {a} vs {b}: {'same' if tok(a) == tok(b) else 'DIFFERENT'}")
     except Exception as e: print(a, b, "unreadable:", e)
 PY

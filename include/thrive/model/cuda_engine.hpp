@@ -171,8 +171,10 @@ struct CudaEngineOptions {
   /// GPU memory more (2.2 GB at Qwen3-1.7B). Products of patched weights are added in another
   /// order (the f32 sums can differ in their last bits; the bf16 outputs almost never). Off in
   /// options() when persistent_decode is off, and, with a warning (ec12_fallback()), when a
-  /// matrix has a 1024-weight slice with more than 7 weights outside its window. The source of
-  /// its gain: bench/results/ec12-2026-12-07/.
+  /// matrix has a 1024-weight slice with more than 7 weights outside its window. On an H100 at
+  /// batch 1 (Qwen3-1.7B, prompt 512) a step took 1.435-1.451 ms against 1.559-1.563 with bf16
+  /// tiles, at batch 4 2.075 against 1.988 (2026-12-07, bench/results/ec12-2026-12-07/; no H200
+  /// figure yet): `thrive e2e --persistent-weights auto` turns it on at batch 1 only.
   bool persistent_ec12 = true;
   /// Greedy decode steps at batch <= 8 whose logits are not asked for (decode() without
   /// `logits`, decode_greedy()) take the screened lm_head (include/thrive/model/lm_head_screen.hpp):
