@@ -2,6 +2,7 @@
 # Installs THRIVE's Debian 12 build dependencies (as root) and builds it (Release)
 # into ./build. Safe to run again: apt skips what is installed, cmake rebuilds
 # only what changed.
+case "${1:-}" in -h | --help) sed -n '2,4p' "$0" | cut -c3-; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

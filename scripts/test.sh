@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, command 2: install, build, and run the whole test suite (CTest).
 # GPU tests skip, visibly, where no GPU is present.
+case "${1:-}" in -h | --help) sed -n '2,3p' "$0" | cut -c3-; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh  # (warnings are errors there, as in run.sh's build)

@@ -166,7 +166,7 @@ struct CudaEngineOptions {
   /// weight's low byte, a 4-bit sign-and-exponent code, and per 1024 weights a window and up to 7
   /// patch words for weights outside it), decoded to the same bf16 values in the kernel's MMA
   /// fragments: 25,088 bytes a 16 x 1024 tile instead of 32,768 (77%). The engine packs the
-  /// copies on the host while it loads (a few seconds at Qwen3-1.7B) and keeps them beside the
+  /// copies on the host while it loads (about 2 s more at Qwen3-1.7B on 16 cores) and keeps them beside the
   /// bf16 weights, which prefill and the other paths read: about 0.77 x the layers' bf16 bytes of
   /// GPU memory more (2.2 GB at Qwen3-1.7B). Products of patched weights are added in another
   /// order (the f32 sums can differ in their last bits; the bf16 outputs almost never). Off in
@@ -174,7 +174,8 @@ struct CudaEngineOptions {
   /// matrix has a 1024-weight slice with more than 7 weights outside its window. On an H100 at
   /// batch 1 (Qwen3-1.7B, prompt 512) a step took 1.435-1.451 ms against 1.559-1.563 with bf16
   /// tiles, at batch 4 2.075 against 1.988 (2026-12-07, bench/results/ec12-2026-12-07/; no H200
-  /// figure yet): `thrive e2e --persistent-weights auto` turns it on at batch 1 only.
+  /// figure yet). On by default here at every batch the persistent kernel runs (the GPU tests run
+  /// it so); `thrive e2e --persistent-weights auto`, the CLI's default, turns it on at batch 1 only.
   bool persistent_ec12 = true;
   /// Greedy decode steps at batch <= 8 whose logits are not asked for (decode() without
   /// `logits`, decode_greedy()) take the screened lm_head (include/thrive/model/lm_head_screen.hpp):

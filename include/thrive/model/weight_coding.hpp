@@ -1,5 +1,5 @@
 // EC12: a lossless 12-bit coding of bf16 weight matrices for the persistent decode kernel's weight
-// stream (CudaEngineOptions::decode_weights, kernels/cuda/engine/qwen3_engine.cu's
+// stream (CudaEngineOptions::persistent_ec12, kernels/cuda/engine/qwen3_engine.cu's
 // engine_dl_gemv<.., PK = true>).
 //
 // Why: at batch 1 the decode step streams every weight once, and the persistent kernel's stream
@@ -58,7 +58,8 @@ struct Ec12Matrix {
 };
 
 /// Packs `w` (bf16 bits, [rows, cols] row-major) in EC12. Uses up to `threads` threads (0:
-/// hardware_concurrency); about 1.4 G weights a step of Qwen3-1.7B's layers take a few seconds.
+/// hardware_concurrency); Qwen3-1.7B's 1.4 G layer weights add about 2 s to an engine's
+/// load on 16 cores (bench/results/ec12-2026-12-07/).
 /// Throws Error(kUsage) for rows < 1, cols < 1 or a null `w`. A slice that needs more than
 /// kEc12SlicePatches patches leaves `ok` false and `packed` empty (the engine then streams bf16).
 Ec12Matrix pack_ec12(const uint16_t* w, int64_t rows, int64_t cols, int threads = 0);

@@ -370,8 +370,8 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   o.persistent_tc_attention = f.persistent_attention == "tc";
   o.persistent_unified_max = f.persistent_softmax == "unified";
   // auto: EC12 at batch 1, where it measured faster, bf16 at 2-4, where it measured slower (on an
-  // H100, 2026-12-07: batch 1 1.440-1.443 ms/step against 1.561-1.563, batch 4 2.075 against
-  // 1.988; bench/results/ec12-2026-12-07/)
+  // H100, 2026-12-07: batch 1 1.435-1.451 ms/step against 1.559-1.563, batch 4 2.075 against
+  // 1.988, batches 2 and 3 not measured; bench/results/ec12-2026-12-07/)
   o.persistent_ec12 = f.persistent_weights == "ec12" || (f.persistent_weights == "auto" && f.batch == 1);
   o.lm_head_screen = f.lm_head == "screened";
   const auto reg = resolve_registry(ctx, model::CudaQwen3Engine::call_sites(cfg, o), parse_kernels(f.kernels));
@@ -811,10 +811,11 @@ void register_e2e(CLI::App& app, Context& ctx) {
                   "than 64 or 128)");
   cmd->add_option("--persistent-weights", f.persistent_weights,
                   "How the persistent decode kernel streams the qkv, o, gate|up and down weights: auto (default: ec12 at "
-                  "batch 1, where it measured 7.8% faster on an H100, bf16 at batch 2-4, where it measured 4% slower at "
-                  "batch 4) | ec12 (a "
+                  "batch 1, where it measured 7-8% faster on an H100, bf16 at batch 2-4: 4% slower at batch 4, batches 2 "
+                  "and 3 not measured) | ec12 (a "
                   "lossless 12-bit coding of the bf16 weights, 77% of their bytes, decoded to the same bf16 values "
-                  "in the kernel, packed on the host at load and kept beside the bf16 weights: about 2.2 GB more GPU "
+                  "in the kernel (the patched weights' products are added in another order, so greedy tokens can part "
+                  "at near-ties), packed on the host at load (about 2 s) and kept beside the bf16 weights: about 2.2 GB more GPU "
                   "memory at Qwen3-1.7B; a matrix with a 1024-weight slice of more than 7 weights outside its "
                   "14-exponent window makes the engine stream bf16, with a warning and the JSON's ec12_fallback; "
                   "include/thrive/model/weight_coding.hpp) | bf16 (the weights as they are)");
