@@ -923,7 +923,14 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
       m.ec12_fallback = fmt::format("{}: {}", what, pk.why);
       return nullptr;
     }
-    void* dst = m.alloc(int64_t(pk.packed.size()));
+    void* dst = nullptr;
+    try {
+      dst = m.alloc(int64_t(pk.packed.size()));
+    } catch (const Error& e) {  // out of device memory (kBackend): the bf16 weights alone may still fit
+      if (e.category() != ErrorCategory::kBackend) throw;
+      m.ec12_fallback = fmt::format("{}: no GPU memory for its EC12 copy ({} bytes): {}", what, pk.packed.size(), e.what());
+      return nullptr;
+    }
     m.be->upload(dst, pk.packed.data(), int64_t(pk.packed.size()));
     m.be->synchronize();  // `pk` is freed on return
     m.ec12_patches += pk.patches;
@@ -957,12 +964,15 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     gather();
     W.pk_down = pack(p + "mlp.down_proj.weight", H, I);
     if (!m.ec12_fallback.empty() && m.opts.persistent_ec12) {  // stream bf16: free the copies, replan the launch
-      spdlog::warn("engine: EC12 weight tiles off, the persistent kernel streams bf16: {}", m.ec12_fallback);
       m.opts.persistent_ec12 = false;
       for (auto& layer : m.layers) layer.pk_qkv = layer.pk_o = layer.pk_gu = layer.pk_down = nullptr;
       W.pk_qkv = W.pk_o = W.pk_gu = W.pk_down = nullptr;
       m.release_ec12();
-      plan_persistent();
+      plan_persistent();  // bf16 tiles may leave room for fewer than 2 stages: the kernel is then off
+      spdlog::warn("engine: EC12 weight tiles off, {}: {}",
+                   m.opts.persistent_decode ? "the persistent kernel streams bf16"
+                                            : "and the persistent kernel with it (bf16 tiles leave no room for 2 ring stages)",
+                   m.ec12_fallback);
     }
     W.in_norm = m.alloc(H * 2);
     put(p + "input_layernorm.weight", W.in_norm);

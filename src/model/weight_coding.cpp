@@ -94,7 +94,7 @@ Ec12Matrix pack_ec12(const uint16_t* w, int64_t rows, int64_t cols, int threads)
           uint8_t* cw = out + code_word_at(p);
           store_u32(cw, load_u32(cw) | (k << k_shift(p.i)) | (sign << sign_shift(p.i)));
         }
-      local_patches += std::min(used, kEc12SlicePatches);
+      if (used <= kEc12SlicePatches) local_patches += used;  // the slices that fit
       local_worst = std::max(local_worst, used);
       if (used > kEc12SlicePatches) {
         std::lock_guard<std::mutex> lock(why_mutex);

@@ -23,7 +23,7 @@
 // kEc12SliceBytes, slice w holding the tile's columns [64 w, 64 w + 64), consumed by warp w. In a
 // slice, lane l (r = l / 4, c = l % 4) of mma.sync m16n8k16 (PTX ISA, "Matrix Fragments for
 // mma.m16n8k16 with floating point type") owns for k-step s (columns 16 s ..) 8 weights:
-//   e0 (r, 16s+2c), e1 (r, 16s+2c+1), e2 (r+8, 16s+2c), e3 (r+8, 16s+2c+1), e4..e7: the same 8 columns on
+//   e0 (r, 16s+2c), e1 (r, 16s+2c+1), e2 (r+8, 16s+2c), e3 (r+8, 16s+2c+1), e4..e7: the same rows, columns + 8
 // (the A fragment's registers a0 = e0|e1, a1 = e2|e3, a2 = e4|e5, a3 = e6|e7). Their low bytes are at
 // 16 l + 8 s + i (s < 2) or 512 + 16 l + 8 (s - 2) + i (s >= 2) for e_i, and their codes in the u32 at
 // 1024 + 16 l + 4 s: bits 4 i..4 i + 2 hold k of e_i (i < 4), bits 16 + 4 (i - 4).. of e_i (i >= 4);

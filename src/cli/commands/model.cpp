@@ -570,7 +570,7 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                doc["prefill_attention"].get<std::string>(), f.fusions, doc["gemv"].get<bool>() ? "on" : "off",
                doc["decode_eager_ms_per_step"].get<double>());
   if (doc.contains("persistent_decode")) {  // the CUDA engine's persistent decode kernel, as it ran
-    if (doc["persistent_decode"].get<bool>())
+    if (doc["persistent_decode"].get<bool>()) {
       fmt::print("persistent decode kernel: on ({} blocks, ring stages {}, attention splits {}, {} attention parts, {} softmax, KV prefetch {}, "
                  "weights {})\n",
                  doc.value("persistent_blocks", 0), doc["persistent_stages"].get<int>(), doc["persistent_splits"].get<int>(),
@@ -581,10 +581,11 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, const E2eResult& r
                      ? fmt::format("EC12, {:.2f} GB packed, {} patch words", double(doc.value("ec12_bytes", int64_t{0})) / 1e9,
                                    doc.value("ec12_patches", int64_t{0}))
                      : std::string("bf16"));
+    } else {
+      fmt::print("persistent decode kernel: off (decode runs a launch per stage)\n");
+    }
     if (!doc.value("ec12_fallback", std::string()).empty())
       fmt::print("EC12 weights were asked for and are off: {}\n", doc["ec12_fallback"].get<std::string>());
-    else
-      fmt::print("persistent decode kernel: off (decode runs a launch per stage)\n");
   }
   if (doc.contains("lm_head")) {
     if (doc["lm_head"].get<std::string>() == "screened")
