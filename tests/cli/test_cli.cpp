@@ -684,6 +684,11 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_NE(r.exit_code, 2) << r.err;
   // the weight stream's choices: a bad one named; bf16 and auto ask nothing of an off kernel, so
   // with --persistent off they go on to the GPU, while ec12 is refused there
+  r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--batch", "8", "--persistent-weights", "ec12"}, env());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--persistent-weights ec12 with --batch 8: it sets the persistent decode kernel's weight stream"),
+            std::string::npos)
+      << r.err;
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent-weights", "int4"}, env());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--persistent-weights int4: expected auto, ec12 or bf16"), std::string::npos) << r.err;

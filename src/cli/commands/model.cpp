@@ -625,6 +625,11 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
          "--persistent on with --batch {} --gemv {} --decode-attention {} --fusions {}: the persistent decode kernel "
          "needs batch <= 4, --gemv on, --decode-attention engine and every fusion (use --persistent auto or off)",
          f.batch, f.gemv, f.decode_attention, f.fusions.substr(0, 80));
+  if (f.persistent_weights == "ec12" && f.batch > 4)
+    fail(ErrorCategory::kUsage,
+         "--persistent-weights ec12 with --batch {}: it sets the persistent decode kernel's weight stream, and that "
+         "kernel runs at batch <= 4 (use --persistent-weights auto or bf16)",
+         f.batch);
   if (f.gemv_rows != "1" && f.gemv_rows != "2")
     fail(ErrorCategory::kUsage, "--gemv-rows {}: expected 1 or 2", f.gemv_rows.substr(0, 40));
   // a whole number of one to `digits` digits, no leading zero: its value, else -1
