@@ -909,11 +909,14 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
   // (a slice with too many weights outside its exponent window) turns EC12 off: the copies made
   // so far are freed and the kernel streams the bf16 weights.
   std::vector<uint16_t> host_matrix;
-  const auto gather = [&] {
-    if (m.opts.persistent_ec12 && m.ec12_fallback.empty()) host_matrix.insert(host_matrix.end(), staging.begin(), staging.end());
+  const auto packing = [&] { return m.opts.persistent_ec12 && m.ec12_fallback.empty(); };
+  // put() of one part of a projection, its bits also appended to host_matrix while EC12 is packing
+  const auto put_part = [&](const std::string& name, void* dst) {
+    put(name, dst);
+    if (packing()) host_matrix.insert(host_matrix.end(), staging.begin(), staging.end());
   };
   const auto pack = [&](const std::string& what, int64_t rows, int64_t cols) -> void* {
-    if (!m.opts.persistent_ec12 || !m.ec12_fallback.empty()) {
+    if (!packing()) {
       host_matrix.clear();
       return nullptr;
     }
@@ -942,26 +945,19 @@ CudaQwen3Engine::CudaQwen3Engine(const Qwen3Config& cfg, const std::string& dir,
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Impl::Layer W{};
     W.wqkv = m.alloc((NQ + 2 * NKV) * D * H * 2);
-    put(p + "self_attn.q_proj.weight", W.wqkv);
-    gather();
-    put(p + "self_attn.k_proj.weight", at(W.wqkv, NQ * D * H));
-    gather();
-    put(p + "self_attn.v_proj.weight", at(W.wqkv, (NQ + NKV) * D * H));
-    gather();
+    put_part(p + "self_attn.q_proj.weight", W.wqkv);
+    put_part(p + "self_attn.k_proj.weight", at(W.wqkv, NQ * D * H));
+    put_part(p + "self_attn.v_proj.weight", at(W.wqkv, (NQ + NKV) * D * H));
     W.pk_qkv = pack(p + "self_attn.{q,k,v}_proj.weight", (NQ + 2 * NKV) * D, H);
     W.wo = m.alloc(H * NQ * D * 2);
-    put(p + "self_attn.o_proj.weight", W.wo);
-    gather();
+    put_part(p + "self_attn.o_proj.weight", W.wo);
     W.pk_o = pack(p + "self_attn.o_proj.weight", H, NQ * D);
     W.wgu = m.alloc(2 * I * H * 2);
-    put(p + "mlp.gate_proj.weight", W.wgu);
-    gather();
-    put(p + "mlp.up_proj.weight", at(W.wgu, I * H));
-    gather();
+    put_part(p + "mlp.gate_proj.weight", W.wgu);
+    put_part(p + "mlp.up_proj.weight", at(W.wgu, I * H));
     W.pk_gu = pack(p + "mlp.{gate,up}_proj.weight", 2 * I, H);
     W.wdown = m.alloc(H * I * 2);
-    put(p + "mlp.down_proj.weight", W.wdown);
-    gather();
+    put_part(p + "mlp.down_proj.weight", W.wdown);
     W.pk_down = pack(p + "mlp.down_proj.weight", H, I);
     if (!m.ec12_fallback.empty() && m.opts.persistent_ec12) {  // stream bf16: free the copies, replan the launch
       m.opts.persistent_ec12 = false;

@@ -1337,44 +1337,37 @@ struct EngineDlStream {
   // to the same offset of the stage.
   __device__ void issue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (PK && !done) {
-      const unsigned tid = engine_tid_volatile();
-      const int warp = (int)(tid >> 5), lane = (int)(tid & 31);
-      const long long tiles = (K + kDlTileCols - 1) / kDlTileCols;
-      const unsigned char* src = (const unsigned char*)W + ((long long)g * tiles + kc / kDlTileCols) * kDlPkTileBytes +
-                                 warp * kDlPkSliceBytes + lane * 16;
-      const unsigned dst = ring + next_stage + (unsigned)(warp * kDlPkSliceBytes + lane * 16);
-#pragma unroll
-      for (int u = 0; u < 3; ++u)
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + 512u * u),
-                     "l"(src + 512 * u), "l"(policy)
-                     : "memory");
-      if (lane < 2)
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + 1536u),
-                     "l"(src + 1536), "l"(policy)
-                     : "memory");
-      kc += kDlTileCols;
-      if (kc >= K) {
-        kc = 0;
-        if (++g >= g1) done = !next_matrix();
-      }
-    } else if (!PK && !done) {
+    if (!done) {
       // the thread index read afresh (engine_tid_volatile): its lane constants are recomputed here
       // instead of living across the kernel, where the tensor-core entry spilled two of them and
       // reloaded them (LDL) every tile
       const unsigned tid = engine_tid_volatile();
-      const int warp = (int)(tid >> 5), lane = (int)(tid & 31), chunk = lane & 7;
-      const int col = kc + warp * 64 + chunk * 8, row0 = g * kDlTileRows + (lane >> 3);
-      const unsigned dst = ring + next_stage + (unsigned)(warp * 2048 + (lane >> 3) * 128);
+      const int warp = (int)(tid >> 5), lane = (int)(tid & 31);
+      if constexpr (PK) {
+        const long long tiles = (K + kDlTileCols - 1) / kDlTileCols;
+        const unsigned char* src = (const unsigned char*)W + ((long long)g * tiles + kc / kDlTileCols) * kDlPkTileBytes +
+                                   warp * kDlPkSliceBytes + lane * 16;
+        const unsigned dst = ring + next_stage + (unsigned)(warp * kDlPkSliceBytes + lane * 16);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int r = (lane >> 3) + 4 * u;
-        const bool ok = col < K && row0 + 4 * u < N;
-        const bf16_t* src = ok ? W + (long long)(row0 + 4 * u) * K + col : W;
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(
-                         dst + (unsigned)(u * 512 + ((chunk ^ (r & 7)) << 4))),
-                     "l"(src), "r"(ok ? 16 : 0), "l"(policy)
-                     : "memory");
+        for (int u = 0; u < 4; ++u)  // pieces lane, lane + 32, lane + 64 and, for lanes 0-1, lane + 96
+          if (u < 3 || lane < 2)
+            asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + 512u * u),
+                         "l"(src + 512 * u), "l"(policy)
+                         : "memory");
+      } else {
+        const int chunk = lane & 7;
+        const int col = kc + warp * 64 + chunk * 8, row0 = g * kDlTileRows + (lane >> 3);
+        const unsigned dst = ring + next_stage + (unsigned)(warp * 2048 + (lane >> 3) * 128);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int r = (lane >> 3) + 4 * u;
+          const bool ok = col < K && row0 + 4 * u < N;
+          const bf16_t* src = ok ? W + (long long)(row0 + 4 * u) * K + col : W;
+          asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(
+                           dst + (unsigned)(u * 512 + ((chunk ^ (r & 7)) << 4))),
+                       "l"(src), "r"(ok ? 16 : 0), "l"(policy)
+                       : "memory");
+        }
       }
       kc += kDlTileCols;
       if (kc >= K) {
