@@ -31,6 +31,49 @@ constexpr const char* kStatusNames[] = {"passed",  "compile_failed", "launch_fai
 // A worker's verdict is a few KiB to a few MiB of JSON; more is a candidate flooding the pipe.
 constexpr size_t kMaxResultBytes = size_t(64) << 20;
 
+// What a worker (a candidate's prints, its compiler's and executor's messages, THRIVE's own
+// warnings) may put on our stderr: the first kMaxRelayedOutputBytes pass through, the rest is
+// read, counted and dropped, so a candidate printing in a loop neither floods the user's terminal
+// or log (a 40 MB flood was seen) nor stalls on a full pipe.
+constexpr size_t kMaxRelayedOutputBytes = size_t(64) << 10;
+
+// Relays a worker's stdout and stderr (one pipe) to ours, up to kMaxRelayedOutputBytes.
+struct OutputRelay {
+  int fd = -1;
+  size_t relayed = 0;
+  size_t dropped = 0;
+  // Reads what is there now; false at end of file or on an error.
+  bool pump() {
+    char buf[65536];
+    const ssize_t got = read(fd, buf, sizeof buf);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (got <= 0) return false;
+    const size_t keep = std::min(size_t(got), kMaxRelayedOutputBytes - relayed);
+    if (keep > 0) write_all(2, buf, keep);
+    relayed += keep;
+    dropped += size_t(got) - keep;
+    return true;
+  }
+  // Takes what is left without waiting (the writers are dead or dying), then says what was cut.
+  void finish() {
+    if (fd >= 0) {
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+      for (int i = 0; i < 4096; ++i) {
+        const size_t before = relayed + dropped;
+        if (!pump() || relayed + dropped == before) break;
+      }
+      close(fd);
+      fd = -1;
+    }
+    if (dropped > 0) {
+      const std::string note = fmt::format(
+          "\nthrive: the candidate worker's output was cut after {} bytes ({} more bytes dropped)\n",
+          relayed, dropped);
+      write_all(2, note.data(), note.size());
+    }
+  }
+};
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -222,12 +265,22 @@ Status status_from_name(const std::string& name) {
 
 std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>& work,
                                            double timeout_s, Status& status, std::string& detail) {
-  int fds[2];
+  int fds[2], out_fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) fail(ErrorCategory::kBackend, "pipe: {}", std::strerror(errno));
+  if (pipe2(out_fds, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    fail(ErrorCategory::kBackend, "pipe: {}", std::strerror(err));
+  }
   std::fflush(nullptr);
   const pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid < 0) fail(ErrorCategory::kBackend, "fork: {}", std::strerror(errno));
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {fds[0], fds[1], out_fds[0], out_fds[1]}) close(fd);
+    fail(ErrorCategory::kBackend, "fork: {}", std::strerror(err));
+  }
   if (pid == 0) {
     // The worker dies with the process that waits for it (killed, say, by SIGKILL): an orphan
     // would keep a candidate, or a bandwidth measurement whose lock its parent held, running
@@ -235,10 +288,15 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(3);
     close(fds[0]);
+    close(out_fds[0]);
     // A session of its own: run_process puts each compiler in a process group of its
     // own, so only the session id ties everything the worker spawned to it.
     setsid();
-    dup2(2, 1);  // a candidate's prints must never reach our stdout (tables, JSON, MCP)
+    // A candidate's prints must never reach our stdout (tables, JSON, MCP): both go to the
+    // parent's relay, which passes the first kMaxRelayedOutputBytes on to its stderr.
+    dup2(out_fds[1], 1);
+    dup2(out_fds[1], 2);
+    close(out_fds[1]);
     const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) dup2(null_fd, 0);  // nor read our stdin (an MCP client's requests)
     close_inherited_fds(fds[1]);
@@ -259,6 +317,8 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     _exit(ok ? 0 : 3);
   }
   close(fds[1]);
+  close(out_fds[1]);
+  OutputRelay relay{out_fds[0]};
   std::string data;
   char buf[65536];
   const auto start = std::chrono::steady_clock::now();
@@ -274,10 +334,14 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
       kill_worker();
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
-    int n = poll(&p, 1, int(std::min(left, 0.25) * 1000) + 1);
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {relay.fd, short(relay.fd >= 0 ? POLLIN : 0), 0}};
+    int n = poll(p, 2, int(std::min(left, 0.25) * 1000) + 1);
     if (n < 0 && errno != EINTR) break;
-    if (n > 0) {
+    if (n > 0 && p[1].revents != 0 && !relay.pump()) {  // the worker closed its output
+      close(relay.fd);
+      relay.fd = -1;
+    }
+    if (n > 0 && p[0].revents != 0) {
       ssize_t got = read(fds[0], buf, sizeof buf);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;
@@ -307,6 +371,7 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
   }
   kill(-pid, SIGKILL);  // anything the worker spawned (a compiler) goes too
   kill_session(pid);
+  relay.finish();
   if (timed_out) {
     status = Status::kTimeout;
     detail = fmt::format("no result within {:.1f} s; worker killed", timeout_s);

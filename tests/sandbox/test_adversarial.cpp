@@ -112,6 +112,13 @@ std::vector<Trick> tricks() {
       // an honest kernel measured against an absurd ceiling: below the physical floor, so
       // re-timed in a fresh worker and rejected
       {"too_fast_to_be_true", "rmsnorm_residual", H, "return honest(a);", {Status::kIncorrect}, 1e-6},
+      // prints on every call (tens of MB over a benchmark): the worker relays only the first
+      // 64 KiB to our stderr and reads the rest away, so the honest kernel still passes in time
+      {"prints_every_call", "rmsnorm_residual", H + "#include <stdio.h>\n",
+       "for (int i = 0; i < 64; ++i) fprintf(stderr, \"print flood %d: "
+       "................................................................\\n\", i);"
+       "return honest(a);",
+       {Status::kPassed}},
       {"infinite_loop", "rmsnorm_residual", "", "for (;;) __asm__ volatile(\"\" ::: \"memory\");\n  return 0;",
        {Status::kTimeout}, 0, 8},
       {"segfault", "rmsnorm_residual", "", "*(volatile int*)0 = 1; return 0;", {Status::kCrashed}},

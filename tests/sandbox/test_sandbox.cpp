@@ -19,6 +19,7 @@
 #include "tests/support/test_support.hpp"
 #include "thrive/backend/cpu_backend.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/process.hpp"
 #include "thrive/sandbox/sandbox.hpp"
 
 namespace thrive::sandbox {
@@ -231,6 +232,50 @@ TEST(RunIsolated, LargeResultsArriveWhole) {
                         status, detail);
   ASSERT_TRUE(j.has_value()) << detail;
   EXPECT_EQ(j->value("blob", std::string()).size(), size_t(1) << 20);
+}
+
+// A worker's prints (a candidate printing in a loop: a 40 MB flood was seen) reach our stderr
+// only up to 64 KiB, with a note of what was dropped, never our stdout; the verdict still arrives
+// and the flood costs no timeout.
+TEST(RunIsolated, WorkerOutputIsCappedOnOurStderr) {
+  Status status = Status::kPassed;
+  std::string detail;
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  auto j = run_isolated(
+      [] {
+        const std::string line(1023, 'p');
+        for (int i = 0; i < 8192; ++i) {  // 8 MiB, half on stdout and half on stderr
+          const std::string l = line + "\n";
+          if (!write_all(i % 2 ? 2 : 1, l.data(), l.size())) break;
+        }
+        return nlohmann::json{{"answer", 7}};
+      },
+      30.0, status, detail);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(j.has_value()) << detail;
+  EXPECT_EQ(j->value("answer", 0), 7);
+  EXPECT_EQ(out, "");
+  EXPECT_LT(err.size(), size_t(65536 + 200));
+  EXPECT_NE(err.find("output was cut after 65536 bytes (8323072 more bytes dropped)"), std::string::npos)
+      << err.substr(err.size() > 300 ? err.size() - 300 : 0);
+}
+
+TEST(RunIsolated, SmallWorkerOutputPassesWhole) {
+  Status status = Status::kPassed;
+  std::string detail;
+  testing::internal::CaptureStderr();
+  auto j = run_isolated(
+      [] {
+        std::fprintf(stderr, "warning from the worker\n");
+        std::fflush(stderr);
+        return nlohmann::json{{"answer", 1}};
+      },
+      10.0, status, detail);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(j.has_value()) << detail;
+  EXPECT_EQ(err, "warning from the worker\n");
 }
 
 TEST(RunIsolated, CrashAndTimeoutAreStatuses) {
