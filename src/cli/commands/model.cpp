@@ -760,7 +760,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--gen", f.gen, "Tokens generated per sequence, greedy (default 16)");
   cmd->add_option("--seed", f.seed, "Seed of the random prompt ids (default 1)");
   cmd->add_option("--device", f.device, "cpu (the float32 reference engine) | cuda | auto (default: cuda when present)");
-  cmd->add_option("--graphs", f.graphs, "on (default): decode steps replayed as one CUDA graph | off");
+  cmd->add_option("--graphs", f.graphs, fmt::format("on (default): decode steps replayed as CUDA graphs of {} steps | off", model::CudaQwen3Engine::kGreedyChunk));
   cmd->add_option("--kernels", f.kernels,
                   "best (default): the best verified kernel in memory per op and shape, re-verified | baseline: "
                   "each op template's simplest variant | best:OP[,OP...]: best for those ops, baseline for the rest");
