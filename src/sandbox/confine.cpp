@@ -9,12 +9,15 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -80,25 +83,39 @@ int apply_landlock(const std::vector<std::string>& readable) {
   return rc == 0 ? int(abi) : 0;
 }
 
+// Whether an environment variable's name says its value is a credential (ANTHROPIC_API_KEY,
+// OPENAI_API_KEY, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, ...): its copies elsewhere in memory are
+// wiped too (wipe_private_copies).
+bool names_a_secret(const std::string& name) {
+  std::string upper(name);
+  for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"})
+    if (upper.find(word) != std::string::npos) return true;
+  return false;
+}
+
 // Removes every environment variable but those a candidate's runtime may read (OpenMP's, the
 // locale, the time zone, PATH): THRIVE's own process holds API keys (ANTHROPIC_API_KEY, ...) that
-// a kernel could otherwise getenv() and encode into its outputs. (Copies THRIVE made of them,
-// e.g. an LLM client's in the parent's heap, are still in this forked process's memory: an
-// executor started by exec, with no such memory, is what would remove those.)
+// a kernel could otherwise getenv() and encode into its outputs. The values of variables named
+// like credentials are also wiped wherever else this process's private memory holds them: the
+// executor is a fork, so copies THRIVE made (an LLM client's key and its "x-api-key: ..." header
+// in the parent's heap, freed buffers that held them) would otherwise still be readable.
 void scrub_environment() {
-  std::vector<std::string> names;
+  std::vector<std::string> names, secrets;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     char* eq = std::strchr(*e, '=');
     const std::string name(*e, eq != nullptr ? size_t(eq - *e) : std::strlen(*e));
     bool keep = name == "PATH" || name == "LANG" || name == "TZ";
     for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
     if (keep) continue;
+    if (eq != nullptr && names_a_secret(name)) secrets.emplace_back(eq + 1);
     // the value overwritten in place first: the executor is a fork, and the process's original
     // environment block (at the top of its stack) would still hold it after unsetenv
     if (eq != nullptr) std::memset(eq + 1, 0, std::strlen(eq + 1));
     names.push_back(name);
   }
   for (const auto& n : names) unsetenv(n.c_str());
+  wipe_private_copies(secrets);
 }
 
 // seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
@@ -197,6 +214,61 @@ void apply_seccomp() {
 }
 
 }  // namespace
+
+size_t wipe_private_copies(const std::vector<std::string>& secrets) {
+  // The needles go to a mapping of their own, left out of the scan: the scan wipes every other
+  // copy, the caller's strings included.
+  size_t total = 0;
+  for (const auto& s : secrets)
+    if (s.size() >= kMinWipedSecretBytes) total += s.size() + 1;
+  if (total == 0) return 0;
+  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return 0;
+  auto* needles = static_cast<char*>(mem);
+  std::vector<std::pair<const char*, size_t>> list;
+  list.reserve(secrets.size());
+  for (size_t at = 0; const auto& s : secrets) {
+    if (s.size() < kMinWipedSecretBytes) continue;
+    std::memcpy(needles + at, s.data(), s.size());
+    list.emplace_back(needles + at, s.size());
+    at += s.size() + 1;
+  }
+  // The private writable mappings (heap, stacks, .data/.bss, anonymous memory), read before the
+  // scan into a fixed buffer: nothing allocates from here to the end.
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  ranges.reserve(4096);
+  if (FILE* maps = std::fopen("/proc/self/maps", "re")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, maps) != nullptr && ranges.size() < ranges.capacity()) {
+      unsigned long lo = 0, hi = 0;
+      char perms[5] = {};
+      if (std::sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
+      if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;  // shared maps: the worker's
+      if (std::strstr(line, "[vvar") != nullptr || std::strstr(line, "[vsyscall]") != nullptr) continue;
+      if (hi - lo > kMaxWipedMappingBytes) continue;
+      if (lo == reinterpret_cast<uintptr_t>(needles)) continue;
+      ranges.emplace_back(lo, hi);
+    }
+    std::fclose(maps);
+  }
+  size_t wiped = 0;
+  for (const auto& [lo, hi] : ranges) {
+    auto* begin = reinterpret_cast<char*>(lo);
+    const size_t len = hi - lo;
+    for (const auto& [needle, n] : list) {
+      for (size_t off = 0; off + n <= len;) {
+        void* hit = memmem(begin + off, len - off, needle, n);
+        if (hit == nullptr) break;
+        std::memset(hit, 0, n);
+        ++wiped;
+        off = size_t(static_cast<char*>(hit) - begin) + n;
+      }
+    }
+  }
+  std::memset(needles, 0, total);
+  munmap(mem, total);
+  return wiped;
+}
 
 int close_inherited_fds(int keep_fd) {
   std::vector<int> fds;

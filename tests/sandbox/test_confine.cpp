@@ -11,7 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -111,6 +114,79 @@ TEST(ConfineWorker, ForkExecSocketsSignalsAndFileWritesFailThreadsStillRun) {
   EXPECT_EQ(j["write_existing"], -1);
   EXPECT_EQ(j["unlink"], -1);
   EXPECT_EQ(test::slurp(victim), "keep me");
+}
+
+// The executor is a fork of a process that may hold copies of an API key (an LLM client's key and
+// its "x-api-key: ..." header, a freed buffer): confinement wipes them from the fork's private
+// memory, and only there; a variable not named like a credential is removed but not hunted.
+TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
+  const std::string key = std::string("sk-thrive-") + "wipe-test-" + std::to_string(getpid()) + "-0123456789";
+  const std::string plain = std::string("plain-") + "value-" + std::to_string(getpid());
+  static char data_copy[128];
+  std::snprintf(data_copy, sizeof data_copy, "%s", key.c_str());
+  auto* header = new std::string("x-api-key: " + key);
+  char* freed = static_cast<char*>(std::malloc(256));
+  std::snprintf(freed, 256, "Authorization: Bearer %s", key.c_str());
+  std::free(freed);
+  auto* plain_copy = new std::string(plain);
+  auto* short_copy = new std::string("shortk");
+  setenv("THRIVE_TEST_API_KEY", key.c_str(), 1);
+  setenv("THRIVE_TEST_SHORT_TOKEN", "shortk", 1);
+  setenv("THRIVE_TEST_PLAIN", plain.c_str(), 1);
+  test::TempDir dir;
+  Status status{};
+  std::string detail;
+  auto out = run_isolated(
+      [&] {
+        confine_candidate(0, candidate_readable_paths(dir.path()));
+        nlohmann::json j;
+        j["header"] = header->substr(0, 11);
+        j["header_tail_zero"] = std::all_of(header->begin() + 11, header->end(), [](char c) { return c == 0; });
+        j["data_zero"] = data_copy[0] == 0;
+        j["plain_kept"] = *plain_copy == "plain-value-" + std::to_string(getppid());
+        j["short_kept"] = *short_copy == "shortk";
+        j["env_gone"] = getenv("THRIVE_TEST_API_KEY") == nullptr && getenv("THRIVE_TEST_PLAIN") == nullptr;
+        return j;
+      },
+      30, status, detail);
+  unsetenv("THRIVE_TEST_API_KEY");
+  unsetenv("THRIVE_TEST_SHORT_TOKEN");
+  unsetenv("THRIVE_TEST_PLAIN");
+  ASSERT_TRUE(out.has_value()) << detail;
+  const auto& j = *out;
+  EXPECT_EQ(j["header"], "x-api-key: ");
+  EXPECT_TRUE(j["header_tail_zero"].get<bool>());
+  EXPECT_TRUE(j["data_zero"].get<bool>());
+  EXPECT_TRUE(j["plain_kept"].get<bool>());
+  EXPECT_TRUE(j["short_kept"].get<bool>()) << "values under 8 bytes are not searched for";
+  EXPECT_TRUE(j["env_gone"].get<bool>());
+  // the parent's copies are its own
+  EXPECT_EQ(*header, "x-api-key: " + key);
+  EXPECT_STREQ(data_copy, key.c_str());
+  delete header;
+  delete plain_copy;
+  delete short_copy;
+}
+
+TEST(ConfineWorker, WipePrivateCopiesCountsEveryCopyAndSkipsShortValues) {
+  Status status{};
+  std::string detail;
+  auto out = run_isolated(
+      [] {
+        const std::string key = std::string("sk-count-") + "0123456789abcdef";
+        std::vector<std::string> copies(5, "prefix " + key + " suffix");
+        nlohmann::json j;
+        j["wiped"] = wipe_private_copies({key, "short"});
+        j["left"] = std::count_if(copies.begin(), copies.end(),
+                                  [](const std::string& c) { return c.find("0123456789abcdef") != std::string::npos; });
+        j["kept_text"] = copies[0].substr(0, 7) + copies[0].substr(7 + 25);
+        return j;
+      },
+      30, status, detail);
+  ASSERT_TRUE(out.has_value()) << detail;
+  EXPECT_GE((*out)["wiped"].get<int>(), 6) << "five copies, the key string itself, and its temporaries";
+  EXPECT_EQ((*out)["left"], 0);
+  EXPECT_EQ((*out)["kept_text"], "prefix  suffix");
 }
 
 TEST(ConfineWorker, AWorkerThatClosesItsPipeAndHangsStillTimesOut) {

@@ -10,7 +10,8 @@
 //     compiled kernels, the CPU topology in /sys): a kernel cannot read a user's files and encode
 //     them into its outputs;
 //   - the environment: every variable but OpenMP's, the locale's, TZ and PATH is removed (THRIVE's
-//     process holds API keys);
+//     process holds API keys), and the values of those named like credentials are wiped from the
+//     rest of the process's private memory too (wipe_private_copies);
 //   - processes and network: a seccomp filter makes fork/vfork/clone without
 //     CLONE_THREAD, execve, socket, ptrace, process_vm_*, mount/unshare/setns and
 //     signals to any other process fail with EPERM (threads, OpenMP, are still allowed);
@@ -18,6 +19,7 @@
 // CUDA candidates need none of this: they are device code and make no system calls.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +52,21 @@ int64_t limit_address_space(int64_t memory_limit_mb);
 /// Caps the size of any file this process or the compiler it spawns writes (RLIMIT_FSIZE):
 /// a hostile source cannot fill the compile cache with a huge object.
 void limit_file_size(int64_t bytes);
+
+/// Secrets shorter than this are not searched for (a short value would match unrelated bytes).
+constexpr size_t kMinWipedSecretBytes = 8;
+/// Mappings larger than this (reservations, not heaps: the address-space limit bounds them
+/// anyway) are not scanned.
+constexpr size_t kMaxWipedMappingBytes = size_t(1) << 30;
+
+/// Overwrites with zeros every copy of each value in `secrets` (of at least kMinWipedSecretBytes
+/// bytes) in this process's private writable memory (/proc/self/maps: heap, stacks, .data/.bss,
+/// anonymous mappings up to kMaxWipedMappingBytes; shared mappings are left alone), the
+/// caller's own strings included; returns the number of copies overwritten. Called by the
+/// confinement of a forked candidate executor, whose memory is a copy of its parent's: the
+/// parent's copies are untouched. Copies in another form (encoded, split across buffers) are
+/// not found.
+size_t wipe_private_copies(const std::vector<std::string>& secrets);
 
 /// Closes every descriptor above 2 except `keep_fd`; returns how many. A worker calls
 /// it first thing, so nothing of its parent (memory.db, the protocol stream of `thrive
