@@ -17,6 +17,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kernels/cpu/thrive_cpu.h"
 #include "thrive/core/error.hpp"
 #include "thrive/core/process.hpp"
@@ -115,10 +117,10 @@ int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
       // candidate code (static constructors) runs from here on
       void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
       std::string why;
-      if (handle == nullptr) why = std::string("dlopen failed: ") + dlerror();
+      if (handle == nullptr) why = std::string(CpuExecutor::kDlopenFailed) + dlerror();
       else if ((fn = reinterpret_cast<EntryFn>(dlsym(handle, entry.c_str()))) == nullptr)
-        why = "entry '" + entry + "' is not exported (declare it THRIVE_EXPORT int " + entry +
-              "(const ThriveArgs*))";
+        why = std::string(CpuExecutor::kEntryMissing) + entry + "' is not exported (declare it THRIVE_EXPORT int " +
+              entry + "(const ThriveArgs*))";
       if (!send_reply(fd, h.nonce, why.empty() ? 0 : 1, why)) _exit(0);
     } else if (h.kind == kCall && fn != nullptr) {
       const int status = run_call(fn, payload.data(), payload.size());
@@ -246,7 +248,22 @@ CpuExecutor::CpuExecutor(const std::string& so, const std::string& entry, const 
   overhead_us_ = fastest_ping_us(64);
   const uint64_t nonce = fresh_nonce();
   send_command(kLoad, nonce, "");
-  if (read_reply(nonce, &text) != 0) error = text.empty() ? "the candidate could not be loaded" : text;
+  if (read_reply(nonce, &text) != 0) error = load_error(text);
+}
+
+// The candidate's static constructors run inside the executor's dlopen, so they can write the
+// load reply themselves: only the two messages the executor sends pass, on one line and at most
+// kMaxLoadErrorBytes, so candidate code cannot put pages of text of its choosing before a user or
+// an agent as THRIVE's verdict.
+std::string CpuExecutor::load_error(const std::string& reply) {
+  if (reply.rfind(kDlopenFailed, 0) != 0 && reply.rfind(kEntryMissing, 0) != 0)
+    return fmt::format("the candidate could not be loaded (the load reply, {} bytes, is not one the executor "
+                       "sends: the candidate's static constructors may have written it)", reply.size());
+  std::string line = reply.substr(0, kMaxLoadErrorBytes);
+  for (char& c : line)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  if (reply.size() > kMaxLoadErrorBytes) line += fmt::format(" ... ({} bytes cut)", reply.size() - kMaxLoadErrorBytes);
+  return line;
 }
 
 CpuExecutor::~CpuExecutor() {

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +71,18 @@ class CpuExecutor {
   /// loader's message (the executor is gone). Throws Error(kBackend) when the socket or fork fails.
   CpuExecutor(const std::string& so, const std::string& entry, const Confine& confine, std::string& error);
   ~CpuExecutor();
+
+  /// How the executor's two load failures begin ("dlopen failed: " + dlerror(), "entry '" + name
+  /// + "' is not exported ...").
+  static constexpr const char* kDlopenFailed = "dlopen failed: ";
+  static constexpr const char* kEntryMissing = "entry '";
+  /// The most of a load failure's text passed on (dlerror()'s messages are a line or two).
+  static constexpr size_t kMaxLoadErrorBytes = 1024;
+  /// The constructor's `error` for a failed load's reply text: one of the executor's two
+  /// messages, control characters as spaces, cut at kMaxLoadErrorBytes with the count of bytes
+  /// cut; any other text (written by the candidate's static constructors, which run in the
+  /// executor's dlopen) becomes a fixed message naming only its size.
+  static std::string load_error(const std::string& reply);
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
