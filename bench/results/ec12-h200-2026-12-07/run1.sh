@@ -15,7 +15,7 @@ for r in 1 2; do
   e2e "exact-b1-$r" "$OUT" thrive-ec12x 1 --persistent-weights ec12
   e2e "bf16-b1-$r" "$OUT" thrive-main 1 --persistent-weights bf16
 done
-timeout 120 build-carry/model_test_cuda_engine-x --gtest_filter='*PersistentWeights*:*CudaEnginePersistent.*' > "$OUT/gpu-tests-x.log" 2>&1
+[ $SECONDS -lt 250 ] && timeout 120 build-carry/model_test_cuda_engine-x --gtest_filter='*PersistentWeights*:*CudaEnginePersistent.*' > "$OUT/gpu-tests-x.log" 2>&1
 echo "GPU tests (ec12-exact): exit $?"; grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/gpu-tests-x.log" | head -12
 # the rest only while the call has time left (the device budget was short, 2026-12-07)
 if [ $SECONDS -lt 330 ]; then
