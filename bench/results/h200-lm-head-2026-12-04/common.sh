@@ -3,6 +3,7 @@
 #   prepare BIN...           every binary's libraries resolve, the GPU and the time are printed, and
 #                            the random Qwen3-1.7B checkpoint exists (written by the first BIN, seed 0)
 #   e2e NAME DEST BIN BATCH [FLAGS...]
+#                            (each run at most 180 s)
 #                            thrive e2e at BATCH, prompt 512, 64 tokens, --kernels best, CUDA graphs,
 #                            JSON to DEST/e2e-NAME.json, stderr appended to $OUT/e2e-stderr.log, and
 #                            scripts/e2e_summary.py's two lines printed
@@ -23,7 +24,9 @@ prepare() {
 e2e() {
   local name=$1 dest=$2 bin=$3 batch=$4
   shift 4
-  timeout 90 "build-carry/$bin" e2e --device cuda --model $model --batch "$batch" --prompt 512 --gen 64 --kernels best \
+  # 180 s: a run whose NVRTC compile of the persistent kernel is not cached yet took 69-77 s to load
+  # on an H100, and the first runs of a 90 s limit timed out (2026-12-07, ec12-exact-h100-2026-12-07)
+  timeout 180 "build-carry/$bin" e2e --device cuda --model $model --batch "$batch" --prompt 512 --gen 64 --kernels best \
     --graphs on --json "$@" > "$dest/e2e-$name.json" 2>> "$OUT/e2e-stderr.log" || echo "$name: exit $?"
   python3 scripts/e2e_summary.py "$dest/e2e-$name.json" "  $name" --layer
 }

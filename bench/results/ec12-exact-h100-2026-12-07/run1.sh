@@ -7,7 +7,7 @@
 #   Build here first: on branch ec12-exact, cmake --build build --target thrive model_test_cuda_engine;
 #   cp build/thrive build-carry/thrive-ec12x; cp build/tests/model_test_cuda_engine
 #   build-carry/model_test_cuda_engine-x; then on main the same, build/thrive as build-carry/thrive-main.
-#   device tool: run command="bash bench/results/ec12-h200-2026-12-07/run1.sh" carry=["build-carry"]
+#   device tool: run command="bash bench/results/ec12-exact-h100-2026-12-07/run1.sh" carry=["build-carry"]
 source "$(dirname "$0")/../h200-lm-head-2026-12-04/common.sh"
 prepare thrive-main thrive-ec12x model_test_cuda_engine-x
 for r in 1 2; do
