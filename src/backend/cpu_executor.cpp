@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -90,10 +91,20 @@ int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != worker) _exit(0);  // the worker died before the line above
   std::string summary;
+  // The confinement wipes credentials' copies from this process's memory (confine.hpp): should a
+  // credential's value also be part of the kernel's path or entry name, they are gone, and the
+  // load fails closed with a reason instead of loading whatever dlopen("") gives.
+  const size_t names_before = std::hash<std::string>{}(so + '\0' + entry);
   try {
     if (confine) summary = confine(fd);
   } catch (const std::exception& e) {
     send_reply(fd, 0, 1, std::string("confinement failed: ") + e.what());
+    _exit(1);
+  }
+  if (std::hash<std::string>{}(so + '\0' + entry) != names_before) {
+    send_reply(fd, 0, 1, "confinement failed: wiping the copies of a credential-named environment variable's value "
+                         "(*_KEY, *_TOKEN, *_SECRET, ...) changed the kernel's path or entry name: that variable's "
+                         "value is part of them");
     _exit(1);
   }
   if (!send_reply(fd, 0, 0, summary)) _exit(1);
@@ -260,8 +271,10 @@ std::string CpuExecutor::load_error(const std::string& reply) {
     return fmt::format("the candidate could not be loaded (the load reply, {} bytes, is not one the executor "
                        "sends: the candidate's static constructors may have written it)", reply.size());
   std::string line = reply.substr(0, kMaxLoadErrorBytes);
+  // printable ASCII only: UTF-8 line separators (U+2028, U+0085), bidi overrides and C1 controls
+  // would make "one line" several, or reorder what a reader sees
   for (char& c : line)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = ' ';
   if (reply.size() > kMaxLoadErrorBytes) line += fmt::format(" ... ({} bytes cut)", reply.size() - kMaxLoadErrorBytes);
   return line;
 }

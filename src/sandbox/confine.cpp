@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -83,14 +84,24 @@ int apply_landlock(const std::vector<std::string>& readable) {
   return rc == 0 ? int(abi) : 0;
 }
 
-// Whether an environment variable's name says its value is a credential (ANTHROPIC_API_KEY,
-// OPENAI_API_KEY, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, ...): its copies elsewhere in memory are
-// wiped too (wipe_private_copies).
+// Whether an environment variable's name says its value is a credential: one of its
+// underscore-separated words is KEY, APIKEY, TOKEN, SECRET, PASSWORD, PASSWD, PWD (but not PWD
+// or OLDPWD themselves, the working directories), CREDENTIAL(S) or PAT (ANTHROPIC_API_KEY,
+// OPENAI_API_KEY, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, MYSQL_PWD, ...). Words, not substrings:
+// SSH_AUTH_SOCK or XAUTHORITY hold paths the process may still need.
 bool names_a_secret(const std::string& name) {
   std::string upper(name);
   for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
-  for (const char* word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"})
-    if (upper.find(word) != std::string::npos) return true;
+  if (upper == "PWD" || upper == "OLDPWD") return false;
+  size_t at = 0;
+  while (at <= upper.size()) {
+    const size_t end = std::min(upper.find('_', at), upper.size());
+    const std::string word = upper.substr(at, end - at);
+    for (const char* w : {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL",
+                          "CREDENTIALS", "PAT"})
+      if (word == w) return true;
+    at = end + 1;
+  }
   return false;
 }
 
@@ -108,14 +119,18 @@ void scrub_environment() {
     bool keep = name == "PATH" || name == "LANG" || name == "TZ";
     for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
     if (keep) continue;
-    if (eq != nullptr && names_a_secret(name)) secrets.emplace_back(eq + 1);
+    // a value that is a path (MY_TOKEN_FILE=/home/...) names where a secret is, and its parts are
+    // everyone's paths: not hunted
+    if (eq != nullptr && names_a_secret(name) && eq[1] != '/') secrets.emplace_back(eq + 1);
     // the value overwritten in place first: the executor is a fork, and the process's original
     // environment block (at the top of its stack) would still hold it after unsetenv
     if (eq != nullptr) std::memset(eq + 1, 0, std::strlen(eq + 1));
     names.push_back(name);
   }
   for (const auto& n : names) unsetenv(n.c_str());
-  wipe_private_copies(secrets);
+  if (wipe_private_copies(secrets) < 0)
+    fail(ErrorCategory::kBackend, "sandbox: the process's memory could not be searched for copies of its credentials "
+         "(/proc/self/maps unreadable or over {} writable mappings)", kMaxWipedMappings);
 }
 
 // seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
@@ -215,59 +230,109 @@ void apply_seccomp() {
 
 }  // namespace
 
-size_t wipe_private_copies(const std::vector<std::string>& secrets) {
-  // The needles go to a mapping of their own, left out of the scan: the scan wipes every other
-  // copy, the caller's strings included.
-  size_t total = 0;
+namespace {
+// One 8-byte window of a secret, for the scan's lookup.
+struct Window {
+  uint64_t bytes;
+  uint32_t secret, offset;
+};
+}  // namespace
+
+int64_t wipe_private_copies(const std::vector<std::string>& secrets) {
+  // Everything the scan matches against (the secrets, their 8-byte windows sorted, a filter of
+  // the windows' hashes) lives in a mapping of its own, left out of the scan: the scan wipes every
+  // other copy, the caller's strings included.
+  size_t text = 0, windows = 0;
   for (const auto& s : secrets)
-    if (s.size() >= kMinWipedSecretBytes) total += s.size() + 1;
-  if (total == 0) return 0;
-  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return 0;
-  auto* needles = static_cast<char*>(mem);
-  std::vector<std::pair<const char*, size_t>> list;
+    if (s.size() >= kMinWipedSecretBytes) {
+      text += s.size() + 1;
+      windows += s.size() - 7;
+    }
+  if (windows == 0) return 0;
+  constexpr size_t kFilterBits = size_t(1) << 20;
+  const size_t bytes = kFilterBits / 8 + windows * sizeof(Window) + text;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return -1;
+  auto* filter = static_cast<uint64_t*>(mem);
+  auto* table = reinterpret_cast<Window*>(filter + kFilterBits / 64);
+  auto* needles = reinterpret_cast<char*>(table + windows);
+  std::vector<std::pair<const char*, size_t>> list;  // (secret, length): pointers, no secret bytes
   list.reserve(secrets.size());
+  auto hash = [](uint64_t w) { return size_t((w * 0x9e3779b97f4a7c15ull) >> 44); };  // 20 bits
+  size_t n_windows = 0;
   for (size_t at = 0; const auto& s : secrets) {
     if (s.size() < kMinWipedSecretBytes) continue;
     std::memcpy(needles + at, s.data(), s.size());
+    for (size_t o = 0; o + 8 <= s.size(); ++o) {
+      uint64_t w;
+      std::memcpy(&w, needles + at + o, 8);
+      table[n_windows++] = Window{w, uint32_t(list.size()), uint32_t(o)};
+      filter[hash(w) / 64] |= uint64_t(1) << (hash(w) % 64);
+    }
     list.emplace_back(needles + at, s.size());
     at += s.size() + 1;
   }
+  std::sort(table, table + n_windows, [](const Window& a, const Window& b) { return a.bytes < b.bytes; });
   // The private writable mappings (heap, stacks, .data/.bss, anonymous memory), read before the
   // scan into a fixed buffer: nothing allocates from here to the end.
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-  ranges.reserve(4096);
+  ranges.reserve(kMaxWipedMappings);
+  bool complete = false;
   if (FILE* maps = std::fopen("/proc/self/maps", "re")) {
-    char line[512];
-    while (std::fgets(line, sizeof line, maps) != nullptr && ranges.size() < ranges.capacity()) {
+    char line[4096 + 256];
+    complete = true;
+    while (std::fgets(line, sizeof line, maps) != nullptr) {
+      if (std::strchr(line, '\n') == nullptr && !std::feof(maps)) {  // longer than any real line
+        complete = false;
+        break;
+      }
       unsigned long lo = 0, hi = 0;
       char perms[5] = {};
       if (std::sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
       if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;  // shared maps: the worker's
       if (std::strstr(line, "[vvar") != nullptr || std::strstr(line, "[vsyscall]") != nullptr) continue;
-      if (hi - lo > kMaxWipedMappingBytes) continue;
-      if (lo == reinterpret_cast<uintptr_t>(needles)) continue;
+      if (hi - lo > kMaxWipedMappingBytes && std::strstr(line, "[heap]") == nullptr) continue;
+      if (lo == reinterpret_cast<uintptr_t>(mem)) continue;
+      if (ranges.size() == ranges.capacity()) {
+        complete = false;
+        break;
+      }
       ranges.emplace_back(lo, hi);
     }
     std::fclose(maps);
   }
-  size_t wiped = 0;
+  // Every run of bytes that equals a part of a secret, kMinWipedFragmentBytes long or more (the
+  // whole secret if it is shorter): a freed buffer keeps a key but for the allocator's first 16
+  // bytes, which a search for whole copies would miss.
+  int64_t wiped = 0;
   for (const auto& [lo, hi] : ranges) {
-    auto* begin = reinterpret_cast<char*>(lo);
+    auto* base = reinterpret_cast<unsigned char*>(lo);
     const size_t len = hi - lo;
-    for (const auto& [needle, n] : list) {
-      for (size_t off = 0; off + n <= len;) {
-        void* hit = memmem(begin + off, len - off, needle, n);
-        if (hit == nullptr) break;
-        std::memset(hit, 0, n);
-        ++wiped;
-        off = size_t(static_cast<char*>(hit) - begin) + n;
+    for (size_t p = 0; p + 8 <= len; ++p) {
+      uint64_t w;
+      std::memcpy(&w, base + p, 8);
+      const size_t h = hash(w);
+      if ((filter[h / 64] >> (h % 64) & 1) == 0) continue;
+      const Window* it = std::lower_bound(table, table + n_windows, w,
+                                          [](const Window& a, uint64_t v) { return a.bytes < v; });
+      size_t best_end = 0;
+      for (; it != table + n_windows && it->bytes == w; ++it) {
+        const auto [sec, n] = list[it->secret];
+        size_t start = p, end = p + 8, so = it->offset, eo = it->offset + 8;
+        while (start > 0 && so > 0 && base[start - 1] == static_cast<unsigned char>(sec[so - 1])) --start, --so;
+        while (end < len && eo < n && base[end] == static_cast<unsigned char>(sec[eo])) ++end, ++eo;
+        if (end - start >= (n >= kMinFragmentedSecretBytes ? kMinWipedFragmentBytes : n)) {
+          std::memset(base + start, 0, end - start);
+          ++wiped;
+          best_end = std::max(best_end, end);
+        }
       }
+      if (best_end > 0) p = best_end - 1;
     }
   }
-  std::memset(needles, 0, total);
-  munmap(mem, total);
-  return wiped;
+  std::memset(mem, 0, bytes);
+  munmap(mem, bytes);
+  return complete ? wiped : -1;
 }
 
 int close_inherited_fds(int keep_fd) {

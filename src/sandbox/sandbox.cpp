@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,45 +33,87 @@ constexpr const char* kStatusNames[] = {"passed",  "compile_failed", "launch_fai
 constexpr size_t kMaxResultBytes = size_t(64) << 20;
 
 // What a worker (a candidate's prints, its compiler's and executor's messages, THRIVE's own
-// warnings) may put on our stderr: the first kMaxRelayedOutputBytes pass through, the rest is
-// read, counted and dropped, so a candidate printing in a loop neither floods the user's terminal
-// or log (a 40 MB flood was seen) nor stalls on a full pipe.
+// warnings) may put on our stderr: the first kMaxRelayedOutputBytes pass through, then the rest is
+// read and counted, and only its last kRelayedTailBytes are shown after a note of what was cut, so a
+// candidate printing in a loop neither floods the user's terminal or log (a 40 MB flood was seen)
+// nor stalls on a full pipe, and a message the worker writes last (the executor's protocol
+// violation) survives a flood before it.
 constexpr size_t kMaxRelayedOutputBytes = size_t(64) << 10;
+constexpr size_t kRelayedTailBytes = 4096;
 
-// Relays a worker's stdout and stderr (one pipe) to ours, up to kMaxRelayedOutputBytes.
+// Writes to our stderr only what it takes without blocking: a stderr nobody drains (a paused
+// terminal, an MCP client that does not read it) must never stall the loop that enforces the
+// candidate's time limit. Returns the bytes written.
+size_t write_stderr_nonblocking(const char* data, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    pollfd p{2, POLLOUT, 0};
+    if (poll(&p, 1, 0) <= 0 || (p.revents & POLLOUT) == 0) break;
+    // POLLOUT on a pipe or terminal guarantees room for PIPE_BUF bytes
+    const ssize_t w = write(2, data + done, std::min<size_t>(n - done, PIPE_BUF));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += size_t(w);
+  }
+  return done;
+}
+
+// Relays a worker's stdout and stderr (one pipe) to ours, up to kMaxRelayedOutputBytes and a tail
+// of kRelayedTailBytes. Candidate text is untrusted: control characters but newline and tab become
+// '?', so it cannot move the cursor, hide text or recolour the terminal (ANSI escapes).
 struct OutputRelay {
   int fd = -1;
-  size_t relayed = 0;
-  size_t dropped = 0;
+  size_t relayed = 0;   // shown at once
+  size_t held = 0;      // read after the first kMaxRelayedOutputBytes (the tail is their last part)
+  size_t unwritten = 0; // bytes our stderr would not take without blocking
+  std::string tail;     // the last kRelayedTailBytes of what was held
+  static void neutralize(char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<unsigned char>(p[i]);
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) p[i] = '?';
+    }
+  }
   // Reads what is there now; false at end of file or on an error.
   bool pump() {
     char buf[65536];
     const ssize_t got = read(fd, buf, sizeof buf);
     if (got < 0 && (errno == EINTR || errno == EAGAIN)) return true;
     if (got <= 0) return false;
+    neutralize(buf, size_t(got));
     const size_t keep = std::min(size_t(got), kMaxRelayedOutputBytes - relayed);
-    if (keep > 0) write_all(2, buf, keep);
+    if (keep > 0) unwritten += keep - write_stderr_nonblocking(buf, keep);
     relayed += keep;
-    dropped += size_t(got) - keep;
+    const size_t rest = size_t(got) - keep;
+    if (rest > 0) {
+      held += rest;
+      const size_t take = std::min(rest, kRelayedTailBytes);
+      tail.append(buf + size_t(got) - take, take);
+      if (tail.size() > kRelayedTailBytes) tail.erase(0, tail.size() - kRelayedTailBytes);
+    }
     return true;
   }
-  // Takes what is left without waiting (the writers are dead or dying), then says what was cut.
+  // Takes what is left without waiting (the writers are dead or dying), then says what was cut and
+  // shows the tail.
   void finish() {
     if (fd >= 0) {
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
       for (int i = 0; i < 4096; ++i) {
-        const size_t before = relayed + dropped;
-        if (!pump() || relayed + dropped == before) break;
+        const size_t before = relayed + held;
+        if (!pump() || relayed + held == before) break;
       }
       close(fd);
       fd = -1;
     }
-    if (dropped > 0) {
-      const std::string note = fmt::format(
-          "\nthrive: the candidate worker's output was cut after {} bytes ({} more bytes dropped)\n",
-          relayed, dropped);
-      write_all(2, note.data(), note.size());
-    }
+    std::string note;
+    if (held > tail.size())
+      note = fmt::format("\nthrive: the candidate worker's output was cut after {} bytes ({} more bytes dropped; "
+                         "its last {} bytes follow)\n{}", relayed, held - tail.size(), tail.size(), tail);
+    else
+      note = tail;  // nothing dropped: the tail is simply the rest
+    if (unwritten > 0)
+      note += fmt::format("\nthrive: {} bytes of the candidate worker's output were dropped: stderr was not "
+                          "taking more\n", unwritten);
+    write_stderr_nonblocking(note.data(), note.size());
   }
 };
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.hpp"
+#include "thrive/backend/backend.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/memory/store.hpp"
 
@@ -623,6 +624,13 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--pdl --persistent-kv-prefetch: the CPU engine"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--graphs"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--device auto chose cpu"), std::string::npos) << r.err;
+  // with --device auto on a machine with no GPU, the message says auto chose the CPU
+  if (backend::resolve_backend_name("auto") == "cpu") {
+    r = test::run_thrive({"e2e", "--model", dir, "--kernels", "best"}, env());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("(--device auto chose cpu: no CUDA device here)"), std::string::npos) << r.err;
+  }
   // the KV prefetch's default (off) may be spelled out with --persistent off: it asks for nothing,
   // so the run goes on to the GPU (a usage error would exit 2 before)
   r = test::run_thrive({"e2e", "--device", "cuda", "--model", dir, "--persistent", "off", "--persistent-kv-prefetch", "off",

@@ -130,9 +130,18 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
   std::free(freed);
   auto* plain_copy = new std::string(plain);
   auto* short_copy = new std::string("shortk");
+  // a freed buffer's copy: the allocator wrote over its first 16 bytes, the rest is the key's
+  auto* freed_like = new char[128]();
+  std::memcpy(freed_like, "0123456789abcdef", 16);
+  std::memcpy(freed_like + 16, key.data() + 16, key.size() - 16);
+  // 10 bytes of the key: under the 12-byte fragment bound, kept
+  auto* short_fragment = new std::string(key.substr(3, 10));
+  // a path under a variable whose name only contains AUTH (SSH_AUTH_SOCK's kind): not a credential
+  auto* auth_path = new std::string("/run/user/thrive-test-agent.sock");
   setenv("THRIVE_TEST_API_KEY", key.c_str(), 1);
   setenv("THRIVE_TEST_SHORT_TOKEN", "shortk", 1);
   setenv("THRIVE_TEST_PLAIN", plain.c_str(), 1);
+  setenv("THRIVE_TEST_AUTH_SOCK", auth_path->c_str(), 1);
   test::TempDir dir;
   Status status{};
   std::string detail;
@@ -146,12 +155,17 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
         j["plain_kept"] = *plain_copy == "plain-value-" + std::to_string(getppid());
         j["short_kept"] = *short_copy == "shortk";
         j["env_gone"] = getenv("THRIVE_TEST_API_KEY") == nullptr && getenv("THRIVE_TEST_PLAIN") == nullptr;
+        j["freed_prefix_kept"] = std::string(freed_like, 16) == "0123456789abcdef";
+        j["freed_rest_zero"] = std::all_of(freed_like + 16, freed_like + key.size(), [](char c) { return c == 0; });
+        j["short_fragment_kept"] = short_fragment->size() == 10 && (*short_fragment)[0] != 0;
+        j["auth_path_kept"] = *auth_path == "/run/user/thrive-test-agent.sock";
         return j;
       },
       30, status, detail);
   unsetenv("THRIVE_TEST_API_KEY");
   unsetenv("THRIVE_TEST_SHORT_TOKEN");
   unsetenv("THRIVE_TEST_PLAIN");
+  unsetenv("THRIVE_TEST_AUTH_SOCK");
   ASSERT_TRUE(out.has_value()) << detail;
   const auto& j = *out;
   EXPECT_EQ(j["header"], "x-api-key: ");
@@ -160,12 +174,29 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
   EXPECT_TRUE(j["plain_kept"].get<bool>());
   EXPECT_TRUE(j["short_kept"].get<bool>()) << "values under 8 bytes are not searched for";
   EXPECT_TRUE(j["env_gone"].get<bool>());
+  EXPECT_TRUE(j["freed_prefix_kept"].get<bool>());
+  EXPECT_TRUE(j["freed_rest_zero"].get<bool>()) << "a copy missing its first 16 bytes is wiped too";
+  EXPECT_TRUE(j["short_fragment_kept"].get<bool>());
+  EXPECT_TRUE(j["auth_path_kept"].get<bool>());
   // the parent's copies are its own
   EXPECT_EQ(*header, "x-api-key: " + key);
   EXPECT_STREQ(data_copy, key.c_str());
   delete header;
   delete plain_copy;
   delete short_copy;
+  delete[] freed_like;
+  delete short_fragment;
+  delete auth_path;
+}
+
+// A credential's value that is also part of the kernel's path: the wipe would zero the path the
+// executor loads, so the load fails closed with the reason instead of loading something else.
+TEST_F(Confine, ACredentialInsideTheKernelsPathFailsClosed) {
+  setenv("THRIVE_TEST_TOKEN", home.path().substr(1).c_str(), 1);  // not a path itself: it has no leading '/'
+  const auto r = run(test::rmsnorm_body(), "");
+  unsetenv("THRIVE_TEST_TOKEN");
+  EXPECT_NE(r.status, Status::kPassed);
+  EXPECT_NE(r.detail.find("changed the kernel's path or entry name"), std::string::npos) << r.detail;
 }
 
 TEST(ConfineWorker, WipePrivateCopiesCountsEveryCopyAndSkipsShortValues) {

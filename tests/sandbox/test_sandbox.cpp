@@ -257,9 +257,58 @@ TEST(RunIsolated, WorkerOutputIsCappedOnOurStderr) {
   ASSERT_TRUE(j.has_value()) << detail;
   EXPECT_EQ(j->value("answer", 0), 7);
   EXPECT_EQ(out, "");
-  EXPECT_LT(err.size(), size_t(65536 + 200));
-  EXPECT_NE(err.find("output was cut after 65536 bytes (8323072 more bytes dropped)"), std::string::npos)
+  EXPECT_LT(err.size(), size_t(65536 + 4096 + 200));
+  EXPECT_NE(err.find("output was cut after 65536 bytes (8318976 more bytes dropped; its last 4096 bytes follow)"),
+            std::string::npos)
       << err.substr(err.size() > 300 ? err.size() - 300 : 0);
+}
+
+// What a worker writes last (the executor's protocol violation, say) survives a flood before it;
+// control characters of candidate text (ANSI escapes) never reach our terminal.
+TEST(RunIsolated, TheLastOutputSurvivesAFloodAndEscapesAreNeutralized) {
+  Status status = Status::kPassed;
+  std::string detail;
+  testing::internal::CaptureStderr();
+  auto j = run_isolated(
+      [] {
+        const std::string flood(1 << 20, 'f');
+        write_all(2, flood.data(), flood.size());
+        const std::string last = "\x1b[8mhidden\x1b[0m\rthe last line\n";
+        write_all(2, last.data(), last.size());
+        return nlohmann::json{{"answer", 3}};
+      },
+      30.0, status, detail);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(j.has_value()) << detail;
+  EXPECT_NE(err.find("?[8mhidden?[0m?the last line\n"), std::string::npos) << err.substr(err.size() - 200);
+  EXPECT_EQ(err.find('\x1b'), std::string::npos);
+}
+
+// Our stderr may be a pipe nobody drains (a paused terminal, an MCP client that never reads it):
+// the relay drops what it cannot write at once, so the verdict still comes back.
+TEST(RunIsolated, AStderrNobodyReadsNeverStallsTheWorkersVerdict) {
+  int pp[2];
+  ASSERT_EQ(pipe(pp), 0);
+  const int saved = dup(2);
+  dup2(pp[1], 2);
+  Status status = Status::kPassed;
+  std::string detail;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto j = run_isolated(
+      [] {
+        const std::string flood(size_t(8) << 20, 'f');
+        write_all(1, flood.data(), flood.size());
+        return nlohmann::json{{"answer", 5}};
+      },
+      20.0, status, detail);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  dup2(saved, 2);
+  close(saved);
+  close(pp[0]);
+  close(pp[1]);
+  ASSERT_TRUE(j.has_value()) << detail;
+  EXPECT_EQ(j->value("answer", 0), 5);
+  EXPECT_LT(s, 10.0);
 }
 
 TEST(RunIsolated, SmallWorkerOutputPassesWhole) {

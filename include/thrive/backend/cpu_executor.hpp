@@ -79,7 +79,7 @@ class CpuExecutor {
   /// The most of a load failure's text passed on (dlerror()'s messages are a line or two).
   static constexpr size_t kMaxLoadErrorBytes = 1024;
   /// The constructor's `error` for a failed load's reply text: one of the executor's two
-  /// messages, control characters as spaces, cut at kMaxLoadErrorBytes with the count of bytes
+  /// messages, every byte outside printable ASCII as a space, cut at kMaxLoadErrorBytes with the count of bytes
   /// cut; any other text (written by the candidate's static constructors, which run in the
   /// executor's dlopen) becomes a fixed message naming only its size.
   static std::string load_error(const std::string& reply);

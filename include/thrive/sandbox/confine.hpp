@@ -55,18 +55,29 @@ void limit_file_size(int64_t bytes);
 
 /// Secrets shorter than this are not searched for (a short value would match unrelated bytes).
 constexpr size_t kMinWipedSecretBytes = 8;
-/// Mappings larger than this (reservations, not heaps: the address-space limit bounds them
-/// anyway) are not scanned.
+/// The shortest run of bytes equal to part of a secret that is wiped, for secrets of at least
+/// kMinFragmentedSecretBytes (API keys are 40-110 random characters); shorter secrets only as a
+/// whole. The allocator overwrites a freed buffer's first 16 bytes, and the rest of a key in it
+/// must go too.
+constexpr size_t kMinWipedFragmentBytes = 12;
+constexpr size_t kMinFragmentedSecretBytes = 20;
+/// Mappings larger than this (reservations, not data; the address-space limit bounds them
+/// anyway) are not scanned, the [heap] excepted.
 constexpr size_t kMaxWipedMappingBytes = size_t(1) << 30;
+/// The most private writable mappings a scan takes; more makes it incomplete.
+constexpr size_t kMaxWipedMappings = 65536;
 
 /// Overwrites with zeros every copy of each value in `secrets` (of at least kMinWipedSecretBytes
-/// bytes) in this process's private writable memory (/proc/self/maps: heap, stacks, .data/.bss,
-/// anonymous mappings up to kMaxWipedMappingBytes; shared mappings are left alone), the
-/// caller's own strings included; returns the number of copies overwritten. Called by the
-/// confinement of a forked candidate executor, whose memory is a copy of its parent's: the
-/// parent's copies are untouched. Copies in another form (encoded, split across buffers) are
-/// not found.
-size_t wipe_private_copies(const std::vector<std::string>& secrets);
+/// bytes), and every run of at least kMinWipedFragmentBytes bytes that equals a part of one of at
+/// least kMinFragmentedSecretBytes, in
+/// this process's private writable memory (/proc/self/maps: heap, stacks, .data/.bss, anonymous
+/// mappings up to kMaxWipedMappingBytes; shared mappings are left alone), the caller's own
+/// strings included. Returns the number of runs overwritten, or -1 when the scan was incomplete
+/// (/proc/self/maps unreadable, over kMaxWipedMappings mappings, a line that does not parse).
+/// Called by the confinement of a forked candidate executor, whose memory is a copy of its
+/// parent's: the parent's copies are untouched. Copies in another form (encoded, shorter
+/// fragments) are not found.
+int64_t wipe_private_copies(const std::vector<std::string>& secrets);
 
 /// Closes every descriptor above 2 except `keep_fd`; returns how many. A worker calls
 /// it first thing, so nothing of its parent (memory.db, the protocol stream of `thrive
