@@ -14,13 +14,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -85,21 +88,21 @@ int apply_landlock(const std::vector<std::string>& readable) {
 }
 
 // Whether an environment variable's name says its value is a credential: one of its
-// underscore-separated words is KEY, APIKEY, TOKEN, SECRET, PASSWORD, PASSWD, PWD (but not PWD
-// or OLDPWD themselves, the working directories), CREDENTIAL(S) or PAT (ANTHROPIC_API_KEY,
-// OPENAI_API_KEY, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, MYSQL_PWD, ...). Words, not substrings:
-// SSH_AUTH_SOCK or XAUTHORITY hold paths the process may still need.
-bool names_a_secret(const std::string& name) {
+// underscore-separated words is or ends with KEY, TOKEN, SECRET, PASSWORD, PASSWD, PWD, AUTH,
+// CREDENTIAL(S) or is PAT (ANTHROPIC_API_KEY, OPENAI_API_KEY, GITHUB_TOKEN, PGPASSWORD,
+// NGROK_AUTHTOKEN, MYSQL_PWD, REDISCLI_AUTH, ...), but not PWD or OLDPWD, the working directories.
+// (SSH_AUTH_SOCK matches; its value is a path, which scrub_environment does not hunt.)
+bool names_a_secret_impl(const std::string& name) {
   std::string upper(name);
   for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
   if (upper == "PWD" || upper == "OLDPWD") return false;
   size_t at = 0;
   while (at <= upper.size()) {
     const size_t end = std::min(upper.find('_', at), upper.size());
-    const std::string word = upper.substr(at, end - at);
-    for (const char* w : {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL",
-                          "CREDENTIALS", "PAT"})
-      if (word == w) return true;
+    const std::string_view word(upper.data() + at, end - at);
+    if (word == "PAT") return true;
+    for (std::string_view w : {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "AUTH", "CREDENTIAL", "CREDENTIALS"})
+      if (word.size() >= w.size() && word.substr(word.size() - w.size()) == w) return true;
     at = end + 1;
   }
   return false;
@@ -119,9 +122,11 @@ void scrub_environment() {
     bool keep = name == "PATH" || name == "LANG" || name == "TZ";
     for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
     if (keep) continue;
-    // a value that is a path (MY_TOKEN_FILE=/home/...) names where a secret is, and its parts are
-    // everyone's paths: not hunted
-    if (eq != nullptr && names_a_secret(name) && eq[1] != '/') secrets.emplace_back(eq + 1);
+    // a value that is an existing path (SSH_AUTH_SOCK, MY_TOKEN_FILE=/home/...) names where a
+    // secret is, and the process may need it: not hunted
+    struct stat st{};
+    if (eq != nullptr && names_a_secret_impl(name) && !(eq[1] == '/' && stat(eq + 1, &st) == 0))
+      secrets.emplace_back(eq + 1);
     // the value overwritten in place first: the executor is a fork, and the process's original
     // environment block (at the top of its stack) would still hold it after unsetenv
     if (eq != nullptr) std::memset(eq + 1, 0, std::strlen(eq + 1));
@@ -130,7 +135,8 @@ void scrub_environment() {
   for (const auto& n : names) unsetenv(n.c_str());
   if (wipe_private_copies(secrets) < 0)
     fail(ErrorCategory::kBackend, "sandbox: the process's memory could not be searched for copies of its credentials "
-         "(/proc/self/maps unreadable or over {} writable mappings)", kMaxWipedMappings);
+         "(no memory for the scan, /proc/self/maps unreadable or unparsable, or over {} writable mappings)",
+         kMaxWipedMappings);
 }
 
 // seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
@@ -236,104 +242,175 @@ struct Window {
   uint64_t bytes;
   uint32_t secret, offset;
 };
+// One secret inside the scan's own mapping.
+struct Needle {
+  const char* text;
+  size_t size, min_run;  // the shortest run of it that is wiped
+};
+
+// Whether a value looks like a generated key (letters, digits and base64/URL-safe punctuation,
+// 20-512 bytes): only those are wiped in parts; anything else (a URL, JSON) only as a whole, as
+// its 12-byte parts are common text.
+bool key_like(const std::string& v) {
+  if (v.size() < kMinFragmentedSecretBytes || v.size() > 512) return false;
+  for (unsigned char c : v)
+    if (!std::isalnum(c) && std::strchr("_+/=.-", c) == nullptr) return false;
+  return true;
+}
+
+bool has_zero_byte(uint64_t w) { return ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0; }
 }  // namespace
 
 int64_t wipe_private_copies(const std::vector<std::string>& secrets) {
-  // Everything the scan matches against (the secrets, their 8-byte windows sorted, a filter of
-  // the windows' hashes) lives in a mapping of its own, left out of the scan: the scan wipes every
+  // Everything the scan uses (the secrets, their 8-byte windows sorted, a filter of the windows'
+  // hashes, /proc/self/maps' text and the list of ranges) lives in one mapping of its own between
+  // two PROT_NONE guard pages, so that it never merges with a neighbouring anonymous mapping into
+  // one line of /proc/self/maps, and nothing is allocated or freed between reading the maps and
+  // the scan (a free could trim the heap under it). The scan skips that mapping and wipes every
   // other copy, the caller's strings included.
-  size_t text = 0, windows = 0;
+  size_t text = 0, windows = 0, n_secrets = 0;
   for (const auto& s : secrets)
     if (s.size() >= kMinWipedSecretBytes) {
       text += s.size() + 1;
       windows += s.size() - 7;
+      ++n_secrets;
     }
   if (windows == 0) return 0;
-  constexpr size_t kFilterBits = size_t(1) << 20;
-  const size_t bytes = kFilterBits / 8 + windows * sizeof(Window) + text;
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return -1;
-  auto* filter = static_cast<uint64_t*>(mem);
-  auto* table = reinterpret_cast<Window*>(filter + kFilterBits / 64);
-  auto* needles = reinterpret_cast<char*>(table + windows);
-  std::vector<std::pair<const char*, size_t>> list;  // (secret, length): pointers, no secret bytes
-  list.reserve(secrets.size());
-  auto hash = [](uint64_t w) { return size_t((w * 0x9e3779b97f4a7c15ull) >> 44); };  // 20 bits
-  size_t n_windows = 0;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  size_t filter_bits = size_t(1) << 20;
+  while (filter_bits < windows * 64) filter_bits <<= 1;
+  const int filter_shift = 64 - __builtin_ctzll(filter_bits);
+  constexpr size_t kMapsBytes = size_t(16) << 20;  // /proc/self/maps at kMaxWipedMappings lines and more
+  const size_t body = filter_bits / 8 + windows * sizeof(Window) + n_secrets * sizeof(Needle) +
+                      kMaxWipedMappings * 2 * sizeof(uintptr_t) + kMapsBytes + text;
+  const size_t body_pages = (body + page - 1) / page * page;
+  void* whole = mmap(nullptr, body_pages + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (whole == MAP_FAILED) return -1;
+  auto* mem = static_cast<char*>(whole) + page;
+  if (mprotect(mem, body_pages, PROT_READ | PROT_WRITE) != 0) {
+    munmap(whole, body_pages + 2 * page);
+    return -1;
+  }
+  auto* filter = reinterpret_cast<uint64_t*>(mem);
+  auto* table = reinterpret_cast<Window*>(filter + filter_bits / 64);
+  auto* needles = reinterpret_cast<Needle*>(table + windows);
+  auto* ranges = reinterpret_cast<uintptr_t*>(needles + n_secrets);
+  char* maps_text = reinterpret_cast<char*>(ranges + kMaxWipedMappings * 2);
+  char* texts = maps_text + kMapsBytes;
+  auto hash = [filter_shift](uint64_t w) { return size_t((w * 0x9e3779b97f4a7c15ull) >> filter_shift); };
+  size_t n_windows = 0, k = 0, stride = SIZE_MAX;
   for (size_t at = 0; const auto& s : secrets) {
     if (s.size() < kMinWipedSecretBytes) continue;
-    std::memcpy(needles + at, s.data(), s.size());
+    std::memcpy(texts + at, s.data(), s.size());
+    const size_t min_run = key_like(s) ? kMinWipedFragmentBytes : s.size();
     for (size_t o = 0; o + 8 <= s.size(); ++o) {
       uint64_t w;
-      std::memcpy(&w, needles + at + o, 8);
-      table[n_windows++] = Window{w, uint32_t(list.size()), uint32_t(o)};
+      std::memcpy(&w, texts + at + o, 8);
+      table[n_windows++] = Window{w, uint32_t(k), uint32_t(o)};
       filter[hash(w) / 64] |= uint64_t(1) << (hash(w) % 64);
     }
-    list.emplace_back(needles + at, s.size());
+    needles[k++] = Needle{texts + at, s.size(), min_run};
+    // a run of min_run bytes holds min_run - 7 windows: checking every (min_run - 7)th position
+    // meets one of them
+    stride = std::min(stride, min_run - 7);
     at += s.size() + 1;
   }
   std::sort(table, table + n_windows, [](const Window& a, const Window& b) { return a.bytes < b.bytes; });
-  // The private writable mappings (heap, stacks, .data/.bss, anonymous memory), read before the
-  // scan into a fixed buffer: nothing allocates from here to the end.
-  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-  ranges.reserve(kMaxWipedMappings);
+  // /proc/self/maps whole, with read(2): no stdio buffer to allocate or free
+  size_t maps_len = 0;
   bool complete = false;
-  if (FILE* maps = std::fopen("/proc/self/maps", "re")) {
-    char line[4096 + 256];
-    complete = true;
-    while (std::fgets(line, sizeof line, maps) != nullptr) {
-      if (std::strchr(line, '\n') == nullptr && !std::feof(maps)) {  // longer than any real line
-        complete = false;
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    for (;;) {
+      const ssize_t got = read(fd, maps_text + maps_len, kMapsBytes - maps_len);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) break;
+      if (got == 0) {
+        complete = true;
         break;
       }
-      unsigned long lo = 0, hi = 0;
-      char perms[5] = {};
-      if (std::sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
-      if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;  // shared maps: the worker's
-      if (std::strstr(line, "[vvar") != nullptr || std::strstr(line, "[vsyscall]") != nullptr) continue;
-      if (hi - lo > kMaxWipedMappingBytes && std::strstr(line, "[heap]") == nullptr) continue;
-      if (lo == reinterpret_cast<uintptr_t>(mem)) continue;
-      if (ranges.size() == ranges.capacity()) {
-        complete = false;
-        break;
-      }
-      ranges.emplace_back(lo, hi);
+      maps_len += size_t(got);
+      if (maps_len == kMapsBytes) break;  // larger than any real maps file: incomplete
     }
-    std::fclose(maps);
+    close(fd);
   }
-  // Every run of bytes that equals a part of a secret, kMinWipedFragmentBytes long or more (the
-  // whole secret if it is shorter): a freed buffer keeps a key but for the allocator's first 16
-  // bytes, which a search for whole copies would miss.
+  // The private writable mappings (heap, stacks, .data/.bss, anonymous memory)
+  size_t n_ranges = 0;
+  const auto own_lo = reinterpret_cast<uintptr_t>(whole), own_hi = own_lo + body_pages + 2 * page;
+  for (size_t at = 0; complete && at < maps_len;) {
+    const char* line = maps_text + at;
+    const char* eol = static_cast<const char*>(std::memchr(line, '\n', maps_len - at));
+    const size_t line_len = eol != nullptr ? size_t(eol - line) : maps_len - at;
+    at += line_len + 1;
+    char* end = nullptr;
+    const uintptr_t lo = std::strtoull(line, &end, 16);
+    if (end == nullptr || *end != '-') {
+      complete = false;
+      break;
+    }
+    const uintptr_t hi = std::strtoull(end + 1, &end, 16);
+    if (end == nullptr || *end != ' ' || line + line_len < end + 5) {
+      complete = false;
+      break;
+    }
+    const char* perms = end + 1;
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;  // shared maps: the worker's
+    const std::string_view rest(perms, size_t(line + line_len - perms));
+    if (rest.find("[vvar") != std::string_view::npos || rest.find("[vsyscall]") != std::string_view::npos) continue;
+    if (hi - lo > kMaxWipedMappingBytes && rest.find("[heap]") == std::string_view::npos) continue;
+    // the scan's own mapping, wherever it sits in a line (it cannot merge: its guard pages)
+    const uintptr_t parts[2][2] = {{lo, std::min(hi, own_lo)}, {std::max(lo, own_hi), hi}};
+    for (const auto& [a, b] : parts) {
+      if (a >= b) continue;
+      if (n_ranges == kMaxWipedMappings) {
+        complete = false;
+        break;
+      }
+      ranges[2 * n_ranges] = a;
+      ranges[2 * n_ranges + 1] = b;
+      ++n_ranges;
+    }
+  }
+  // Every run of bytes that equals a part of a secret, min_run bytes long or more. Runs are found
+  // on the memory as it is and wiped after, so that a wipe never shortens another secret's run.
   int64_t wiped = 0;
-  for (const auto& [lo, hi] : ranges) {
-    auto* base = reinterpret_cast<unsigned char*>(lo);
-    const size_t len = hi - lo;
-    for (size_t p = 0; p + 8 <= len; ++p) {
+  for (size_t r = 0; complete && r < n_ranges; ++r) {
+    auto* base = reinterpret_cast<unsigned char*>(ranges[2 * r]);
+    const size_t len = ranges[2 * r + 1] - ranges[2 * r];
+    size_t wipe_from = 0, wipe_to = 0;  // the pending union of overlapping runs
+    for (size_t p = 0; p + 8 <= len; p += stride) {
       uint64_t w;
       std::memcpy(&w, base + p, 8);
+      if (has_zero_byte(w)) continue;  // environment values hold no NUL
       const size_t h = hash(w);
       if ((filter[h / 64] >> (h % 64) & 1) == 0) continue;
       const Window* it = std::lower_bound(table, table + n_windows, w,
                                           [](const Window& a, uint64_t v) { return a.bytes < v; });
-      size_t best_end = 0;
       for (; it != table + n_windows && it->bytes == w; ++it) {
-        const auto [sec, n] = list[it->secret];
+        const Needle& nd = needles[it->secret];
         size_t start = p, end = p + 8, so = it->offset, eo = it->offset + 8;
-        while (start > 0 && so > 0 && base[start - 1] == static_cast<unsigned char>(sec[so - 1])) --start, --so;
-        while (end < len && eo < n && base[end] == static_cast<unsigned char>(sec[eo])) ++end, ++eo;
-        if (end - start >= (n >= kMinFragmentedSecretBytes ? kMinWipedFragmentBytes : n)) {
-          std::memset(base + start, 0, end - start);
+        while (start > 0 && so > 0 && base[start - 1] == static_cast<unsigned char>(nd.text[so - 1])) --start, --so;
+        while (end < len && eo < nd.size && base[end] == static_cast<unsigned char>(nd.text[eo])) ++end, ++eo;
+        if (end - start < nd.min_run) continue;
+        if (start <= wipe_to && wipe_to > wipe_from) {  // overlaps or touches the pending run
+          wipe_from = std::min(wipe_from, start);
+          wipe_to = std::max(wipe_to, end);
+        } else {
+          if (wipe_to > wipe_from) std::memset(base + wipe_from, 0, wipe_to - wipe_from);
+          wipe_from = start;
+          wipe_to = end;
           ++wiped;
-          best_end = std::max(best_end, end);
         }
       }
-      if (best_end > 0) p = best_end - 1;
     }
+    if (wipe_to > wipe_from) std::memset(base + wipe_from, 0, wipe_to - wipe_from);
   }
-  std::memset(mem, 0, bytes);
-  munmap(mem, bytes);
+  std::memset(mem, 0, body_pages);
+  munmap(whole, body_pages + 2 * page);
   return complete ? wiped : -1;
 }
+
+bool names_a_credential(const std::string& name) { return names_a_secret_impl(name); }
 
 int close_inherited_fds(int keep_fd) {
   std::vector<int> fds;

@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,34 +45,64 @@ constexpr size_t kRelayedTailBytes = 4096;
 
 // Writes to our stderr only what it takes without blocking: a stderr nobody drains (a paused
 // terminal, an MCP client that does not read it) must never stall the loop that enforces the
-// candidate's time limit. Returns the bytes written.
-size_t write_stderr_nonblocking(const char* data, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    pollfd p{2, POLLOUT, 0};
-    if (poll(&p, 1, 0) <= 0 || (p.revents & POLLOUT) == 0) break;
-    // POLLOUT on a pipe or terminal guarantees room for PIPE_BUF bytes
-    const ssize_t w = write(2, data + done, std::min<size_t>(n - done, PIPE_BUF));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += size_t(w);
+// candidate's time limit. A pipe or terminal is written through a descriptor of its own opened
+// O_NONBLOCK (/proc/self/fd/2: fd 2's own flags stay as they are), a socket with MSG_DONTWAIT, a
+// file as it is; a reader that is gone (POLLERR, POLLHUP) gets nothing, so no SIGPIPE.
+class StderrWriter {
+ public:
+  StderrWriter() {
+    struct stat st{};
+    if (fstat(2, &st) != 0) return;  // closed: nothing is written
+    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+      fd_ = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      own_ = fd_ >= 0;
+    } else {
+      fd_ = 2;
+      socket_ = S_ISSOCK(st.st_mode);
+    }
   }
-  return done;
-}
+  ~StderrWriter() {
+    if (own_) close(fd_);
+  }
+  StderrWriter(const StderrWriter&) = delete;
+  StderrWriter& operator=(const StderrWriter&) = delete;
+  // Returns the bytes written.
+  size_t write(const char* data, size_t n) {
+    size_t done = 0;
+    while (fd_ >= 0 && done < n) {
+      pollfd p{fd_, POLLOUT, 0};
+      if (poll(&p, 1, 0) <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0 || (p.revents & POLLOUT) == 0) break;
+      const ssize_t w = socket_ ? send(fd_, data + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                                : ::write(fd_, data + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // EAGAIN: full
+      done += size_t(w);
+    }
+    return done;
+  }
+
+ private:
+  int fd_ = -1;
+  bool own_ = false, socket_ = false;
+};
 
 // Relays a worker's stdout and stderr (one pipe) to ours, up to kMaxRelayedOutputBytes and a tail
-// of kRelayedTailBytes. Candidate text is untrusted: control characters but newline and tab become
-// '?', so it cannot move the cursor, hide text or recolour the terminal (ANSI escapes).
+// of kRelayedTailBytes, through a StderrWriter. Candidate text is untrusted: control characters
+// become '?', so it cannot move the cursor, hide text or recolour the terminal (ANSI escapes).
 struct OutputRelay {
   int fd = -1;
   size_t relayed = 0;   // shown at once
   size_t held = 0;      // read after the first kMaxRelayedOutputBytes (the tail is their last part)
   size_t unwritten = 0; // bytes our stderr would not take without blocking
   std::string tail;     // the last kRelayedTailBytes of what was held
+  StderrWriter out;
+  // C0 controls but newline and tab, DEL, and the C1 controls in UTF-8 (C2 80..C2 9F: U+009B is a
+  // CSI to xterm) become '?'
   static void neutralize(char* p, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       const auto c = static_cast<unsigned char>(p[i]);
       if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) p[i] = '?';
+      if (c == 0xc2 && i + 1 < n && (static_cast<unsigned char>(p[i + 1]) & 0xe0) == 0x80) p[i] = p[i + 1] = '?';
     }
   }
   // Reads what is there now; false at end of file or on an error.
@@ -81,7 +113,7 @@ struct OutputRelay {
     if (got <= 0) return false;
     neutralize(buf, size_t(got));
     const size_t keep = std::min(size_t(got), kMaxRelayedOutputBytes - relayed);
-    if (keep > 0) unwritten += keep - write_stderr_nonblocking(buf, keep);
+    if (keep > 0) unwritten += keep - out.write(buf, keep);
     relayed += keep;
     const size_t rest = size_t(got) - keep;
     if (rest > 0) {
@@ -113,7 +145,7 @@ struct OutputRelay {
     if (unwritten > 0)
       note += fmt::format("\nthrive: {} bytes of the candidate worker's output were dropped: stderr was not "
                           "taking more\n", unwritten);
-    write_stderr_nonblocking(note.data(), note.size());
+    out.write(note.data(), note.size());
   }
 };
 

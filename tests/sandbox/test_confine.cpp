@@ -136,8 +136,14 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
   std::memcpy(freed_like + 16, key.data() + 16, key.size() - 16);
   // 10 bytes of the key: under the 12-byte fragment bound, kept
   auto* short_fragment = new std::string(key.substr(3, 10));
-  // a path under a variable whose name only contains AUTH (SSH_AUTH_SOCK's kind): not a credential
-  auto* auth_path = new std::string("/run/user/thrive-test-agent.sock");
+  // an existing path under a credential-like name (SSH_AUTH_SOCK's kind): where a secret is, not one
+  test::TempDir sock_dir;
+  auto* auth_path = new std::string(test::write_text(sock_dir.path() + "/agent.sock", ""));
+  // a copy in a buffer of its own mapping (malloc's mmap above 128 KiB), created before the scan's
+  // tables are mapped, and so above them in a top-down address space
+  auto* big = static_cast<char*>(std::malloc(size_t(4) << 20));
+  std::memset(big, 'b', size_t(4) << 20);
+  std::memcpy(big + (size_t(1) << 20), key.data(), key.size());
   setenv("THRIVE_TEST_API_KEY", key.c_str(), 1);
   setenv("THRIVE_TEST_SHORT_TOKEN", "shortk", 1);
   setenv("THRIVE_TEST_PLAIN", plain.c_str(), 1);
@@ -158,7 +164,10 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
         j["freed_prefix_kept"] = std::string(freed_like, 16) == "0123456789abcdef";
         j["freed_rest_zero"] = std::all_of(freed_like + 16, freed_like + key.size(), [](char c) { return c == 0; });
         j["short_fragment_kept"] = short_fragment->size() == 10 && (*short_fragment)[0] != 0;
-        j["auth_path_kept"] = *auth_path == "/run/user/thrive-test-agent.sock";
+        j["big_zero"] = std::all_of(big + (size_t(1) << 20), big + (size_t(1) << 20) + key.size(),
+                                    [](char c) { return c == 0; });
+        j["big_rest_kept"] = big[(size_t(1) << 20) - 1] == 'b' && big[(size_t(1) << 20) + key.size()] == 'b';
+        j["auth_path_kept"] = *auth_path == sock_dir.path() + "/agent.sock";
         return j;
       },
       30, status, detail);
@@ -178,6 +187,8 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
   EXPECT_TRUE(j["freed_rest_zero"].get<bool>()) << "a copy missing its first 16 bytes is wiped too";
   EXPECT_TRUE(j["short_fragment_kept"].get<bool>());
   EXPECT_TRUE(j["auth_path_kept"].get<bool>());
+  EXPECT_TRUE(j["big_zero"].get<bool>()) << "a copy in a mapping above the scan's own";
+  EXPECT_TRUE(j["big_rest_kept"].get<bool>());
   // the parent's copies are its own
   EXPECT_EQ(*header, "x-api-key: " + key);
   EXPECT_STREQ(data_copy, key.c_str());
@@ -187,6 +198,17 @@ TEST(ConfineWorker, CopiesOfACredentialInTheForksMemoryAreWiped) {
   delete[] freed_like;
   delete short_fragment;
   delete auth_path;
+  std::free(big);
+}
+
+TEST(ConfineWorker, CredentialNamesAreMatchedByWord) {
+  for (const char* yes : {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "PGPASSWORD", "NGROK_AUTHTOKEN",
+                          "MYSQL_PWD", "REDISCLI_AUTH", "AWS_SECRET_ACCESS_KEY", "GOOGLE_CREDENTIALS", "GH_PAT",
+                          "my_api_key", "SSH_AUTH_SOCK"})
+    EXPECT_TRUE(names_a_credential(yes)) << yes;
+  for (const char* no : {"HOME", "PATH", "PWD", "OLDPWD", "XAUTHORITY", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM",
+                         "PATTERN", "THRIVE_HOME"})
+    EXPECT_FALSE(names_a_credential(no)) << no;
 }
 
 // A credential's value that is also part of the kernel's path: the wipe would zero the path the

@@ -10,8 +10,8 @@
 //     compiled kernels, the CPU topology in /sys): a kernel cannot read a user's files and encode
 //     them into its outputs;
 //   - the environment: every variable but OpenMP's, the locale's, TZ and PATH is removed (THRIVE's
-//     process holds API keys), and the values of those named like credentials are wiped from the
-//     rest of the process's private memory too (wipe_private_copies);
+//     process holds API keys), and the values of those named like credentials (names_a_credential)
+//     are wiped from the rest of the process's private memory too (wipe_private_copies);
 //   - processes and network: a seccomp filter makes fork/vfork/clone without
 //     CLONE_THREAD, execve, socket, ptrace, process_vm_*, mount/unshare/setns and
 //     signals to any other process fail with EPERM (threads, OpenMP, are still allowed);
@@ -55,10 +55,11 @@ void limit_file_size(int64_t bytes);
 
 /// Secrets shorter than this are not searched for (a short value would match unrelated bytes).
 constexpr size_t kMinWipedSecretBytes = 8;
-/// The shortest run of bytes equal to part of a secret that is wiped, for secrets of at least
-/// kMinFragmentedSecretBytes (API keys are 40-110 random characters); shorter secrets only as a
-/// whole. The allocator overwrites a freed buffer's first 16 bytes, and the rest of a key in it
-/// must go too.
+/// The shortest run of bytes equal to part of a key-like secret that is wiped: the allocator
+/// overwrites a freed buffer's first 16 bytes, and the rest of a key in it must go too. A secret
+/// is key-like at kMinFragmentedSecretBytes to 512 bytes of letters, digits and `_+/=.-` (API keys
+/// are 40-110 such characters); any other (a URL, JSON) is wiped only as a whole, since its
+/// 12-byte parts are common text.
 constexpr size_t kMinWipedFragmentBytes = 12;
 constexpr size_t kMinFragmentedSecretBytes = 20;
 /// Mappings larger than this (reservations, not data; the address-space limit bounds them
@@ -67,16 +68,21 @@ constexpr size_t kMaxWipedMappingBytes = size_t(1) << 30;
 /// The most private writable mappings a scan takes; more makes it incomplete.
 constexpr size_t kMaxWipedMappings = 65536;
 
+/// Whether an environment variable's name says its value is a credential: an underscore-separated
+/// word of it is or ends with KEY, TOKEN, SECRET, PASSWORD, PASSWD, PWD, AUTH or CREDENTIAL(S), or
+/// is PAT; PWD and OLDPWD themselves are not (ANTHROPIC_API_KEY, GITHUB_TOKEN, PGPASSWORD,
+/// NGROK_AUTHTOKEN, MYSQL_PWD: yes; HOME, XAUTHORITY: no).
+bool names_a_credential(const std::string& name);
+
 /// Overwrites with zeros every copy of each value in `secrets` (of at least kMinWipedSecretBytes
-/// bytes), and every run of at least kMinWipedFragmentBytes bytes that equals a part of one of at
-/// least kMinFragmentedSecretBytes, in
-/// this process's private writable memory (/proc/self/maps: heap, stacks, .data/.bss, anonymous
-/// mappings up to kMaxWipedMappingBytes; shared mappings are left alone), the caller's own
-/// strings included. Returns the number of runs overwritten, or -1 when the scan was incomplete
-/// (/proc/self/maps unreadable, over kMaxWipedMappings mappings, a line that does not parse).
-/// Called by the confinement of a forked candidate executor, whose memory is a copy of its
-/// parent's: the parent's copies are untouched. Copies in another form (encoded, shorter
-/// fragments) are not found.
+/// bytes), and every run of at least kMinWipedFragmentBytes bytes equal to a part of a key-like
+/// one, in this process's private writable memory (/proc/self/maps: heap, stacks, .data/.bss,
+/// anonymous mappings up to kMaxWipedMappingBytes; shared mappings are left alone), the caller's
+/// own strings included. Returns the number of runs overwritten, or -1 when the scan could not be
+/// complete (no memory for its tables, /proc/self/maps unreadable or a line of it unparsable, over
+/// kMaxWipedMappings mappings). Called by the confinement of a forked candidate executor, whose
+/// memory is a copy of its parent's: the parent's copies are untouched. Copies in another form
+/// (encoded) or split across two mappings into parts under 12 bytes are not found.
 int64_t wipe_private_copies(const std::vector<std::string>& secrets);
 
 /// Closes every descriptor above 2 except `keep_fd`; returns how many. A worker calls
