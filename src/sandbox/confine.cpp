@@ -87,12 +87,11 @@ int apply_landlock(const std::vector<std::string>& readable) {
   return rc == 0 ? int(abi) : 0;
 }
 
-// Whether an environment variable's name says its value is a credential: one of its
-// underscore-separated words is or ends with KEY, TOKEN, SECRET, PASSWORD, PASSWD, PWD, AUTH,
-// CREDENTIAL(S) or is PAT (ANTHROPIC_API_KEY, OPENAI_API_KEY, GITHUB_TOKEN, PGPASSWORD,
-// NGROK_AUTHTOKEN, MYSQL_PWD, REDISCLI_AUTH, ...), but not PWD or OLDPWD, the working directories.
-// (SSH_AUTH_SOCK matches; its value is a path, which scrub_environment does not hunt.)
-bool names_a_secret_impl(const std::string& name) {
+}  // namespace
+
+// The credential names (confine.hpp); SSH_AUTH_SOCK matches, and scrub_environment does not hunt
+// its value, an existing path.
+bool names_a_credential(const std::string& name) {
   std::string upper(name);
   for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
   if (upper == "PWD" || upper == "OLDPWD") return false;
@@ -107,6 +106,8 @@ bool names_a_secret_impl(const std::string& name) {
   }
   return false;
 }
+
+namespace {
 
 // Removes every environment variable but those a candidate's runtime may read (OpenMP's, the
 // locale, the time zone, PATH): THRIVE's own process holds API keys (ANTHROPIC_API_KEY, ...) that
@@ -125,7 +126,7 @@ void scrub_environment() {
     // a value that is an existing path (SSH_AUTH_SOCK, MY_TOKEN_FILE=/home/...) names where a
     // secret is, and the process may need it: not hunted
     struct stat st{};
-    if (eq != nullptr && names_a_secret_impl(name) && !(eq[1] == '/' && stat(eq + 1, &st) == 0))
+    if (eq != nullptr && names_a_credential(name) && !(eq[1] == '/' && stat(eq + 1, &st) == 0))
       secrets.emplace_back(eq + 1);
     // the value overwritten in place first: the executor is a fork, and the process's original
     // environment block (at the top of its stack) would still hold it after unsetenv
@@ -409,8 +410,6 @@ int64_t wipe_private_copies(const std::vector<std::string>& secrets) {
   munmap(whole, body_pages + 2 * page);
   return complete ? wiped : -1;
 }
-
-bool names_a_credential(const std::string& name) { return names_a_secret_impl(name); }
 
 int close_inherited_fds(int keep_fd) {
   std::vector<int> fds;
