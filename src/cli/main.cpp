@@ -100,8 +100,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {  // one line, like every other error
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fflush(stdout);
-    fmt::print(stderr, "thrive: usage error: {} (thrive --help lists the commands and flags)\n",
-               thrive::cli::usage_message(e.what()));
+    // the help of the deepest command parsed before the error, which lists the flags it takes
+    std::string where;
+    for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
+      at = at->get_subcommands().front();
+      where += " " + at->get_name();
+    }
+    fmt::print(stderr, "thrive: usage error: {} (thrive{} --help lists {})\n", thrive::cli::usage_message(e.what()),
+               where, where.empty() ? "the commands and flags" : "its flags");
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {  // e.g. a symlink loop in a given path
     std::fflush(stdout);

@@ -1216,6 +1216,15 @@ TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("(" + hint + " lists its flags)"), std::string::npos) << args[0] << " " << args[1] << ": " << r.err;
   }
+  // a mistyped or missing flag after the command points at that command's help, not the top level
+  for (const auto& [args, hint] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"e2e", "--model", home, "--bacth", "4"}, "thrive e2e --help lists its flags"},
+           {{"memory", "show", "--bogus"}, "thrive memory show --help lists its flags"},
+           {{"verify", "--op", "rmsnorm"}, "thrive verify --help lists its flags"}}) {
+    const auto r = test::run_thrive(args, env());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("(" + hint + ")"), std::string::npos) << args[0] << " " << args[1] << ": " << r.err;
+  }
   EXPECT_FALSE(std::filesystem::exists(home));
   const auto stray = test::run_thrive({"ops", "first", "second", "third"}, env());
   EXPECT_EQ(stray.exit_code, 2) << stray.out;
