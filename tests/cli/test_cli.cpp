@@ -802,6 +802,9 @@ TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("compile_failed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nope"), std::string::npos) << r.out;
+  // the compiler's lines name the user's file, not the name the backend compiled it under
+  EXPECT_NE(r.out.find("\n" + k + ":"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("kernel.cpp"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, EnvMarkdownListsEveryVariable) {

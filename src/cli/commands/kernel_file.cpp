@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 
@@ -27,10 +29,36 @@ LoadedKernel load_kernel_file(Context& ctx, const KernelFileFlags& f) {
   return k;
 }
 
+namespace {
+
+// The compiler names the source as the backend wrote it (the CPU backend's kernel.cpp, NVRTC's
+// candidate.cu; the log is cached under the source's hash, so it cannot carry the user's path):
+// here each line that starts with that name starts with the kernel file's path instead.
+std::string log_naming(const std::string& log, const std::string& path) {
+  std::string out;
+  size_t at = 0;
+  while (at < log.size()) {
+    size_t end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    std::string line = log.substr(at, end - at);
+    for (const std::string own : {"kernel.cpp:", "candidate.cu(", "candidate.cu:"})
+      if (line.rfind(own, 0) == 0) {
+        line.replace(0, own.size() - 1, path);
+        break;
+      }
+    out += line;
+    if (end < log.size()) out += '\n';
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
   fmt::print("{} ({} at {}): {}\n", k.path, k.kernel.op, k.shape.label, sandbox::status_name(r.status));
   if (!r.detail.empty()) fmt::print("  {}\n", r.detail);
-  if (r.status == sandbox::Status::kCompileFailed) fmt::print("compiler output:\n{}\n", r.compile_log);
+  if (r.status == sandbox::Status::kCompileFailed) fmt::print("compiler output:\n{}\n", log_naming(r.compile_log, k.path));
   for (const auto& c : r.verify.cases)
     fmt::print("  case {:<24} {:<12} {}\n", c.shape_label, c.distribution,
                c.passed ? "ok" : "FAIL " + c.failure);
