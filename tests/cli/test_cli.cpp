@@ -796,6 +796,18 @@ TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
 }
 
+// verify --json carries what ran: the verification, and no benchmark or paired section of zeros
+TEST_F(Cli, VerifyJsonHasNoSectionsForStepsThatDidNotRun) {
+  const std::string k =
+      kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k, "--json"}, small_env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("status"), "passed");
+  EXPECT_FALSE(j.at("verify").at("cases").empty());
+  for (const char* absent : {"bench", "paired", "post_verify"}) EXPECT_FALSE(j.contains(absent)) << absent;
+}
+
 TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {
   const std::string k = kernel_file("broken.cpp", test::kernel_text("rmsnorm_residual", "return nope;"));
   const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());

@@ -55,6 +55,14 @@ std::string log_naming(const std::string& log, const std::string& path) {
 
 }  // namespace
 
+nlohmann::json result_json(const sandbox::EvalResult& r) {
+  nlohmann::json j = r;
+  if (r.bench.reps == 0) j.erase("bench");
+  if (r.paired.pairs == 0) j.erase("paired");
+  if (r.post_verify.cases.empty()) j.erase("post_verify");
+  return j;
+}
+
 void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
   fmt::print("{} ({} at {}): {}\n", k.path, k.kernel.op, k.shape.label, sandbox::status_name(r.status));
   if (!r.detail.empty()) fmt::print("  {}\n", r.detail);

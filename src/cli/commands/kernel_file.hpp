@@ -27,5 +27,9 @@ void add_kernel_file_flags(CLI::App& cmd, KernelFileFlags& f);
 /// or malformed file or one whose `@thrive op` differs from --op.
 LoadedKernel load_kernel_file(Context& ctx, const KernelFileFlags& f);
 void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r);
+/// `r` as --json prints it: sandbox::EvalResult's JSON without the sections of steps that did not
+/// run (`bench` when it timed no repetition, `paired` with no pairs, `post_verify` with no case),
+/// so an absent key means "not measured" rather than a measured zero.
+nlohmann::json result_json(const sandbox::EvalResult& r);
 
 }  // namespace thrive::cli
