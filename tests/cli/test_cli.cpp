@@ -796,6 +796,21 @@ TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
 }
 
+// bench of a file on the CPU names its two figures for what they are there: a call per executor
+// command (round trip included) and batches of calls, not CUDA's "launched" and "graph"
+TEST_F(Cli, BenchOfAFileOnTheCpuNamesSingleCallsAndBatches) {
+  const std::string k =
+      kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  const auto r = test::run_thrive({"bench", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("  single   median "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("round trip included"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  batched  median "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the figure THRIVE ranks by"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("launched"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("graph"), std::string::npos) << r.out;
+}
+
 // verify --json carries what ran: the verification, and no benchmark or paired section of zeros
 TEST_F(Cli, VerifyJsonHasNoSectionsForStepsThatDidNotRun) {
   const std::string k =
