@@ -8,7 +8,8 @@
 # GEN (decode tokens per sequence, default 32), RUNS (default "b256-best b256-baseline b1-best";
 # also b256-plain, b1-plain: best kernels and graphs without flash attention, fusions and GEMV;
 # b1-layered (all on but the persistent decode kernel, which --persistent auto uses at batch 1-4),
-# b1-nopdl (all on but programmatic dependent launch), b1-nonorm (all on but the norm/residual
+# b1-bf16 (the persistent kernel streaming bf16 weights, not the batch-1 default's EC12 coding),
+# b1-stages6 (a weight ring of up to 6 stages, not 5), b1-nopdl (all on but programmatic dependent launch), b1-nonorm (all on but the norm/residual
 # fusion into the GEMVs), b4-best (the persistent kernel on), b4-layered, b1-baseline; "baseline"
 # = simplest kernels, no graphs, no flash attention, fusions or GEMV),
 # TESTS (a ctest -R regex; default: the whole suite), SKIP_TESTS=1, SKIP_HF=1.
@@ -53,6 +54,8 @@ for r in ${RUNS:-b256-best b256-baseline b1-best}; do
     b1-best) run b1-best --batch 1 --prompt 512 --gen 64 --kernels best --graphs on ;;
     b1-plain) run b1-plain --batch 1 --prompt 512 --gen 64 --kernels best --graphs on $plain ;;
     b1-layered) run b1-layered --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --persistent off ;;
+    b1-bf16) run b1-bf16 --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --persistent-weights bf16 ;;
+    b1-stages6) run b1-stages6 --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --persistent-stages 6 ;;
     b4-best) run b4-best --batch 4 --prompt 512 --gen 64 --kernels best --graphs on ;;
     b4-layered) run b4-layered --batch 4 --prompt 512 --gen 64 --kernels best --graphs on --persistent off ;;
     b1-nopdl) run b1-nopdl --batch 1 --prompt 512 --gen 64 --kernels best --graphs on --pdl off ;;
