@@ -40,12 +40,21 @@ std::map<std::string, StageWork> stage_work(const Qwen3Config& c, const PassShap
   return m;
 }
 
+double achieved_tflops(const StageTimes& st, int passes, const std::map<std::string, StageWork>& work) {
+  double best = 0;
+  for (const auto& [name, us] : st.us)
+    if (auto it = work.find(name); it != work.end() && it->second.flops > 0 && us > 0)
+      best = std::max(best, passes * it->second.flops / (us * 1e-6) / 1e12);
+  return best;
+}
+
 std::vector<StageRank> attribute(const StageTimes& st, double wall_ms, int passes,
                                  const std::map<std::string, StageWork>& work, double bandwidth_gbps,
                                  double tflops) {
   if (!(bandwidth_gbps > 0) || !(tflops > 0) || passes < 1)
     fail(ErrorCategory::kUsage, "attribute: bandwidth {} GB/s, {} TFLOP/s, {} passes: expected positive values",
          bandwidth_gbps, tflops, passes);
+  tflops = std::max(tflops, achieved_tflops(st, passes, work));
   std::vector<StageRank> out;
   double covered = 0;
   for (const auto& [name, us] : st.us) {

@@ -75,5 +75,27 @@ TEST(Attribution, HeadroomIsShareTimesDistanceFromTheFloor) {
   EXPECT_THROW(attribute(st, 10.0, 0, work, 1.0, 1.0), Error);
 }
 
+// A matrix ceiling below what a stage achieved is no ceiling: the fastest GEMM sets it, so the
+// slower GEMMs keep a headroom instead of every GEMM showing 0 against a probe that read low.
+TEST(Attribution, AMatrixCeilingBelowAStagesRateIsRaisedToIt) {
+  std::map<std::string, StageWork> work = {{"fast_gemm", {0, 4e9}}, {"slow_gemm", {0, 4e9}}, {"norm", {1e6, 0}}};
+  StageTimes st;
+  st.add("fast_gemm", 2000);  // 4e9 flops in 2 ms: 2 TFLOP/s
+  st.add("slow_gemm", 4000);  // 1 TFLOP/s
+  st.add("norm", 1000);
+  EXPECT_DOUBLE_EQ(achieved_tflops(st, 1, work), 2.0);
+  EXPECT_DOUBLE_EQ(achieved_tflops(st, 2, work), 4.0);  // per-pass work over two passes' time
+  EXPECT_DOUBLE_EQ(achieved_tflops(StageTimes{}, 1, work), 0.0);
+  std::map<std::string, StageRank> by;
+  for (const auto& x : attribute(st, 7.0, 1, work, 1.0, 0.5)) by[x.stage] = x;  // probe read 0.5 TFLOP/s
+  EXPECT_DOUBLE_EQ(by["fast_gemm"].floor_ms, 2.0);
+  EXPECT_DOUBLE_EQ(by["fast_gemm"].headroom, 0.0);
+  EXPECT_DOUBLE_EQ(by["slow_gemm"].floor_ms, 2.0);
+  EXPECT_DOUBLE_EQ(by["slow_gemm"].headroom, 4.0 / 7.0 * 0.5);
+  // a probe above every stage's rate stands
+  for (const auto& x : attribute(st, 7.0, 1, work, 1.0, 8.0)) by[x.stage] = x;
+  EXPECT_DOUBLE_EQ(by["fast_gemm"].floor_ms, 0.5);
+}
+
 }  // namespace
 }  // namespace thrive::model

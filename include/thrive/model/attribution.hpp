@@ -55,10 +55,17 @@ struct StageRank {
   double headroom = 0;       ///< share x (1 - floor / measured), clamped to [0, share]
 };
 
+/// The highest matrix rate, in TFLOP/s, that a stage of `st` (µs per stage over `passes` passes)
+/// achieved: passes x its flops (from `work`, per pass) over its time; 0 when no stage has flops.
+/// A matrix ceiling measured below it is no ceiling (a short probe on a busy machine, or a probe
+/// shape the GEMM code runs less well than the engine's): attribute() takes the larger of the two.
+double achieved_tflops(const StageTimes& st, int passes, const std::map<std::string, StageWork>& work);
+
 /// Ranks the stages of `st` (µs per stage over `passes` passes) by headroom, largest first, with
 /// floors from `work` (per pass) at `bandwidth_gbps` (GB/s, reads + writes: the measured copy
-/// ceiling) and `tflops` (the measured matrix rate). `wall_ms` is the passes' wall time; the
-/// time no stage covers is ranked as "host_other". Error(kUsage) for non-positive rates or passes.
+/// ceiling) and the matrix rate max(`tflops` (the measured one), achieved_tflops(...)). `wall_ms`
+/// is the passes' wall time; the time no stage covers is ranked as "host_other". Error(kUsage) for
+/// non-positive rates or passes.
 std::vector<StageRank> attribute(const StageTimes& st, double wall_ms, int passes,
                                  const std::map<std::string, StageWork>& work, double bandwidth_gbps,
                                  double tflops);
