@@ -373,7 +373,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
   if (confirmed.pairs > 0) record_kernel(*best, true, best->result.bench.time_us() * confirmed.speedup);
   result.eager_us = confirmed.eager_us;
   emit({.phase = "paired", .change = "best vs eager, interleaved",
-        .status = confirmed.pairs > 0 ? "passed" : "unpaired", .best_us = best->result.bench.time_us(),
+        .status = confirmed.pairs > 0 ? "passed" : "unpaired", .best_us = confirmed.best_us,
         .speedup = confirmed.speedup, .note = confirmed.note});
   result.best_us = confirmed.best_us;
   result.speedup = confirmed.speedup;

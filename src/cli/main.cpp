@@ -100,12 +100,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {  // one line, like every other error
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fflush(stdout);
-    // the help of the deepest command parsed before the error, which lists the flags it takes
+    // the help of the deepest command parsed before the error, which lists the flags it takes, or
+    // of the command above it that owns the flag the message names (`memory show --home` is
+    // `memory`'s flag, which `memory show --help` does not list)
+    std::vector<const CLI::App*> chain{&app};
+    while (!chain.back()->get_subcommands().empty()) chain.push_back(chain.back()->get_subcommands().front());
+    const std::string what = e.what();
+    const size_t dash = what.find("--");
+    const std::string flag = dash == std::string::npos ? "" : what.substr(dash, what.find_first_of(" =:,'\"", dash) - dash);
+    size_t owner = chain.size() - 1;
+    if (flag.size() > 2 && chain[owner]->get_option_no_throw(flag) == nullptr)
+      for (size_t i = owner; i-- > 1;)
+        if (chain[i]->get_option_no_throw(flag) != nullptr) {
+          owner = i;
+          break;
+        }
     std::string where;
-    for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
-      at = at->get_subcommands().front();
-      where += " " + at->get_name();
-    }
+    for (size_t i = 1; i <= owner; ++i) where += " " + chain[i]->get_name();
     fmt::print(stderr, "thrive: usage error: {} (thrive{} --help lists {})\n", thrive::cli::usage_message(e.what()),
                where, where.empty() ? "the commands and flags" : "its flags");
     return 2;

@@ -353,7 +353,11 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   const auto& op = ops::find_op("rmsnorm_residual");
   ops::ShapeCase shape = op.bench_shapes(cfg.model).back();
   std::vector<std::string> phases;
-  auto sink = [&](const agents::Progress& p) { phases.push_back(p.phase); };
+  double paired_best_us = -1;
+  auto sink = [&](const agents::Progress& p) {
+    phases.push_back(p.phase);
+    if (p.phase == "paired") paired_best_us = p.best_us;
+  };
 
   agents::Task task{op.name(), shape, 3, 1, store.begin_run("test", tools.device_key(), "search"), "test", 2.0};
   auto cold = agent.run(task, sink);
@@ -372,6 +376,8 @@ TEST(SearchAgent, ColdRunFindsAVerifiedKernelAndWarmRunStartsFromMemory) {
   EXPECT_NE(std::find(phases.begin(), phases.end(), "paired"), phases.end());
   // (the median of the pairs' ratios, so about the ratio of the paired medians)
   EXPECT_NEAR(cold.eager_us / cold.best_us, cold.speedup, 0.5 * cold.speedup);
+  // the paired line shows the paired time beside the paired speedup, as the task's result does
+  EXPECT_DOUBLE_EQ(paired_best_us, cold.best_us);
   EXPECT_NEAR(best->speedup, cold.speedup, 1e-9 * cold.speedup);
   EXPECT_NEAR(best->eager_us, best->time_us * cold.speedup, 1e-9 * best->eager_us);
 

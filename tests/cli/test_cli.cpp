@@ -332,6 +332,14 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
   EXPECT_EQ(doc["tokens"].size(), 2u);
   EXPECT_EQ(nlohmann::json::parse(read_file(prefix + ".tokens.json")), doc["tokens"]);
   EXPECT_EQ(read_file(prefix + ".logits.f32").size(), size_t(2 * 256 * 4));
+  // the headroom's work counts the prompts as they ran, not --prompt tokens each: a stage then
+  // never seems faster than the matrix ceiling by the ratio of the two
+  const auto one_token = test::write_text(files.path() + "/one.json", "[[5]]");
+  const auto short_run = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "2000",
+                                           "--gen", "2", "--prompts-file", one_token, "--json"}, env());
+  ASSERT_EQ(short_run.exit_code, 0) << short_run.err;
+  const auto ceil = nlohmann::json::parse(short_run.out)["ceilings"];
+  EXPECT_LT(ceil["matrix_tflops"].get<double>(), 20 * ceil["matrix_tflops_measured"].get<double>()) << ceil.dump();
   const auto too_long = test::write_text(files.path() + "/long.json", "[[1, 2, 3, 4], [5]]");
   const auto bad = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
                                      "--prompts-file", too_long},
@@ -829,9 +837,23 @@ TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("compile_failed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nope"), std::string::npos) << r.out;
-  // the compiler's lines name the user's file, not the name the backend compiled it under
+  // the compiler's lines name the user's file, not the name the backend compiled it under,
+  // include chains and --json's compile_log too
   EXPECT_NE(r.out.find("\n" + k + ":"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("kernel.cpp"), std::string::npos) << r.out;
+  const std::string chain = kernel_file(
+      "chain.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body(),
+                                     "#include <vector>\nstatic int g() { std::vector<int> v; v.push_back(std::vector<int>{}); return 0; }\n"));
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args = {"verify", "--op", "rmsnorm_residual", "--kernel", chain};
+    if (json) args.push_back("--json");
+    const auto c = test::run_thrive(args, small_env());
+    EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+    const std::string text = json ? nlohmann::json::parse(c.out)["compile_log"].get<std::string>() : c.out;
+    EXPECT_NE(text.find("from " + chain + ":"), std::string::npos) << text;
+    EXPECT_EQ(text.find("kernel.cpp"), std::string::npos) << text;
+    if (json) EXPECT_FALSE(nlohmann::json::parse(c.out).contains("verify")) << "a verification that never ran";
+  }
 }
 
 TEST_F(Cli, EnvMarkdownListsEveryVariable) {
@@ -1250,6 +1272,7 @@ TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
   for (const auto& [args, hint] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"e2e", "--model", home, "--bacth", "4"}, "thrive e2e --help lists its flags"},
            {{"memory", "show", "--bogus"}, "thrive memory show --help lists its flags"},
+           {{"memory", "show", "--home"}, "thrive memory --help lists its flags"},  // memory's flag, value missing
            {{"verify", "--op", "rmsnorm"}, "thrive verify --help lists its flags"}}) {
     const auto r = test::run_thrive(args, env());
     EXPECT_EQ(r.exit_code, 2) << r.err;

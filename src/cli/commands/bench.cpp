@@ -21,7 +21,7 @@ void bench_file(Context& ctx, const KernelFileFlags& f) {
   auto sub = tb.submit(loaded.kernel, loaded.shape, ctx.command_line);
   const auto& r = sub.result;
   if (f.json)
-    fmt::print("{}\n", result_json(r).dump(2));
+    fmt::print("{}\n", result_json(r, loaded.path).dump(2));
   else
     print_verdict(loaded, r);
   if (r.status != sandbox::Status::kPassed) {

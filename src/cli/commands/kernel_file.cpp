@@ -33,7 +33,8 @@ namespace {
 
 // The compiler names the source as the backend wrote it (the CPU backend's kernel.cpp, NVRTC's
 // candidate.cu; the log is cached under the source's hash, so it cannot carry the user's path):
-// here each line that starts with that name starts with the kernel file's path instead.
+// here that name, where it starts a line (after its indentation) or follows "from " in an include
+// chain, becomes the kernel file's path. Text elsewhere (a message quoting the name) is left.
 std::string log_naming(const std::string& log, const std::string& path) {
   std::string out;
   size_t at = 0;
@@ -41,11 +42,14 @@ std::string log_naming(const std::string& log, const std::string& path) {
     size_t end = log.find('\n', at);
     if (end == std::string::npos) end = log.size();
     std::string line = log.substr(at, end - at);
-    for (const std::string own : {"kernel.cpp:", "candidate.cu(", "candidate.cu:"})
-      if (line.rfind(own, 0) == 0) {
-        line.replace(0, own.size() - 1, path);
-        break;
-      }
+    size_t lead = line.find_first_not_of(" \t");
+    if (lead != std::string::npos && line.compare(lead, 5, "from ") == 0) lead += 5;
+    if (lead != std::string::npos)
+      for (const std::string own : {"kernel.cpp:", "candidate.cu(", "candidate.cu:"})
+        if (line.compare(lead, own.size(), own) == 0) {
+          line.replace(lead, own.size() - 1, path);
+          break;
+        }
     out += line;
     if (end < log.size()) out += '\n';
     at = end + 1;
@@ -55,8 +59,10 @@ std::string log_naming(const std::string& log, const std::string& path) {
 
 }  // namespace
 
-nlohmann::json result_json(const sandbox::EvalResult& r) {
+nlohmann::json result_json(const sandbox::EvalResult& r, const std::string& path) {
   nlohmann::json j = r;
+  j["compile_log"] = log_naming(r.compile_log, path);
+  if (r.verify.cases.empty()) j.erase("verify");
   if (r.bench.reps == 0) j.erase("bench");
   if (r.paired.pairs == 0) j.erase("paired");
   if (r.post_verify.cases.empty()) j.erase("post_verify");

@@ -27,9 +27,11 @@ void add_kernel_file_flags(CLI::App& cmd, KernelFileFlags& f);
 /// or malformed file or one whose `@thrive op` differs from --op.
 LoadedKernel load_kernel_file(Context& ctx, const KernelFileFlags& f);
 void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r);
-/// `r` as --json prints it: sandbox::EvalResult's JSON without the sections of steps that did not
-/// run (`bench` when it timed no repetition, `paired` with no pairs, `post_verify` with no case),
-/// so an absent key means "not measured" rather than a measured zero.
-nlohmann::json result_json(const sandbox::EvalResult& r);
+/// `r` as --json prints it: sandbox::EvalResult's JSON without the sections of steps that gave no
+/// result (`verify` or `post_verify` with no case, `bench` with no timed repetition, `paired` with
+/// no pair), so an absent key means "no figure" (the step did not run, or failed: `status` and
+/// `detail` say which) rather than a measured zero; `compile_log` names the kernel file `path`.
+/// `bench --kernel` never pairs, so its JSON has no `paired`.
+nlohmann::json result_json(const sandbox::EvalResult& r, const std::string& path);
 
 }  // namespace thrive::cli

@@ -138,13 +138,20 @@ struct E2eResult {
   nlohmann::json extra = nlohmann::json::object();
 };
 
-// The pass shapes of a run: prefill over batch x prompt tokens (causal), decode steps whose
-// mean context is `mean_ctx`.
-void set_passes(E2eResult& r, const E2eFlags& f, double mean_ctx, int decode_steps) {
-  const int64_t B = f.batch, P = f.prompt;
-  r.prefill_pass = {B * P, B * P * (P + 1) / 2, 0, B};
-  const int64_t ctx = int64_t(mean_ctx + 0.5);
-  r.decode_pass = {B, B * ctx, B * ctx, B};
+// The pass shapes of a run, from the prompts as they ran (a --prompts-file's may be shorter than
+// --prompt; padding is not work a pass must do): prefill over each prompt's tokens (causal), and
+// decode steps at each sequence's prompt plus `generated` positions on average.
+void set_passes(E2eResult& r, const std::vector<std::vector<int32_t>>& prompts, double generated, int decode_steps) {
+  const int64_t B = int64_t(prompts.size());
+  int64_t tokens = 0, attended = 0;
+  for (const auto& p : prompts) {
+    const int64_t P = int64_t(p.size());
+    tokens += P;
+    attended += P * (P + 1) / 2;
+  }
+  r.prefill_pass = {tokens, attended, 0, B};
+  const int64_t ctx = tokens + int64_t(double(B) * generated + 0.5);
+  r.decode_pass = {B, ctx, ctx, B};
   r.decode_profiled_steps = decode_steps;
 }
 
@@ -241,9 +248,10 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
     }
     r.load_ms = ms_since(t);
   }
+  const auto prompts = random_prompts(f, cfg.vocab);
   model::SystemProfile p;
   try {
-    p = model::profile_cpu(cfg, std::move(weights), random_prompts(f, cfg.vocab), f.gen, {});
+    p = model::profile_cpu(cfg, std::move(weights), prompts, f.gen, {});
   } catch (const std::bad_alloc&) {
     fail(ErrorCategory::kBackend, "out of host memory running the CPU engine at batch {} x context {} (float32 KV cache "
          "{:.3g} GB, weights {:.3g} GB, and activations)", f.batch, context,
@@ -257,7 +265,7 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   r.decode_ms = r.decode_profiled_ms = p.decode_ms;
   r.decode_steps = p.decode_steps;
   r.decode_stages = p.decode_stages;
-  set_passes(r, f, double(f.prompt) + double(r.decode_steps) / 2.0, r.decode_steps);
+  set_passes(r, prompts, double(r.decode_steps) / 2.0, r.decode_steps);
   r.tflops = model::cpu_gemm_gflops() / 1e3;
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -455,7 +463,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
     next = row;
     keep();
   }
-  set_passes(r, f, double(f.prompt) + first + (profiled + 1) / 2.0, profiled);
+  set_passes(r, prompts, first + (profiled + 1) / 2.0, profiled);
   r.tflops = engine.measure_gemm_tflops();
   if (r.decode_steps == 0) {  // too few steps for a separate measurement: the profiled ones
     r.decode_steps = profiled;

@@ -17,7 +17,7 @@ void register_verify(CLI::App& app, Context& ctx) {
     auto loaded = load_kernel_file(ctx, f);
     auto r = ctx.toolbox().verify(loaded.kernel, loaded.shape);
     if (f.json)
-      fmt::print("{}\n", result_json(r).dump(2));
+      fmt::print("{}\n", result_json(r, loaded.path).dump(2));
     else
       print_verdict(loaded, r);
     if (r.status != sandbox::Status::kPassed) ctx.exit_code = 1;
