@@ -817,6 +817,14 @@ TEST_F(Cli, BenchOfAFileOnTheCpuNamesSingleCallsAndBatches) {
   EXPECT_NE(r.out.find("the figure THRIVE ranks by"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("launched"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("graph"), std::string::npos) << r.out;
+  // --json carries what the text's last line says: the eager time, the speedup, a new best or not
+  const auto j = test::run_thrive({"bench", "--op", "rmsnorm_residual", "--kernel", k, "--json"}, small_env());
+  ASSERT_EQ(j.exit_code, 0) << j.out << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_GT(doc.at("eager_us").get<double>(), 0.0);
+  EXPECT_NEAR(doc.at("speedup").get<double>(), doc["eager_us"].get<double>() / doc.at("bench").at("graph_us").get<double>(),
+              1e-9 * doc["speedup"].get<double>());
+  EXPECT_TRUE(doc.at("new_best").is_boolean());
 }
 
 // verify --json carries what ran: the verification, and no benchmark or paired section of zeros

@@ -627,7 +627,11 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
                                      : std::string());
   for (const char* phase : {"prefill_headroom", "decode_headroom"}) {
     if (r.decode_steps == 0 && std::string_view(phase) == "decode_headroom") continue;  // no step ran: nothing to rank
-    fmt::print("{:<18} {:>10} {:>7} {:>10} {:>8} {:>9}\n", phase, "ms", "share", "floor ms", "bound", "headroom");
+    // decode's times are the profiled steps' sum, the floors those steps' too
+    const std::string sums = std::string_view(phase) == "decode_headroom" && r.decode_profiled_steps > 1
+                                 ? fmt::format("  (ms: sums over the {} profiled steps)", r.decode_profiled_steps)
+                                 : std::string();
+    fmt::print("{:<18} {:>10} {:>7} {:>10} {:>8} {:>9}{}\n", phase, "ms", "share", "floor ms", "bound", "headroom", sums);
     for (const auto& row : doc[phase])
       fmt::print("  {:<16} {:>10.3f} {:>6.1f}% {:>10.3f} {:>8} {:>8.1f}%\n", row["stage"].get<std::string>(),
                  row["ms"].get<double>(), 100.0 * row["share"].get<double>(), row["floor_ms"].get<double>(),
