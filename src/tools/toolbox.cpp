@@ -27,16 +27,22 @@ backend::KernelSource template_source(const std::string& backend, const std::str
   return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
 }
 
-void seed_builtin_cards(memory::Store& store, const std::string& backend) {
+std::map<std::string, double> seed_builtin_cards(memory::Store& store, const std::string& backend) {
+  std::map<std::string, double> priors;
   const std::string path = backend + "/cards.json";
   auto paths = backend::embedded_paths(path);
-  if (paths.empty()) return;
+  if (paths.empty()) return priors;
   auto doc = nlohmann::json::parse(backend::embedded_file(path));
   for (const auto& c : doc) {
     auto card = c.get<memory::StrategyCard>();
     card.origin = "builtin";
+    const double prior = c.value("prior_failures", 0.0);
+    if (!(prior >= 0 && prior <= 100))
+      fail(ErrorCategory::kInternal, "kernels/{}: card {}: prior_failures {}: expected 0 to 100", path, card.id, prior);
+    if (prior > 0) priors[card.id] = prior;
     store.add_card(card);
   }
+  return priors;
 }
 
 Toolbox::Toolbox(const config::Config& cfg, memory::Store& store, const std::string& backend_name)
@@ -58,7 +64,12 @@ Toolbox::Toolbox(const config::Config& cfg, memory::Store& store, const std::str
   device_ = *info;
   device_key_ = device_.value("key", "");
   arch_ = device_.value("arch", "");
-  seed_builtin_cards(store_, backend_name_);
+  card_prior_failures_ = seed_builtin_cards(store_, backend_name_);
+}
+
+double Toolbox::card_prior_failures(const std::string& card_id) const {
+  const auto it = card_prior_failures_.find(card_id);
+  return it == card_prior_failures_.end() ? 0.0 : it->second;
 }
 
 std::optional<memory::KernelRecord> Toolbox::best_or_nearest(const ops::Op& op, const ops::ShapeCase& shape) {

@@ -66,6 +66,38 @@ TEST_F(RankCards, EvidenceOrdersCardsAndFiltersInapplicableOnes) {
   EXPECT_EQ(ranked[1], "t_vec8");
 }
 
+// On an empty memory the builtin cards their author marked risky (prior_failures in cards.json:
+// exps and rsqrts that break tolerances) rank below every untried safe card, and evidence of
+// success lifts them again.
+TEST_F(RankCards, RiskyBuiltinCardsRankLastUntilEvidenceSaysOtherwise) {
+  if (backend::embedded_paths("cpu/cards.json").empty()) GTEST_SKIP() << "cpu cards not embedded";
+  EXPECT_EQ(tools.card_prior_failures("poly1_exp"), 4.0);
+  EXPECT_EQ(tools.card_prior_failures("poly_exp"), 0.0);
+  EXPECT_EQ(tools.card_prior_failures("no_such_card"), 0.0);
+  const auto& softmax = ops::find_op("softmax");
+  const auto sm = tools.op_template("softmax");
+  auto order = [&] {
+    std::vector<std::string> out;
+    for (const auto& r : agent.rank_cards(softmax, "T=16", sm, sm.defaults(), "compute", {})) out.push_back(r.card.id);
+    return out;
+  };
+  auto ranked = order();
+  const auto at = [&](const std::string& id) {
+    return size_t(std::find(ranked.begin(), ranked.end(), id) - ranked.begin());
+  };
+  ASSERT_LT(at("poly_exp"), ranked.size());
+  ASSERT_LT(at("poly1_exp"), ranked.size());
+  ASSERT_LT(at("poly3_exp"), ranked.size());
+  for (const auto& id : ranked)
+    if (tools.card_prior_failures(id) == 0) {
+      EXPECT_LT(at(id), at("poly3_exp")) << id;
+      EXPECT_LT(at(id), at("poly1_exp")) << id;
+    }
+  for (int i = 0; i < 6; ++i) store.record_card_outcome("poly3_exp", "softmax", "T=16", "cpu", true, 1.5);
+  ranked = order();
+  EXPECT_EQ(ranked.front(), "poly3_exp");
+}
+
 TEST_F(RankCards, TriedChangesAreSkipped) {
   store.add_card(card("t_vec8", "VEC", "8"));
   store.add_card(card("t_unroll", "UNROLL", "2"));

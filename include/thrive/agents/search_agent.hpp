@@ -8,8 +8,9 @@
 //   traffic, memory) from achieved vs peak bandwidth, time and parallelism.
 // - Optimizer: ranks the applicable strategy cards — score = (bottleneck match ? 1.5 : 1)
 //   x success rate x expected log-gain + exploration bonus, evidence weighted by
-//   similarity (same op and shape 1.0, same op 0.7, same trait 0.5, any op 0.25) —
-//   skips changes the trajectory already tried, applies exactly ONE card per round.
+//   similarity (same op and shape 1.0, same op 0.7, same trait 0.5, any op 0.25), a builtin
+//   card's prior_failures (cards.json) counted as failures — skips changes the trajectory
+//   already tried, applies exactly ONE card per round.
 // - Repairer: a failed change is backed out (the parent stays best) and the card is
 //   charged a failure; a failed recall falls back to the template defaults, and failed
 //   defaults to the three best-ranked single changes from them, one at a time.

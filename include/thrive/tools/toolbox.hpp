@@ -78,6 +78,11 @@ class Toolbox {
   const std::string& backend_name() const { return backend_name_; }
   const std::string& device_key() const { return device_key_; }
   const nlohmann::json& device() const { return device_; }
+  /// A builtin card's `prior_failures` in kernels/<backend>/cards.json: failures its author
+  /// expects before any evidence (a change known to break tolerances: 2-4), which the search
+  /// agent adds to the card's failure count so an untried risky card ranks below an untried
+  /// safe one; evidence then outweighs it. 0 for any other card (learned, imported, unknown id).
+  double card_prior_failures(const std::string& card_id) const;
 
   /// Op contract as JSON: formula, tensors (ABI order), dims, scalars, shapes,
   /// bytes/flops per shape, tolerances, template parameters and the ABI text (op_spec with this
@@ -187,6 +192,7 @@ class Toolbox {
   config::Config cfg_;
   memory::Store& store_;
   std::string backend_name_;
+  std::map<std::string, double> card_prior_failures_;  ///< builtin cards' prior_failures, by id
   std::string device_key_;
   std::string arch_;
   nlohmann::json device_;
@@ -217,7 +223,9 @@ nlohmann::json ops_catalog(const config::ModelDims& model);
 nlohmann::json leaderboard_json(memory::Store& store, const std::string& device_key = "",
                                 const std::string& op = "");
 
-/// Loads kernels/<backend>/cards.json into memory as builtin cards (idempotent).
-void seed_builtin_cards(memory::Store& store, const std::string& backend);
+/// Loads kernels/<backend>/cards.json into memory as builtin cards (idempotent: a card already
+/// stored is kept) and returns their `prior_failures` by id (cards with none left out).
+/// Error(kInternal) for a prior outside 0-100 (the file is THRIVE's own, embedded at build time).
+std::map<std::string, double> seed_builtin_cards(memory::Store& store, const std::string& backend);
 
 }  // namespace thrive::tools
