@@ -97,14 +97,18 @@ void register_optimize(CLI::App& app, Context& ctx) {
     auto& store = ctx.store();
     for (const auto* op : targets) (void)tb.shapes_for(*op, f.shape);  // a bad --shape fails before any measuring
     const double peak = tb.peak_bandwidth_gbps();
-    fmt::print("THRIVE optimize: device {} ({} cores, LLC {} MiB), agent {}, {} rounds x {} pass(es)\n",
+    // "1 round", "2 rounds": a count with its noun
+    const auto counted = [](int64_t n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); };
+    fmt::print("THRIVE optimize: device {} ({} cores, LLC {} MiB), agent {}, {} x {}\n",
                tb.device_key(), tb.device().value("compute_units", 0),
-               tb.device().value("cache_bytes", int64_t{0}) >> 20, cfg.agent, cfg.rounds, cfg.passes);
+               tb.device().value("cache_bytes", int64_t{0}) >> 20, cfg.agent, counted(cfg.rounds, "round", "rounds"),
+               counted(cfg.passes, "pass", "passes"));
     fmt::print("Bandwidth ceiling: {:.1f} GB/s ({}; copy kernel, reads + writes, DRAM-sized buffers)\n",
                peak, cfg.peak_bw_gbps > 0 ? "THRIVE_PEAK_BW_GBPS" : "measured, cached in memory");
     print_busy_cpu_note(tb);
-    fmt::print("Memory: {} ({} best kernels, {} cards)\n\n", store.path(),
-               store.summary()["best_entries"].get<int64_t>(), store.cards(tb.backend_name()).size());
+    fmt::print("Memory: {} ({}, {})\n\n", store.path(),
+               counted(store.summary()["best_entries"].get<int64_t>(), "best kernel", "best kernels"),
+               counted(int64_t(store.cards(tb.backend_name()).size()), "card", "cards"));
 
     const int64_t run_id = store.begin_run(ctx.command_line, tb.device_key(), agent.name());
     const auto start = std::chrono::steady_clock::now();
