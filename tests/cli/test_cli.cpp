@@ -192,6 +192,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"e2e_dump_is_a_folder", {"e2e", "--model", "/nonexistent", "--dump", "/tmp/"}, {}, 2, "/tmp/"},
         BadInvocation{"e2e_empty_prompts_file", {"e2e", "--model", "/nonexistent", "--prompts-file", ""}, {}, 2,
                       "--prompts-file"},
+        // the flag at fault alone, not the defaults of the others
+        BadInvocation{"e2e_zero_batch", {"e2e", "--model", "/nonexistent", "--batch", "0"}, {}, 2,
+                      "usage error: --batch 0: expected at least 1 sequence\n"},
+        BadInvocation{"system_one_token", {"optimize", "--system", "--model", "/nonexistent", "--gen", "1"}, {}, 2,
+                      "usage error: --gen 1: expected at least 2 generated tokens"},
         BadInvocation{"demo_empty_shape", {"demo", "--op", "softmax", "--shape", ""}, {"THRIVE_CXX=false"}, 2, "--shape"},
         BadInvocation{"missing_kernel_file",
                       {"verify", "--op", "softmax", "--kernel", "/nonexistent/k.cpp"}, {}, 3,

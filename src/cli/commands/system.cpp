@@ -286,9 +286,9 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
     fail(ErrorCategory::kUsage, "--r-t {} --a-t {}: expected finite numbers >= 0", o.r_t, o.a_t);
   o.budget = f.budget;
   o.batch = f.batch, o.prompt = f.prompt, o.gen = f.gen;
-  if (o.batch < 1 || o.prompt < 1 || o.gen < 2)
-    fail(ErrorCategory::kUsage, "--batch {} --prompt {} --gen {}: expected batch >= 1, prompt >= 1, gen >= 2", o.batch,
-         o.prompt, o.gen);
+  if (o.batch < 1) fail(ErrorCategory::kUsage, "--batch {}: expected at least 1 sequence", o.batch);
+  if (o.prompt < 1) fail(ErrorCategory::kUsage, "--prompt {}: expected at least 1 prompt token", o.prompt);
+  if (o.gen < 2) fail(ErrorCategory::kUsage, "--gen {}: expected at least 2 generated tokens (one decode step)", o.gen);
   auto& cfg = ctx.config();
   const std::string device = backend::resolve_backend_name(cfg.device);
   cfg.device = device;
