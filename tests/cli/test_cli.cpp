@@ -841,7 +841,8 @@ TEST_F(Cli, VerifyJsonHasNoSectionsForStepsThatDidNotRun) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("status"), "passed");
   EXPECT_FALSE(j.at("verify").at("cases").empty());
-  for (const char* absent : {"bench", "paired", "post_verify"}) EXPECT_FALSE(j.contains(absent)) << absent;
+  for (const char* absent : {"bench", "paired", "post_verify", "occupancy", "registers_per_thread"})
+    EXPECT_FALSE(j.contains(absent)) << absent;
 }
 
 TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 #include "thrive/core/error.hpp"
@@ -63,6 +64,9 @@ nlohmann::json result_json(const sandbox::EvalResult& r, const std::string& path
   nlohmann::json j = r;
   j["compile_log"] = log_naming(r.compile_log, path);
   if (r.verify.cases.empty()) j.erase("verify");
+  if (r.device_key.rfind("cpu", 0) == 0)  // compiler and launch statistics that only a CUDA kernel has
+    for (const char* cuda_only : {"registers_per_thread", "spilled_bytes", "static_smem_bytes", "dynamic_smem_bytes", "occupancy"})
+      j.erase(cuda_only);
   if (r.bench.reps == 0) j.erase("bench");
   if (r.paired.pairs == 0) j.erase("paired");
   if (r.post_verify.cases.empty()) j.erase("post_verify");
@@ -71,7 +75,10 @@ nlohmann::json result_json(const sandbox::EvalResult& r, const std::string& path
 
 void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
   fmt::print("{} ({} at {}): {}\n", k.path, k.kernel.op, k.shape.label, sandbox::status_name(r.status));
-  if (!r.detail.empty()) fmt::print("  {}\n", r.detail);
+  // (a failed case's text is the detail itself: its case line below says it once)
+  const bool detail_is_a_case = std::any_of(r.verify.cases.begin(), r.verify.cases.end(),
+                                            [&](const auto& c) { return !c.passed && c.failure == r.detail; });
+  if (!r.detail.empty() && !detail_is_a_case) fmt::print("  {}\n", r.detail);
   if (r.status == sandbox::Status::kCompileFailed) fmt::print("compiler output:\n{}\n", log_naming(r.compile_log, k.path));
   for (const auto& c : r.verify.cases)
     fmt::print("  case {:<24} {:<12} {}\n", c.shape_label, c.distribution,

@@ -31,7 +31,8 @@ void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r);
 /// result (`verify` or `post_verify` with no case, `bench` with no timed repetition, `paired` with
 /// no pair), so an absent key means "no figure" (the step did not run, or failed: `status` and
 /// `detail` say which) rather than a measured zero; `compile_log` names the kernel file `path`.
-/// `bench --kernel` never pairs, so its JSON has no `paired`.
+/// `bench --kernel` never pairs, so its JSON has no `paired`. On the CPU the CUDA-only statistics
+/// (registers_per_thread, spilled_bytes, static/dynamic_smem_bytes, occupancy) are left out.
 nlohmann::json result_json(const sandbox::EvalResult& r, const std::string& path);
 
 }  // namespace thrive::cli
