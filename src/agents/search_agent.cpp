@@ -352,7 +352,7 @@ TaskResult SearchAgent::run(const Task& task, const ProgressSink& progress) {
           .change = pick.card.title + " [" + change + "]", .status = sandbox::status_name(r.status),
           .time_us = passed ? r.bench.time_us() : 0, .best_us = best->result.bench.time_us(),
           .speedup = speedup_of(*best),
-          .note = passed ? verdict : verdict + ": " + r.detail.substr(0, 160)});
+          .note = passed ? verdict : verdict + ": " + r.detail.substr(0, 400)});
     if (result.round_reached_target < 0 && speedup_of(*best) >= task.target_speedup) {
       result.round_reached_target = round;
       result.seconds_to_target = since_start();
