@@ -79,9 +79,8 @@ std::vector<SearchAgent::Ranked> SearchAgent::rank_cards(
       f += w * e.failures;
       lg += w * e.sum_log_gain;
     }
-    // a builtin card its author marked risky starts with that many failures (only while the card
-    // is still the builtin one: a learned or imported card of the same id has its own record)
-    if (card.origin == "builtin") f += tools_.card_prior_failures(card.id);
+    // a builtin change its author marked risky starts with that many failures
+    f += tools_.card_prior_failures(card);
     const double n = s + f;
     r.success_rate = (s + 1.0) / (n + 2.0);
     r.expected_log_gain = (lg + weights_.prior_log_gain) / (n + 1.0);

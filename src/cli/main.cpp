@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     const std::string flag = dash == std::string::npos ? "" : what.substr(dash, what.find_first_of(" =:,'\"", dash) - dash);
     size_t owner = chain.size() - 1;
     if (flag.size() > 2 && chain[owner]->get_option_no_throw(flag) == nullptr)
-      for (size_t i = owner; i-- > 1;)
+      for (size_t i = owner; i-- > 0;)  // up to thrive itself (--version, --home before the command)
         if (chain[i]->get_option_no_throw(flag) != nullptr) {
           owner = i;
           break;

@@ -27,8 +27,9 @@ backend::KernelSource template_source(const std::string& backend, const std::str
   return backend::KernelSource::parse(backend::embedded_file(path), "kernels/" + path);
 }
 
-std::map<std::string, double> seed_builtin_cards(memory::Store& store, const std::string& backend) {
-  std::map<std::string, double> priors;
+std::map<std::string, std::pair<nlohmann::json, double>> seed_builtin_cards(memory::Store& store,
+                                                                           const std::string& backend) {
+  std::map<std::string, std::pair<nlohmann::json, double>> priors;
   const std::string path = backend + "/cards.json";
   auto paths = backend::embedded_paths(path);
   if (paths.empty()) return priors;
@@ -39,7 +40,7 @@ std::map<std::string, double> seed_builtin_cards(memory::Store& store, const std
     const double prior = c.value("prior_failures", 0.0);
     if (!(prior >= 0 && prior <= 100))
       fail(ErrorCategory::kInternal, "kernels/{}: card {}: prior_failures {}: expected 0 to 100", path, card.id, prior);
-    if (prior > 0) priors[card.id] = prior;
+    if (prior > 0) priors[card.id] = {card.set, prior};
     store.add_card(card);
   }
   return priors;
@@ -67,9 +68,9 @@ Toolbox::Toolbox(const config::Config& cfg, memory::Store& store, const std::str
   card_prior_failures_ = seed_builtin_cards(store_, backend_name_);
 }
 
-double Toolbox::card_prior_failures(const std::string& card_id) const {
-  const auto it = card_prior_failures_.find(card_id);
-  return it == card_prior_failures_.end() ? 0.0 : it->second;
+double Toolbox::card_prior_failures(const memory::StrategyCard& card) const {
+  const auto it = card_prior_failures_.find(card.id);
+  return it == card_prior_failures_.end() || it->second.first != card.set ? 0.0 : it->second.second;
 }
 
 std::optional<memory::KernelRecord> Toolbox::best_or_nearest(const ops::Op& op, const ops::ShapeCase& shape) {

@@ -71,9 +71,21 @@ TEST_F(RankCards, EvidenceOrdersCardsAndFiltersInapplicableOnes) {
 // success lifts them again.
 TEST_F(RankCards, RiskyBuiltinCardsRankLastUntilEvidenceSaysOtherwise) {
   if (backend::embedded_paths("cpu/cards.json").empty()) GTEST_SKIP() << "cpu cards not embedded";
-  EXPECT_EQ(tools.card_prior_failures("poly1_exp"), 4.0);
-  EXPECT_EQ(tools.card_prior_failures("poly_exp"), 0.0);
-  EXPECT_EQ(tools.card_prior_failures("no_such_card"), 0.0);
+  const auto stored = [&](const std::string& id) {
+    for (const auto& c : store.cards("cpu"))
+      if (c.id == id) return c;
+    ADD_FAILURE() << id << " not in memory";
+    return memory::StrategyCard{};
+  };
+  EXPECT_EQ(tools.card_prior_failures(stored("poly1_exp")), 4.0);
+  EXPECT_EQ(tools.card_prior_failures(stored("poly_exp")), 0.0);
+  EXPECT_EQ(tools.card_prior_failures(card("no_such_card", "EXP", "poly1")), 0.0);
+  // the prior follows the change: the same id and set from an import has it, another set not
+  auto imported = stored("poly1_exp");
+  imported.origin = "imported";
+  EXPECT_EQ(tools.card_prior_failures(imported), 4.0);
+  imported.set = {{"EXP", "poly"}};
+  EXPECT_EQ(tools.card_prior_failures(imported), 0.0);
   const auto& softmax = ops::find_op("softmax");
   const auto sm = tools.op_template("softmax");
   auto order = [&] {
@@ -89,7 +101,7 @@ TEST_F(RankCards, RiskyBuiltinCardsRankLastUntilEvidenceSaysOtherwise) {
   ASSERT_LT(at("poly1_exp"), ranked.size());
   ASSERT_LT(at("poly3_exp"), ranked.size());
   for (const auto& id : ranked)
-    if (tools.card_prior_failures(id) == 0) {
+    if (tools.card_prior_failures(stored(id)) == 0) {
       EXPECT_LT(at(id), at("poly3_exp")) << id;
       EXPECT_LT(at(id), at("poly1_exp")) << id;
     }

@@ -865,9 +865,18 @@ TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {
     EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
     const std::string text = json ? nlohmann::json::parse(c.out)["compile_log"].get<std::string>() : c.out;
     EXPECT_NE(text.find("from " + chain + ":"), std::string::npos) << text;
+    EXPECT_EQ(text.find("from kernel.cpp"), std::string::npos) << text;
     EXPECT_EQ(text.find("kernel.cpp"), std::string::npos) << text;
     if (json) EXPECT_FALSE(nlohmann::json::parse(c.out).contains("verify")) << "a verification that never ran";
   }
+  // a chain's first line names the kernel when it includes the header directly
+  const std::string direct = kernel_file("direct.cpp",
+                                         "// @thrive op: rmsnorm_residual\n// @thrive backend: cpu\n// @thrive entry: k\n"
+                                         "#define uint16_t 1\n#include \"thrive_cpu.h\"\n");
+  const auto d = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", direct}, small_env());
+  EXPECT_EQ(d.exit_code, 1) << d.out << d.err;
+  EXPECT_NE(d.out.find("In file included from " + direct + ":5"), std::string::npos) << d.out;
+  EXPECT_EQ(d.out.find("kernel.cpp"), std::string::npos) << d.out;
 }
 
 TEST_F(Cli, EnvMarkdownListsEveryVariable) {

@@ -81,8 +81,10 @@ class Toolbox {
   /// A builtin card's `prior_failures` in kernels/<backend>/cards.json: failures its author
   /// expects before any evidence (a change known to break tolerances: 2-4), which the search
   /// agent adds to the card's failure count so an untried risky card ranks below an untried
-  /// safe one; evidence then outweighs it. 0 for any other card (learned, imported, unknown id).
-  double card_prior_failures(const std::string& card_id) const;
+  /// safe one; evidence then outweighs it. It follows the change, not the origin: `card` gets it
+  /// when its id and `set` are the embedded card's (however it reached memory: seeded, or
+  /// imported before the first seeding); 0 for any other card.
+  double card_prior_failures(const memory::StrategyCard& card) const;
 
   /// Op contract as JSON: formula, tensors (ABI order), dims, scalars, shapes,
   /// bytes/flops per shape, tolerances, template parameters and the ABI text (op_spec with this
@@ -192,7 +194,8 @@ class Toolbox {
   config::Config cfg_;
   memory::Store& store_;
   std::string backend_name_;
-  std::map<std::string, double> card_prior_failures_;  ///< builtin cards' prior_failures, by id
+  /// builtin cards' prior_failures, by id, with the `set` they were declared for
+  std::map<std::string, std::pair<nlohmann::json, double>> card_prior_failures_;
   std::string device_key_;
   std::string arch_;
   nlohmann::json device_;
@@ -224,8 +227,10 @@ nlohmann::json leaderboard_json(memory::Store& store, const std::string& device_
                                 const std::string& op = "");
 
 /// Loads kernels/<backend>/cards.json into memory as builtin cards (idempotent: a card already
-/// stored is kept) and returns their `prior_failures` by id (cards with none left out).
-/// Error(kInternal) for a prior outside 0-100 (the file is THRIVE's own, embedded at build time).
-std::map<std::string, double> seed_builtin_cards(memory::Store& store, const std::string& backend);
+/// stored is kept) and returns their `prior_failures` by id with each card's `set` (cards with
+/// none left out). Error(kInternal) for a prior outside 0-100 (the file is THRIVE's own,
+/// embedded at build time).
+std::map<std::string, std::pair<nlohmann::json, double>> seed_builtin_cards(memory::Store& store,
+                                                                           const std::string& backend);
 
 }  // namespace thrive::tools

@@ -34,8 +34,8 @@ namespace {
 
 // The compiler names the source as the backend wrote it (the CPU backend's kernel.cpp, NVRTC's
 // candidate.cu; the log is cached under the source's hash, so it cannot carry the user's path):
-// here that name, where it starts a line (after its indentation) or follows "from " in an include
-// chain, becomes the kernel file's path. Text elsewhere (a message quoting the name) is left.
+// here that name, where it starts a line (after its indentation) or follows "In file included
+// from " or "from " in an include chain, becomes the kernel file's path. Text elsewhere (a message quoting the name) is left.
 std::string log_naming(const std::string& log, const std::string& path) {
   std::string out;
   size_t at = 0;
@@ -44,7 +44,11 @@ std::string log_naming(const std::string& log, const std::string& path) {
     if (end == std::string::npos) end = log.size();
     std::string line = log.substr(at, end - at);
     size_t lead = line.find_first_not_of(" \t");
-    if (lead != std::string::npos && line.compare(lead, 5, "from ") == 0) lead += 5;
+    for (const std::string chain : {"In file included from ", "from "})
+      if (lead != std::string::npos && line.compare(lead, chain.size(), chain) == 0) {
+        lead += chain.size();
+        break;
+      }
     if (lead != std::string::npos)
       for (const std::string own : {"kernel.cpp:", "candidate.cu(", "candidate.cu:"})
         if (line.compare(lead, own.size(), own) == 0) {
