@@ -156,11 +156,10 @@ void set_passes(E2eResult& r, const std::vector<std::vector<int32_t>>& prompts, 
 }
 
 // Headroom ranking of one phase (model/attribution.hpp) as JSON rows.
-nlohmann::json ranking(const E2eResult& r, const model::Qwen3Config& cfg, const model::StageTimes& st, double wall_ms,
-                       const model::PassShape& pass, int passes) {
+nlohmann::json ranking(const E2eResult& r, const model::StageTimes& st, double wall_ms,
+                       const std::map<std::string, model::StageWork>& work, int passes) {
   nlohmann::json rows = nlohmann::json::array();
   if (passes < 1 || r.bandwidth_gbps <= 0 || r.tflops <= 0) return rows;
-  const auto work = model::stage_work(cfg, pass, r.act_bytes, r.weight_bytes);
   for (const auto& x : model::attribute(st, wall_ms, passes, work, r.bandwidth_gbps, r.tflops))
     rows.push_back({{"stage", x.stage}, {"ms", x.ms}, {"share", x.share}, {"floor_ms", x.floor_ms},
                     {"bound", x.bound}, {"headroom", x.headroom}});
@@ -531,23 +530,19 @@ void dump(const E2eFlags& f, const E2eResult& r) {
   write_file_atomic(f.dump + ".tokens.json", nlohmann::json(r.tokens).dump());
 }
 
-// The matrix rate floors are computed at: the measured one, or the fastest rate a stage of either
-// phase achieved where that is higher (model::achieved_tflops: a ceiling a stage beats is none).
-double matrix_ceiling_tflops(const E2eResult& r, const model::Qwen3Config& cfg) {
-  double achieved = 0;
-  if (r.bandwidth_gbps > 0 && r.tflops > 0) {
-    achieved = model::achieved_tflops(r.prefill_stages, 1, model::stage_work(cfg, r.prefill_pass, r.act_bytes, r.weight_bytes));
-    if (r.decode_profiled_steps > 0)
-      achieved = std::max(achieved, model::achieved_tflops(r.decode_stages, r.decode_profiled_steps,
-                                                           model::stage_work(cfg, r.decode_pass, r.act_bytes, r.weight_bytes)));
-  }
-  return std::max(r.tflops, achieved);
-}
-
 void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
   if (!f.dump.empty()) dump(f, r);
+  // Each phase's minimum work, for its headroom ranking; the matrix rate floors are computed at is
+  // the measured one, or the fastest rate a stage of either phase achieved where that is higher
+  // (model::achieved_tflops: a ceiling a stage beats is none), one rate for the whole run.
+  const auto prefill_work = model::stage_work(cfg, r.prefill_pass, r.act_bytes, r.weight_bytes);
+  const auto decode_work = model::stage_work(cfg, r.decode_pass, r.act_bytes, r.weight_bytes);
   const double probe_tflops = r.tflops;
-  r.tflops = matrix_ceiling_tflops(r, cfg);
+  if (r.bandwidth_gbps > 0 && r.tflops > 0) {
+    r.tflops = std::max(r.tflops, model::achieved_tflops(r.prefill_stages, 1, prefill_work));
+    if (r.decode_profiled_steps > 0)
+      r.tflops = std::max(r.tflops, model::achieved_tflops(r.decode_stages, r.decode_profiled_steps, decode_work));
+  }
   const double steps = r.decode_steps;
   nlohmann::json doc = {
       {"model", f.model}, {"device", r.device}, {"precision", r.precision}, {"parameters", cfg.parameters()},
@@ -562,8 +557,8 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
       {"decode_stages", breakdown(r.decode_stages, r.decode_profiled_ms)},
       {"ceilings", {{"copy_bandwidth_gbps", r.bandwidth_gbps}, {"matrix_tflops", r.tflops},
                     {"matrix_tflops_measured", probe_tflops}}},
-      {"prefill_headroom", ranking(r, cfg, r.prefill_stages, r.prefill_profiled_ms, r.prefill_pass, 1)},
-      {"decode_headroom", ranking(r, cfg, r.decode_stages, r.decode_profiled_ms, r.decode_pass, r.decode_profiled_steps)},
+      {"prefill_headroom", ranking(r, r.prefill_stages, r.prefill_profiled_ms, prefill_work, 1)},
+      {"decode_headroom", ranking(r, r.decode_stages, r.decode_profiled_ms, decode_work, r.decode_profiled_steps)},
       {"tokens", r.tokens}};
   doc.update(r.extra);
   if (f.json) {
