@@ -42,6 +42,10 @@ class Cli : public ::testing::Test {
   std::string kernel_file(const std::string& name, const std::string& text) const {
     return test::write_text(files.path() + "/" + name, text);
   }
+  // good.cpp: a correct rmsnorm_residual kernel
+  std::string good_rmsnorm_file() const {
+    return kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  }
 };
 
 const std::vector<std::string> kOps = {"rmsnorm_residual", "swiglu_act", "rope", "softmax",
@@ -802,8 +806,7 @@ TEST_F(Cli, VerifyOfAWrongKernelExitsOne) {
 }
 
 TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {
-  const std::string k =
-      kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  const std::string k = good_rmsnorm_file();
   const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
@@ -812,8 +815,7 @@ TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {
 // bench of a file on the CPU names its two figures for what they are there: a call per executor
 // command (round trip included) and batches of calls, not CUDA's "launched" and "graph"
 TEST_F(Cli, BenchOfAFileOnTheCpuNamesSingleCallsAndBatches) {
-  const std::string k =
-      kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  const std::string k = good_rmsnorm_file();
   const auto r = test::run_thrive({"bench", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("  single   median "), std::string::npos) << r.out;
@@ -834,8 +836,7 @@ TEST_F(Cli, BenchOfAFileOnTheCpuNamesSingleCallsAndBatches) {
 
 // verify --json carries what ran: the verification, and no benchmark or paired section of zeros
 TEST_F(Cli, VerifyJsonHasNoSectionsForStepsThatDidNotRun) {
-  const std::string k =
-      kernel_file("good.cpp", test::kernel_text("rmsnorm_residual", test::rmsnorm_body()));
+  const std::string k = good_rmsnorm_file();
   const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k, "--json"}, small_env());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
