@@ -285,7 +285,8 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
   }
   if (isolated_) {  // the candidate is loaded (and runs) only in its executor
     std::string error;
-    auto executor = std::make_unique<CpuExecutor>(so, kernel.entries.at(0), confine_, error);
+    auto executor = std::make_unique<CpuExecutor>(isolation_.program, *arena_, so, kernel.entries.at(0), isolation_,
+                                                  error);
     result.confinement = executor->confinement();
     if (!error.empty()) {
       result.log += "\n" + error;
@@ -308,6 +309,12 @@ CompileResult CpuBackend::compile(const KernelSource& kernel) {
   }
   result.module = std::make_shared<CpuModule>(handle, reinterpret_cast<EntryFn>(sym));
   return result;
+}
+
+void CpuBackend::isolate_candidates(const CandidateIsolation& isolation) {
+  isolation_ = isolation;
+  isolation_.program = CpuExecutor::find_program(isolation.program);
+  isolated_ = true;
 }
 
 void* CpuBackend::allocate(int64_t bytes) { return arena_->allocate(bytes); }

@@ -1,11 +1,15 @@
 #include "thrive/backend/cpu_executor.hpp"
 
 #include <dlfcn.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,13 +20,21 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <vector>
 
+#include <filesystem>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/cpu/thrive_cpu.h"
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 #include "thrive/core/process.hpp"
+#include "thrive/sandbox/confine.hpp"
+
+extern char** environ;
 
 namespace thrive::backend {
 namespace {
@@ -62,9 +74,27 @@ uint64_t fresh_nonce() {
 
 using EntryFn = int (*)(const ThriveArgs*);
 
+// The executor's descriptors: the command socket and the arena's memfd (closed once mapped).
+constexpr int kSocketFd = 3, kArenaFd = 4;
+// How long an executor may take to map the arena, confine itself and say so (milliseconds): the
+// credential wipe's scan of a small process takes a few; a loaded machine can take a second.
+constexpr int kStartTimeoutMs = 30000;
+
+// The worker's arena [worker, worker + bytes) as the executor maps it at `local`: a pointer the
+// worker sends is moved by the difference when it falls inside, and passed on as it is otherwise
+// (nullptr; anything else is no memory of the executor's, as it would be no matter what).
+struct ArenaView {
+  uint64_t worker = 0;
+  uint64_t bytes = 0;
+  uint8_t* local = nullptr;
+  void* to_local(uint64_t p) const {
+    return p - worker < bytes ? static_cast<void*>(local + (p - worker)) : reinterpret_cast<void*>(p);
+  }
+};
+
 // One call's payload (CallHeader, then the tensor pointers, dims and scalars, 8 bytes each) run
 // through the entry point; a malformed payload ends the executor (a worker bug, not a result).
-int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
+int run_call(EntryFn fn, const ArenaView& arena, const uint8_t* data, size_t bytes) {
   CallHeader c;
   if (bytes < sizeof c) _exit(0);
   std::memcpy(&c, data, sizeof c);
@@ -74,40 +104,24 @@ int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
   std::vector<int64_t> dims(c.num_dims);
   std::vector<double> scalars(c.num_scalars);
   const uint8_t* p = data + sizeof c;
-  std::memcpy(tensors.data(), p, 8 * tensors.size());
-  p += 8 * tensors.size();
+  for (auto& t : tensors) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, 8);
+    t = arena.to_local(w);
+    p += 8;
+  }
   std::memcpy(dims.data(), p, 8 * dims.size());
   p += 8 * dims.size();
   std::memcpy(scalars.data(), p, 8 * scalars.size());
   const ThriveArgs a{tensors.data(), int32_t(c.num_tensors), dims.data(), int32_t(c.num_dims),
-                     scalars.data(), int32_t(c.num_scalars), reinterpret_cast<void*>(c.workspace),
+                     scalars.data(), int32_t(c.num_scalars), arena.to_local(c.workspace),
                      c.workspace_bytes, c.num_threads};
   return fn(&a);
 }
 
-// The executor: THRIVE's code up to the load, the candidate's from then on. Never returns.
-[[noreturn]] void executor_main(int fd, pid_t worker, const std::string& so, const std::string& entry,
-                                const CpuExecutor::Confine& confine) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != worker) _exit(0);  // the worker died before the line above
-  std::string summary;
-  // The confinement wipes credentials' copies from this process's memory (confine.hpp): should a
-  // credential's value also be part of the kernel's path or entry name, they are gone, and the
-  // load fails closed with a reason instead of loading whatever dlopen("") gives.
-  const size_t names_before = std::hash<std::string>{}(so + '\0' + entry);
-  try {
-    if (confine) summary = confine(fd);
-  } catch (const std::exception& e) {
-    send_reply(fd, 0, 1, std::string("confinement failed: ") + e.what());
-    _exit(1);
-  }
-  if (std::hash<std::string>{}(so + '\0' + entry) != names_before) {
-    send_reply(fd, 0, 1, "confinement failed: wiping the copies of a credential-named environment variable's value "
-                         "(*_KEY, *_TOKEN, *_SECRET, ...) changed the kernel's path or entry name: that variable's "
-                         "value is part of them");
-    _exit(1);
-  }
-  if (!send_reply(fd, 0, 0, summary)) _exit(1);
+// The executor's command loop: THRIVE's code up to the load, the candidate's from then on.
+// Never returns.
+[[noreturn]] void serve_commands(int fd, const ArenaView& arena, const std::string& so, const std::string& entry) {
   EntryFn fn = nullptr;
   std::vector<uint8_t> payload;
   for (;;) {
@@ -134,7 +148,7 @@ int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
               entry + "(const ThriveArgs*))";
       if (!send_reply(fd, h.nonce, why.empty() ? 0 : 1, why)) _exit(0);
     } else if (h.kind == kCall && fn != nullptr) {
-      const int status = run_call(fn, payload.data(), payload.size());
+      const int status = run_call(fn, arena, payload.data(), payload.size());
       if (!send_reply(fd, h.nonce, status, "")) _exit(0);
     } else if (h.kind == kBatch && fn != nullptr && payload.size() >= 4) {
       // [u32 n][n x (u32 bytes, call payload)]: the calls back to back, stopping at the first
@@ -149,7 +163,7 @@ int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
         std::memcpy(&len, payload.data() + at, 4);
         at += 4;
         if (payload.size() - at < len) _exit(0);
-        status = run_call(fn, payload.data() + at, len);
+        status = run_call(fn, arena, payload.data() + at, len);
         at += len;
       }
       if (!send_reply(fd, h.nonce, status, "")) _exit(0);
@@ -165,17 +179,27 @@ int run_call(EntryFn fn, const uint8_t* data, size_t bytes) {
 
 SharedArena::SharedArena(int64_t bytes) {
   capacity_ = (std::max<int64_t>(bytes, 1) + (2 << 20) - 1) / (2 << 20) * (2 << 20);
-  void* p = mmap(nullptr, size_t(capacity_), PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
+  fd_ = memfd_create("thrive-cpu-tensors", MFD_CLOEXEC);
+  if (fd_ < 0) fail(ErrorCategory::kBackend, "memfd_create for the CPU tensor arena: {}", std::strerror(errno));
+  if (ftruncate(fd_, off_t(capacity_)) != 0) {
+    const int err = errno;
+    close(fd_);
+    fail(ErrorCategory::kBackend, "cannot size the CPU tensor arena to {} MiB: {}", capacity_ >> 20, std::strerror(err));
+  }
+  void* p = mmap(nullptr, size_t(capacity_), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    close(fd_);
     fail(ErrorCategory::kBackend, "cannot map {} MiB of shared memory for CPU tensors: {}", capacity_ >> 20,
-         std::strerror(errno));
+         std::strerror(err));
+  }
   base_ = static_cast<uint8_t*>(p);
   free_[0] = capacity_;
 }
 
 SharedArena::~SharedArena() {
   if (base_ != nullptr) munmap(base_, size_t(capacity_));
+  if (fd_ >= 0) close(fd_);
 }
 
 void* SharedArena::allocate(int64_t bytes) {
@@ -230,8 +254,47 @@ void SharedArena::release(void* p) {
 
 // ---- CpuExecutor ----------------------------------------------------------------------------
 
-CpuExecutor::CpuExecutor(const std::string& so, const std::string& entry, const Confine& confine,
-                         std::string& error) {
+CpuExecutor::CpuExecutor(const std::string& program, const SharedArena& arena, const std::string& so,
+                         const std::string& entry, const CandidateIsolation& isolation, std::string& error) {
+  try {
+    start(program, arena, so, entry, isolation);
+  } catch (...) {
+    stop();  // no destructor runs for a constructor that throws
+    throw;
+  }
+  // the executor runs only THRIVE's code until kLoad: its round trips are the overhead
+  overhead_us_ = fastest_ping_us(64);
+  const uint64_t nonce = fresh_nonce();
+  send_command(kLoad, nonce, "");
+  std::string text;
+  if (read_reply(nonce, &text) != 0) error = load_error(text);
+}
+
+void CpuExecutor::start(const std::string& program, const SharedArena& arena, const std::string& so,
+                        const std::string& entry, const CandidateIsolation& isolation) {
+  // Everything the child needs is built here: between fork and exec it only moves descriptors.
+  std::vector<std::pair<std::string, std::string>> credentials;
+  std::vector<std::string> env = sandbox::candidate_environment(&credentials);
+  if (isolation.confine)
+    for (const auto& [name, value] : credentials)
+      if (so.find(value) != std::string::npos || entry.find(value) != std::string::npos)
+        fail(ErrorCategory::kUsage, "the environment variable {} is named like a credential, and its value is part of "
+             "the kernel's path or entry name ({}), where a candidate could read it: move THRIVE_HOME or unset {}",
+             name, entry.find(value) != std::string::npos ? "entry" : "path", name);
+  const nlohmann::json spec = {{"so", so},
+                               {"entry", entry},
+                               {"worker", int64_t(getpid())},
+                               {"arena_base", reinterpret_cast<uint64_t>(arena.base())},
+                               {"arena_bytes", arena.capacity()},
+                               {"confine", isolation.confine},
+                               {"memory_limit_mb", isolation.memory_limit_mb},
+                               {"readable", isolation.readable}};
+  const std::string spec_text = spec.dump();
+  std::vector<char*> argv = {const_cast<char*>(program.c_str()), const_cast<char*>(spec_text.c_str()), nullptr};
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string exec_failed = "the CPU candidate executor could not be started: execve " + program + ": ";
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     fail(ErrorCategory::kBackend, "socketpair: {}", std::strerror(errno));
@@ -244,22 +307,134 @@ CpuExecutor::CpuExecutor(const std::string& so, const std::string& entry, const 
     fail(ErrorCategory::kBackend, "fork: {}", std::strerror(errno));
   }
   if (pid_ == 0) {
-    close(sv[0]);
-    executor_main(sv[1], worker, so, entry, confine);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // kept across execve (the program is not set-user-ID)
+    if (getppid() != worker) _exit(0);  // the worker died before the line above
+    // the socket and the memfd to 3 and 4 (above both first, so neither overwrites the other),
+    // without close-on-exec; every other descriptor but 0-2 closed
+    const int sock = fcntl(sv[1], F_DUPFD, 10), mem = fcntl(arena.fd(), F_DUPFD, 10);
+    if (sock < 0 || mem < 0 || dup2(sock, kSocketFd) < 0 || dup2(mem, kArenaFd) < 0) _exit(127);
+    if (syscall(SYS_close_range, 5u, ~0u, 0u) != 0)
+      for (int fd = 5; fd < 4096; ++fd) close(fd);
+    execve(program.c_str(), argv.data(), envp.data());
+    const char* reason = strerror(errno);  // exec_failed was built before the fork: no allocation here
+    const ReplyHeader h{0, 1, uint32_t(exec_failed.size() + std::strlen(reason))};
+    if (write_all(kSocketFd, &h, sizeof h) && write_all(kSocketFd, exec_failed.data(), exec_failed.size()))
+      write_all(kSocketFd, reason, std::strlen(reason));
+    _exit(127);
   }
   close(sv[1]);
   fd_ = sv[0];
-  std::string text;
-  if (read_reply(0, &text) != 0) {
-    error = text.empty() ? "the candidate executor did not start" : text;
-    return;
+  // The first reply (nonce 0) says whether it started. No reply (a program that is not the
+  // executor), a late one or a refusal is THRIVE's setup at fault, not the candidate's: an error
+  // for the command, not a verdict, and not a protocol violation that ends the worker.
+  const std::string which = fmt::format("the CPU candidate executor {} (THRIVE_CPU_EXECUTOR, else thrive-cpu-executor "
+                                        "beside thrive)", program);
+  pollfd p{fd_, POLLIN, 0};
+  int ready = 0;
+  while ((ready = poll(&p, 1, kStartTimeoutMs)) < 0 && errno == EINTR) {
   }
+  if (ready == 0) fail(ErrorCategory::kBackend, "{} did not answer within {} s of its start", which, kStartTimeoutMs / 1000);
+  ReplyHeader h{};
+  std::string text;
+  if (read_exact(fd_, &h, sizeof h) && h.nonce == 0 && h.text_bytes <= 65536) {
+    text.resize(h.text_bytes);
+    if (!read_exact(fd_, text.data(), text.size())) text.clear();
+  } else {
+    fail(ErrorCategory::kBackend, "{} did not start: it exited without a reply (is it THRIVE's executor?)", which);
+  }
+  if (h.status != 0) fail(ErrorCategory::kBackend, "{}: {}", which, utf8_prefix(text, 2000));
   confinement_ = text;
-  // the executor runs only THRIVE's code until kLoad: its round trips are the overhead
-  overhead_us_ = fastest_ping_us(64);
-  const uint64_t nonce = fresh_nonce();
-  send_command(kLoad, nonce, "");
-  if (read_reply(nonce, &text) != 0) error = load_error(text);
+}
+
+void CpuExecutor::forget_running() {
+  std::lock_guard<std::mutex> lock(running_mutex());
+  if (running_ == this) running_ = nullptr;
+}
+
+void CpuExecutor::stop() {
+  forget_running();
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  if (pid_ > 0 && !reaped_) {  // SIGKILL ends a stopped process too
+    kill(pid_, SIGKILL);
+    int st = 0;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
+std::string CpuExecutor::find_program(const std::string& configured) {
+  const auto executable = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
+  };
+  if (!configured.empty()) {
+    if (!executable(configured))
+      fail(ErrorCategory::kUsage, "THRIVE_CPU_EXECUTOR={}: expected the thrive-cpu-executor program (an executable file)",
+           configured);
+    return configured;
+  }
+  std::vector<std::filesystem::path> places;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) places.push_back(self.parent_path() / "thrive-cpu-executor");
+  places.push_back(std::filesystem::path(THRIVE_BUILD_DIR) / "thrive-cpu-executor");
+  for (const auto& p : places)
+    if (executable(p)) return p.string();
+  std::string looked;
+  for (const auto& p : places) looked += (looked.empty() ? "" : ", ") + p.string();
+  fail(ErrorCategory::kBackend,
+       "the CPU candidate executor program is missing (looked at {}): build it with THRIVE "
+       "(cmake --build build --target thrive-cpu-executor) or set THRIVE_CPU_EXECUTOR to its path",
+       looked);
+}
+
+int CpuExecutor::serve(int argc, char** argv) {
+  struct stat st{};
+  if (argc != 2 || fstat(kSocketFd, &st) != 0 || !S_ISSOCK(st.st_mode) || fstat(kArenaFd, &st) != 0) {
+    std::fprintf(stderr, "thrive-cpu-executor: runs one CPU candidate kernel for thrive, which starts it with "
+                         "its command socket and tensor memory; it is not run by hand\n");
+    return 2;
+  }
+  const auto refuse = [](const std::string& why) {
+    send_reply(kSocketFd, 0, 1, "the CPU candidate executor did not start: " + why);
+    _exit(1);
+  };
+  std::string so, entry;
+  ArenaView arena;
+  bool confine = true;
+  int64_t memory_limit_mb = 0;
+  std::vector<std::string> readable;
+  try {
+    const auto spec = nlohmann::json::parse(argv[1]);
+    so = spec.at("so").get<std::string>();
+    entry = spec.at("entry").get<std::string>();
+    if (getppid() != pid_t(spec.at("worker").get<int64_t>())) _exit(0);  // the worker is gone
+    arena.worker = spec.at("arena_base").get<uint64_t>();
+    arena.bytes = spec.at("arena_bytes").get<uint64_t>();
+    confine = spec.at("confine").get<bool>();
+    memory_limit_mb = spec.at("memory_limit_mb").get<int64_t>();
+    readable = spec.at("readable").get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    refuse(std::string("its arguments are not what the worker sends: ") + e.what());
+  }
+  void* p = mmap(nullptr, size_t(arena.bytes), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, kArenaFd, 0);
+  if (p == MAP_FAILED) refuse(fmt::format("cannot map the {} MiB tensor arena: {}", arena.bytes >> 20, std::strerror(errno)));
+  arena.local = static_cast<uint8_t*>(p);
+  close(kArenaFd);
+  std::string summary = "own process";
+  if (confine) {
+    try {
+      sandbox::close_inherited_fds(kSocketFd);
+      summary = sandbox::confine_candidate(memory_limit_mb, readable).summary() + ", own process";
+    } catch (const std::exception& e) {
+      send_reply(kSocketFd, 0, 1, std::string("confinement failed: ") + e.what());
+      _exit(1);
+    }
+  }
+  if (!send_reply(kSocketFd, 0, 0, summary)) _exit(1);
+  serve_commands(kSocketFd, arena, so, entry);
 }
 
 // The candidate's static constructors run inside the executor's dlopen, so they can write the
@@ -279,15 +454,7 @@ std::string CpuExecutor::load_error(const std::string& reply) {
   return line;
 }
 
-CpuExecutor::~CpuExecutor() {
-  if (fd_ >= 0) close(fd_);
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    int st = 0;
-    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-  }
-}
+CpuExecutor::~CpuExecutor() { stop(); }
 
 // The fastest of n no-op round trips, µs (timed as call() is: nonce, send, reply). A lower bound
 // on every call's IPC cost: subtracting it can remove IPC time but never candidate time (the
@@ -295,6 +462,7 @@ CpuExecutor::~CpuExecutor() {
 // and could only slow these replies, so a later measurement is used only to lower the estimate.
 double CpuExecutor::fastest_ping_us(int n) {
   double best = std::numeric_limits<double>::infinity();
+  make_running();  // outside the timed round trips
   for (int i = 0; i < n; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t nonce = fresh_nonce();
@@ -305,7 +473,44 @@ double CpuExecutor::fastest_ping_us(int n) {
   return best;
 }
 
+// ---- one executor running at a time --------------------------------------------------------
+//
+// An idle executor's candidate can keep threads of its own running (a static constructor can
+// start them) and take the cores from the executor being timed: a kernel 2x slower than eager
+// was paired as 5.9x faster that way on a 2-core machine (an adversarial helper, 2026-12-07).
+// So every executor but the one THRIVE is talking to is stopped (SIGSTOP stops all its threads
+// and cannot be caught or ignored), and waited for until it has stopped.
+
+std::mutex& CpuExecutor::running_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+void CpuExecutor::make_running() {
+  std::lock_guard<std::mutex> lock(running_mutex());
+  if (running_ == this) return;
+  if (running_ != nullptr) running_->pause();
+  if (paused_ && pid_ > 0 && !reaped_) kill(pid_, SIGCONT);
+  paused_ = false;
+  running_ = this;
+}
+
+void CpuExecutor::pause() {
+  if (paused_ || pid_ <= 0 || reaped_) return;
+  paused_ = true;
+  if (kill(pid_, SIGSTOP) != 0) return;
+  int st = 0;
+  pid_t got = 0;
+  while ((got = waitpid(pid_, &st, WUNTRACED)) < 0 && errno == EINTR) {
+  }
+  if (got == pid_ && !WIFSTOPPED(st)) {  // it had ended: its status is kept for violation()
+    reaped_ = true;
+    reaped_status_ = st;
+  }
+}
+
 void CpuExecutor::send_command(uint32_t kind, uint64_t nonce, const std::string& payload) {
+  make_running();  // (a no-op when the caller already made it so)
   const CommandHeader h{kind, uint32_t(payload.size()), nonce};
   if (!write_all(fd_, &h, sizeof h) || !write_all(fd_, payload.data(), payload.size()))
     violation("the executor stopped reading commands");
@@ -330,8 +535,8 @@ void CpuExecutor::violation(const std::string& what) {
   fd_ = -1;
   // A dying executor closes its socket a moment before it can be reaped: wait up to 2 s for
   // it to end by itself; one still alive then lied, or closed its socket and lives on.
-  int st = 0, sig = 0;
-  pid_t got = 0;
+  int st = reaped_ ? reaped_status_ : 0, sig = 0;
+  pid_t got = reaped_ ? pid_ : 0;
   for (int i = 0; i < 200 && got == 0; ++i) {
     got = waitpid(pid_, &st, WNOHANG);
     if (got == 0) usleep(10000);
@@ -342,6 +547,7 @@ void CpuExecutor::violation(const std::string& what) {
   } else if (got == pid_ && WIFSIGNALED(st)) {
     sig = WTERMSIG(st);
   }
+  forget_running();
   pid_ = -1;
   std::fprintf(stderr, "thrive: candidate executor: %s (%s)\n", what.c_str(),
                sig != 0 ? strsignal(sig) : "the worker exits with status 3");
@@ -401,6 +607,7 @@ int CpuExecutor::call_batch(const std::vector<std::string>& calls) {
 }
 
 int CpuExecutor::round_trip(uint32_t kind, const std::string& payload) {
+  make_running();  // before the clock: switching executors is not the call's time
   const auto t0 = std::chrono::steady_clock::now();  // as the calibration's pings
   const uint64_t nonce = fresh_nonce();
   send_command(kind, nonce, payload);

@@ -1,8 +1,11 @@
 #include "thrive/config/config.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 
 #include <fmt/ranges.h>
@@ -95,10 +98,11 @@ const std::vector<Config::Knob>& Config::knobs() {
       {"CANDIDATE_TIMEOUT_S", "120", "s", "wall-clock limit of one candidate's evaluation"},
       {"WORKER_MEMORY_MB", "0", "MiB", "address-space limit of a CPU candidate's worker; 0 = half "
                                        "of physical memory"},
-      {"CONFINE", "1", "0/1", "confine CPU candidates: no fork/exec/network/signals to others "
-                              "(seccomp), no file writes and no reads outside the system's libraries "
-                              "and the compiled kernels (Landlock), no environment but OpenMP's and the "
-                              "locale's, inherited files closed"},
+      {"CONFINE", "1", "0/1", "confine CPU candidates: their own exec'd process, no fork/exec/network/signals to "
+                              "others, file metadata or machine settings (seccomp), no capabilities, no file writes "
+                              "and no reads outside the system's libraries and the compiled kernels (Landlock), no "
+                              "environment but OpenMP's and the locale's, inherited files closed; 0 runs them in "
+                              "THRIVE's worker, where they can read its API keys: for debugging only"},
       {"BENCH_MAX_S", "1.0", "s", "time cap of one timing loop"},
       {"BENCH_MIN_REPS", "10", "count", "minimum timed repetitions"},
       {"BENCH_NOISE", "0.02", "fraction", "stop timing once the median's 95% CI half-width "
@@ -108,6 +112,7 @@ const std::vector<Config::Knob>& Config::knobs() {
                                         "0 = 256 MiB on cpu, unlimited on cuda"},
       {"THREADS", "0", "count", "CPU kernel threads; 0 = all online cores"},
       {"CXX", "c++", "command", "host compiler for CPU candidates"},
+      {"CPU_EXECUTOR", "", "path", "program a confined CPU candidate runs in; empty = thrive-cpu-executor beside thrive"},
       {"SEED", "0", "-", "RNG seed for verification inputs; 0 = fresh entropy every check"},
       {"LOG_LEVEL", "info", "trace..off", "log level (logs go to stderr)"},
   };
@@ -204,6 +209,16 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   read_int("MAX_SHAPE_BYTES", c.max_shape_bytes, 0, int64_t{1} << 50);
   read_int("THREADS", c.threads, 0, 4096);
   read_string("CXX", c.cxx);
+  {  // empty = the default (found beside thrive); otherwise an executable file, checked now
+    auto [var, value] = get("CPU_EXECUTOR");
+    if (!var.empty() && !value.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(value, ec) || access(value.c_str(), X_OK) != 0)
+        fail(ErrorCategory::kUsage, "{}={}: expected the path of the thrive-cpu-executor program (an executable file)",
+             var, value);
+      c.cpu_executor = value;
+    }
+  }
   {
     auto [var, value] = get("SEED");
     if (!var.empty()) c.seed = static_cast<uint64_t>(parse_int(var, value, 0, INT64_MAX));

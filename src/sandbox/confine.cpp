@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
@@ -65,9 +66,13 @@ int apply_landlock(const std::vector<std::string>& readable) {
 #ifdef LANDLOCK_ACCESS_FS_REFER
   if (abi >= 2) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
 #endif
-#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
-  if (abi >= 3) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-#endif
+  // By number where the build's <linux/landlock.h> predates them (Debian 12's does): a handled
+  // right the headers lack would otherwise be left allowed on a kernel that has it (a candidate
+  // truncated THRIVE_HOME/memory.db under Landlock v7 that way, 2026-12-07). Source: Linux
+  // include/uapi/linux/landlock.h, LANDLOCK_ACCESS_FS_TRUNCATE (ABI 3) and _IOCTL_DEV (ABI 5).
+  constexpr uint64_t kTruncate = uint64_t(1) << 14, kIoctlDev = uint64_t(1) << 15;
+  if (abi >= 3) attr.handled_access_fs |= kTruncate;
+  if (abi >= 5) attr.handled_access_fs |= kIoctlDev;
   const int ruleset = int(syscall(SYS_landlock_create_ruleset, &attr, size, 0));
   if (ruleset < 0) return 0;
   for (const auto& path : readable) {
@@ -109,27 +114,52 @@ bool names_a_credential(const std::string& name) {
 
 namespace {
 
-// Removes every environment variable but those a candidate's runtime may read (OpenMP's, the
-// locale, the time zone, PATH): THRIVE's own process holds API keys (ANTHROPIC_API_KEY, ...) that
+// A credential-named variable's value that is hunted for: one that is an existing path
+// (SSH_AUTH_SOCK, MY_TOKEN_FILE=/home/...) names where a secret is, and the process may need it.
+bool hunted_credential(const std::string& name, const char* value) {
+  struct stat st{};
+  return names_a_credential(name) && !(value[0] == '/' && stat(value, &st) == 0);
+}
+
+}  // namespace
+
+bool candidate_may_read_variable(const std::string& name) {
+  if (name == "PATH" || name == "LANG" || name == "TZ") return !names_a_credential(name);
+  for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"})
+    if (name.rfind(prefix, 0) == 0) return !names_a_credential(name);
+  return false;
+}
+
+std::vector<std::string> candidate_environment(std::vector<std::pair<std::string, std::string>>* credentials) {
+  std::vector<std::string> kept;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    const std::string name(*e, size_t(eq - *e));
+    if (candidate_may_read_variable(name)) kept.emplace_back(*e);
+    else if (credentials != nullptr && hunted_credential(name, eq + 1) && std::strlen(eq + 1) >= kMinWipedSecretBytes)
+      credentials->emplace_back(name, eq + 1);
+  }
+  return kept;
+}
+
+namespace {
+
+// Removes every environment variable but those a candidate's runtime may read
+// (candidate_may_read_variable): THRIVE's own process holds API keys (ANTHROPIC_API_KEY, ...) that
 // a kernel could otherwise getenv() and encode into its outputs. The values of variables named
-// like credentials are also wiped wherever else this process's private memory holds them: the
-// executor is a fork, so copies THRIVE made (an LLM client's key and its "x-api-key: ..." header
-// in the parent's heap, freed buffers that held them) would otherwise still be readable.
+// like credentials are also wiped wherever else this process's private memory holds them. The
+// executor is exec'd with the filtered environment (candidate_environment), so it holds none; the
+// wipe stays for a process confined in place (a forked worker: run_isolated's tests).
 void scrub_environment() {
   std::vector<std::string> names, secrets;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     char* eq = std::strchr(*e, '=');
     const std::string name(*e, eq != nullptr ? size_t(eq - *e) : std::strlen(*e));
-    bool keep = name == "PATH" || name == "LANG" || name == "TZ";
-    for (const char* prefix : {"OMP_", "GOMP_", "KMP_", "LC_"}) keep = keep || name.rfind(prefix, 0) == 0;
-    if (keep) continue;
-    // a value that is an existing path (SSH_AUTH_SOCK, MY_TOKEN_FILE=/home/...) names where a
-    // secret is, and the process may need it: not hunted
-    struct stat st{};
-    if (eq != nullptr && names_a_credential(name) && !(eq[1] == '/' && stat(eq + 1, &st) == 0))
-      secrets.emplace_back(eq + 1);
-    // the value overwritten in place first: the executor is a fork, and the process's original
-    // environment block (at the top of its stack) would still hold it after unsetenv
+    if (candidate_may_read_variable(name)) continue;
+    if (eq != nullptr && hunted_credential(name, eq + 1)) secrets.emplace_back(eq + 1);
+    // the value overwritten in place first: in a fork, the process's original environment block
+    // (at the top of its stack) would still hold it after unsetenv
     if (eq != nullptr) std::memset(eq + 1, 0, std::strlen(eq + 1));
     names.push_back(name);
   }
@@ -138,6 +168,21 @@ void scrub_environment() {
     fail(ErrorCategory::kBackend, "sandbox: the process's memory could not be searched for copies of its credentials "
          "(no memory for the scan, /proc/self/maps unreadable or unparsable, or over {} writable mappings)",
          kMaxWipedMappings);
+}
+
+// Drops every capability: the bounding set (so none comes back), the ambient set, then the
+// effective, permitted and inheritable sets. A THRIVE run as root starts its executor with all of
+// them, and a candidate used them (sethostname, acct, fanotify; 2026-12-07). Returns false when
+// a step failed (the capabilities are then reported as kept).
+bool drop_capabilities() {
+  bool ok = true;
+  for (int cap = 0; cap < 64; ++cap)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) ok = false;  // EINVAL: past the last
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capset, &header, data) != 0) ok = false;
+  return ok;
 }
 
 // seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
@@ -187,6 +232,29 @@ void apply_seccomp() {
 #ifdef __NR_memfd_secret
       __NR_memfd_secret,
 #endif
+      // file metadata Landlock does not govern (mode, owner, times, extended attributes) and
+      // truncation on kernels before Landlock ABI 3: a candidate changed files it may not write
+      // (chmod 000 of memory.db, an xattr on a user's file; 2026-12-07)
+      __NR_truncate, __NR_ftruncate, __NR_fchmod, __NR_fchmodat, __NR_fchown, __NR_fchownat, __NR_utimensat,
+      __NR_setxattr, __NR_lsetxattr, __NR_fsetxattr, __NR_removexattr, __NR_lremovexattr, __NR_fremovexattr,
+      __NR_fallocate, __NR_mknodat,
+#ifdef __NR_chmod
+      __NR_chmod, __NR_chown, __NR_lchown, __NR_utime, __NR_utimes, __NR_futimesat, __NR_mknod,
+#endif
+#ifdef __NR_fchmodat2
+      __NR_fchmodat2,
+#endif
+      // the machine's state, other users' identities and file-system watches (root keeps none of
+      // its capabilities here, drop_capabilities, but uid 0 still owns root's files): a
+      // candidate set the hostname, turned process accounting off and stalled other processes'
+      // opens with a fanotify permission mark (2026-12-07)
+      __NR_sethostname, __NR_setdomainname, __NR_adjtimex, __NR_clock_adjtime, __NR_settimeofday,
+      __NR_clock_settime, __NR_fanotify_init, __NR_fanotify_mark, __NR_inotify_add_watch, __NR_syslog, __NR_acct,
+      __NR_swapon, __NR_swapoff, __NR_quotactl, __NR_vhangup, __NR_setuid, __NR_setgid, __NR_setreuid,
+      __NR_setregid, __NR_setresuid, __NR_setresgid, __NR_setfsuid, __NR_setfsgid, __NR_setgroups, __NR_capset,
+#ifdef __NR_iopl
+      __NR_iopl, __NR_ioperm,
+#endif
   };
   for (long nr : denied) {
     jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 1);
@@ -220,12 +288,12 @@ void apply_seccomp() {
   jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1);
   stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   stmt(BPF_RET | BPF_K, eperm);
-  // kill(pid) and tgkill(tgid): only this process (or its own group, pid 0).
+  // kill(pid) and tgkill(tgid): only this process. Not pid 0, its process group: that is the
+  // worker's, and a candidate's kill(0, SIGKILL) ended the worker (2026-12-07).
   for (long nr : {long(__NR_kill), long(__NR_tgkill)}) {
-    jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 5);
+    jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(nr), 0, 4);
     stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
-    jump(BPF_JMP | BPF_JEQ | BPF_K, self, 2, 0);
-    jump(BPF_JMP | BPF_JEQ | BPF_K, nr == __NR_kill ? 0u : self, 1, 0);
+    jump(BPF_JMP | BPF_JEQ | BPF_K, self, 1, 0);
     stmt(BPF_RET | BPF_K, eperm);
     stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   }
@@ -448,6 +516,7 @@ int64_t limit_address_space(int64_t memory_limit_mb) {
 std::string Confinement::summary() const {
   std::string s = seccomp ? "seccomp" : "no seccomp";
   s += landlock_abi > 0 ? fmt::format(", landlock v{}", landlock_abi) : ", no landlock";
+  s += capabilities_dropped ? ", no capabilities" : ", capabilities kept";
   s += fmt::format(", address space {} MiB", memory_limit_bytes >> 20);
   return s;
 }
@@ -466,6 +535,7 @@ Confinement confine_candidate(int64_t memory_limit_mb, const std::vector<std::st
     fail(ErrorCategory::kBackend, "sandbox: PR_SET_NO_NEW_PRIVS failed ({})", std::strerror(errno));
   scrub_environment();
   c.landlock_abi = apply_landlock(readable);
+  c.capabilities_dropped = drop_capabilities();
   apply_seccomp();
   c.seccomp = true;
   return c;

@@ -174,20 +174,20 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   auto backend = backend::make_backend(backend_name, cfg);
   r.device_key = backend->device().key();
   const auto& op = ops::find_op(request.kernel.op);
-  // A CPU candidate's code never runs in this process: each module gets an executor process
-  // that keeps only its socket, confines itself (confine.hpp) and then loads the candidate;
+  // A CPU candidate's code never runs in this process: each module gets an executor process,
+  // exec'd with none of THRIVE's memory, that keeps only its socket, confines itself
+  // (confine.hpp) and then loads the candidate;
   // verification, timing and the result pipe stay here, out of its reach (cpu_executor.hpp).
   // The host compiler (a hostile #include can make it grow without bound) and the executor
   // live under the worker's address-space limit.
   if (backend_name == "cpu" && cfg.confine) {
     limit_address_space(cfg.worker_memory_mb);
     limit_file_size(int64_t(512) << 20);
-    const int64_t memory_mb = cfg.worker_memory_mb;
-    const auto readable = candidate_readable_paths(cfg.home + "/cache/cpu");
-    backend->isolate_candidates([memory_mb, readable](int keep_fd) {
-      close_inherited_fds(keep_fd);
-      return confine_candidate(memory_mb, readable).summary() + ", own process";
-    });
+    backend::CandidateIsolation isolation;
+    isolation.memory_limit_mb = cfg.worker_memory_mb;
+    isolation.readable = candidate_readable_paths(cfg.home + "/cache/cpu");
+    isolation.program = cfg.cpu_executor;
+    backend->isolate_candidates(isolation);
   }
   auto compiled = backend->compile(request.kernel);
   if (!compiled.confinement.empty()) r.confinement = compiled.confinement;

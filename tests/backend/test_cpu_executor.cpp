@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "tests/support/test_support.hpp"
 #include "thrive/backend/cpu_backend.hpp"
 #include "thrive/backend/cpu_executor.hpp"
 #include "thrive/core/error.hpp"
+#include "thrive/core/process.hpp"
 
 namespace thrive::backend {
 namespace {
@@ -21,6 +23,20 @@ namespace {
 KernelSource softmax_kernel(const std::string& body, const std::string& prelude = "") {
   return KernelSource::parse(test::kernel_text("softmax", body, prelude), "x.cpp");
 }
+
+// Candidates in their own exec'd process, without confinement: the tests of the split itself.
+CandidateIsolation unconfined() {
+  CandidateIsolation iso;
+  iso.confine = false;
+  return iso;
+}
+
+// A CPU backend of its own home whose candidates run in unconfined executors.
+struct IsolatedBackend {
+  test::TempDir home;
+  CpuBackend backend{test::fast_config(home.path())};
+  IsolatedBackend() { backend.isolate_candidates(unconfined()); }
+};
 
 TEST(SharedArena, BlocksAreAlignedDistinctAndReusedAfterRelease) {
   SharedArena arena(8 << 20);
@@ -63,18 +79,11 @@ const char* kPid = R"(
 )";
 
 TEST(CpuExecutor, IsolatedCandidatesRunInAnotherProcessOnSharedTensors) {
-  test::TempDir home;
-  auto cfg = test::fast_config(home.path());
-  CpuBackend backend(cfg);
-  int confined_with_fd = -1;
-  backend.isolate_candidates([&](int keep_fd) {
-    confined_with_fd = keep_fd;  // runs in the executor: this copy of the variable is its own
-    return std::string("test confinement");
-  });
+  IsolatedBackend isolated;
+  auto& backend = isolated.backend;
   auto c = backend.compile(softmax_kernel(kPid, "#include <unistd.h>\n"));
   ASSERT_TRUE(c.module) << c.log;
-  EXPECT_EQ(c.confinement, "test confinement");
-  EXPECT_EQ(confined_with_fd, -1);  // the hook ran in the executor, not here
+  EXPECT_EQ(c.confinement, "own process");
   void* out = backend.allocate(sizeof(double));
   LaunchArgs args;
   args.tensors = {out};
@@ -86,11 +95,150 @@ TEST(CpuExecutor, IsolatedCandidatesRunInAnotherProcessOnSharedTensors) {
   backend.release(out);
 }
 
+// One executor runs at a time: the one THRIVE talks to; the others are stopped, so threads a
+// candidate left running cannot take the cores while another candidate (or eager) is timed.
+char process_state(double pid) {
+  std::ifstream in("/proc/" + std::to_string(int64_t(pid)) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto close_paren = line.rfind(')');
+  return close_paren == std::string::npos || close_paren + 2 >= line.size() ? '?' : line[close_paren + 2];
+}
+
+TEST(CpuExecutor, OnlyTheExecutorBeingTalkedToRuns) {
+  IsolatedBackend isolated;
+  auto& backend = isolated.backend;
+  auto a = backend.compile(softmax_kernel(kPid, "#include <unistd.h>\n"));
+  auto b = backend.compile(softmax_kernel(kPid, "#include <unistd.h>\n// another module\n"));
+  ASSERT_TRUE(a.module && b.module) << a.log << b.log;
+  void* out = backend.allocate(sizeof(double));
+  LaunchArgs args;
+  args.tensors = {out};
+  double pid_a = 0, pid_b = 0;
+  ASSERT_EQ(backend.launch(*a.module, args), 0);
+  backend.download(&pid_a, out, sizeof pid_a);
+  ASSERT_EQ(backend.launch(*b.module, args), 0);
+  backend.download(&pid_b, out, sizeof pid_b);
+  ASSERT_NE(pid_a, pid_b);
+  EXPECT_EQ(process_state(pid_a), 'T') << "a was left running while b ran";
+  EXPECT_NE(process_state(pid_b), 'T');
+  ASSERT_EQ(backend.launch(*a.module, args), 0);
+  EXPECT_EQ(process_state(pid_b), 'T');
+  EXPECT_NE(process_state(pid_a), 'T');
+  backend.release(out);
+}
+
+// The executor is exec'd, not a bare fork: a secret in THRIVE's heap and environment is nowhere
+// in its memory, even unconfined (so without the credential wipe), and it sees only the
+// variables a candidate may read. The candidate gets the secret XOR 0x5a in tensor 1, so the only
+// copies it can find are ones that were there before it ran. Written into tensor 0: the copies
+// found in its private writable mappings, then whether OMP_SCHEDULE, the API key and a plain
+// variable are set.
+constexpr const char* kSecretScan = R"(
+  const unsigned char* masked = (const unsigned char*)a->tensors[1];
+  const long n = (long)a->dims[0];
+  double* o = (double*)a->tensors[0];
+  double copies = 0;
+  FILE* maps = fopen("/proc/self/maps", "r");
+  char line[512];
+  while (maps && fgets(line, sizeof line, maps)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {0};
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || strcmp(perms, "rw-p") != 0) continue;
+    const unsigned char* m = (const unsigned char*)lo;
+    for (unsigned long i = 0; i + n <= hi - lo; ++i) {
+      long k = 0;
+      while (k < n && m[i + k] == (unsigned char)(masked[k] ^ 0x5a)) ++k;
+      copies += k == n;
+    }
+  }
+  if (maps) fclose(maps);
+  o[0] = copies;
+  o[1] = getenv("OMP_SCHEDULE") != NULL;
+  o[2] = getenv("THRIVE_TEST_EXEC_API_KEY") != NULL;
+  o[3] = getenv("THRIVE_TEST_EXEC_PLAIN") != NULL;
+  return 0;
+)";
+
+TEST(CpuExecutor, TheExecutorHoldsNoneOfThriveMemoryOrEnvironment) {
+  test::TempDir home;
+  auto cfg = test::fast_config(home.path());
+  std::string key = "sk-exec-test-";
+  for (int i = 0; i < 32; ++i) key += char('a' + (unsigned(getpid()) * 7919u + unsigned(i) * 104729u) % 26);
+  auto* header = new std::string("x-api-key: " + key);  // THRIVE's copy, as an LLM client's header
+  setenv("THRIVE_TEST_EXEC_API_KEY", key.c_str(), 1);
+  setenv("THRIVE_TEST_EXEC_PLAIN", "plain", 1);
+  setenv("OMP_SCHEDULE", "static", 1);
+  CpuBackend backend(cfg);
+  backend.isolate_candidates(unconfined());
+  auto c = backend.compile(softmax_kernel(kSecretScan, "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"));
+  unsetenv("THRIVE_TEST_EXEC_API_KEY");
+  unsetenv("THRIVE_TEST_EXEC_PLAIN");
+  unsetenv("OMP_SCHEDULE");
+  ASSERT_TRUE(c.module) << c.log;
+  void* out = backend.allocate(4 * sizeof(double));
+  void* masked = backend.allocate(int64_t(key.size()));
+  std::string m = key;
+  for (char& ch : m) ch = char(ch ^ 0x5a);
+  backend.upload(masked, m.data(), int64_t(m.size()));
+  LaunchArgs args;
+  args.tensors = {out, masked};
+  args.dims = {int64_t(key.size())};
+  ASSERT_EQ(backend.launch(*c.module, args), 0);
+  double r[4] = {-1, -1, -1, -1};
+  backend.download(r, out, sizeof r);
+  EXPECT_EQ(r[0], 0.0) << "copies of THRIVE's secret in the executor's memory";
+  EXPECT_EQ(r[1], 1.0) << "OpenMP's variables reach the candidate";
+  EXPECT_EQ(r[2], 0.0) << "the API key reached the candidate's environment";
+  EXPECT_EQ(r[3], 0.0) << "a variable a candidate has no use for reached it";
+  EXPECT_EQ(*header, "x-api-key: " + key);
+  delete header;
+  backend.release(out);
+  backend.release(masked);
+}
+
+TEST(CpuExecutor, TheProgramIsFoundOrNamedAndRefusesToRunByHand) {
+  const std::string program = CpuExecutor::find_program("");
+  EXPECT_NE(program.find("thrive-cpu-executor"), std::string::npos);
+  try {
+    (void)CpuExecutor::find_program("/nonexistent/executor");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+    EXPECT_NE(std::string(e.what()).find("THRIVE_CPU_EXECUTOR=/nonexistent/executor"), std::string::npos) << e.what();
+  }
+  const auto r = run_process({program}, 30.0);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not run by hand"), std::string::npos) << r.output;
+}
+
+// A program that is not the executor (it exits without a reply), one that cannot be executed, or
+// one that never answers: THRIVE's setup at fault, an error naming the program, not a verdict on
+// the candidate, and never a hang or a crash of the worker.
+TEST(CpuExecutor, AnExecutorThatDoesNotStartIsAnErrorNamingIt) {
+  test::TempDir home;
+  SharedArena arena(4 << 20);
+  const auto start_error = [&](const std::string& program) {
+    std::string error;
+    try {
+      CpuExecutor x(program, arena, home.path() + "/none.so", "k", unconfined(), error);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kBackend) << e.what();
+      EXPECT_NE(std::string(e.what()).find(program), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << program << " started as an executor";
+    return std::string();
+  };
+  EXPECT_NE(start_error("/bin/true").find("exited without a reply"), std::string::npos);
+  EXPECT_NE(start_error(home.path() + "/missing-program").find("could not be started: execve"), std::string::npos);
+}
+
 TEST(CpuExecutor, StatusesLoadFailuresAndTimingComeBack) {
   test::TempDir home;
   auto cfg = test::fast_config(home.path());
   CpuBackend backend(cfg);
-  backend.isolate_candidates([](int) { return std::string(); });
+  backend.isolate_candidates(unconfined());
   auto c = backend.compile(softmax_kernel("return 7;"));
   ASSERT_TRUE(c.module) << c.log;
   EXPECT_EQ(backend.launch(*c.module, LaunchArgs{}), 7);
@@ -143,7 +291,8 @@ TEST(CpuExecutor, ACallFasterThanTheCalibrationRecalibratesWithoutTheCandidatesT
     if (e.path().extension() == ".so") so = e.path().string();
   ASSERT_FALSE(so.empty());
   std::string error;
-  CpuExecutor x(so, k.entries.at(0), {}, error);
+  SharedArena arena(4 << 20);
+  CpuExecutor x(CpuExecutor::find_program(""), arena, so, k.entries.at(0), unconfined(), error);
   ASSERT_TRUE(error.empty()) << error;
   EXPECT_GT(x.overhead_us(), 0.0);
   EXPECT_THROW(x.assume_overhead_us(-1.0), Error);
@@ -168,7 +317,7 @@ TEST(CpuExecutor, AnExecutorsFatalSignalEndsTheWorkerWithIt) {
   ASSERT_GE(worker, 0);
   if (worker == 0) {
     CpuBackend backend(cfg);
-    backend.isolate_candidates([](int) { return std::string(); });
+    backend.isolate_candidates(unconfined());
     auto c = backend.compile(softmax_kernel("*(volatile int*)0 = 1; return 0;"));
     if (!c.module) _exit(50);
     backend.launch(*c.module, LaunchArgs{});

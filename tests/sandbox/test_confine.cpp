@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "tests/support/test_support.hpp"
+#include "thrive/core/error.hpp"
 #include "thrive/core/files.hpp"
 #include "thrive/sandbox/confine.hpp"
 #include "thrive/sandbox/sandbox.hpp"
@@ -211,14 +212,18 @@ TEST(ConfineWorker, CredentialNamesAreMatchedByWord) {
     EXPECT_FALSE(names_a_credential(no)) << no;
 }
 
-// A credential's value that is also part of the kernel's path: the wipe would zero the path the
-// executor loads, so the load fails closed with the reason instead of loading something else.
+// A credential's value that is also part of the kernel's path: the candidate could read it there
+// (its own path), so no executor starts, and the error names the variable.
 TEST_F(Confine, ACredentialInsideTheKernelsPathFailsClosed) {
   setenv("THRIVE_TEST_TOKEN", home.path().substr(1).c_str(), 1);  // not a path itself: it has no leading '/'
-  const auto r = run(test::rmsnorm_body(), "");
+  try {
+    (void)run(test::rmsnorm_body(), "");
+    ADD_FAILURE() << "a candidate ran with a credential in its path";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("THRIVE_TEST_TOKEN is named like a credential"), std::string::npos) << e.what();
+  }
   unsetenv("THRIVE_TEST_TOKEN");
-  EXPECT_NE(r.status, Status::kPassed);
-  EXPECT_NE(r.detail.find("changed the kernel's path or entry name"), std::string::npos) << r.detail;
 }
 
 TEST(ConfineWorker, WipePrivateCopiesCountsEveryCopyAndSkipsShortValues) {
@@ -366,6 +371,39 @@ TEST_F(Confine, KernelsReadNoUserFileAndNoApiKey) {
   std::filesystem::remove(secret);
   if (r.confinement.find("no landlock") != std::string::npos) GTEST_SKIP() << "no Landlock here: " << r.confinement;
   EXPECT_EQ(r.status, Status::kPassed) << r.detail << " (" << r.confinement << ")";
+}
+
+// What Landlock does not govern (file metadata; truncation before its ABI 3) and what root's
+// capabilities would allow: each attempt fails, the file keeps its bytes and mode, and the
+// kernel, which zeroes its output when any attempt succeeds, passes (an adversarial helper did
+// all of these from a kernel, 2026-12-07). kill(0, 0) probes the process group: the worker's.
+TEST_F(Confine, FileMetadataTheMachineAndTheProcessGroupAreOutOfReach) {
+  const std::string victim = test::write_text(home.path() + "/../victim-" + std::to_string(getpid()) + ".txt", "KEEP");
+  std::filesystem::permissions(victim, std::filesystem::perms(0644));
+  const std::string prelude = "#include <fcntl.h>\n#include <signal.h>\n#include <sys/stat.h>\n#include <sys/syscall.h>\n"
+                              "#include <sys/xattr.h>\n#include <unistd.h>\n#include <linux/capability.h>\n"
+                              "static int escaped(void) {\n"
+                              "  const char* v = \"" + victim + "\";\n"
+                              "  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};\n"
+                              "  struct __user_cap_data_struct d[2] = {{0, 0, 0}, {0, 0, 0}};\n"
+                              "  int n = 0;\n"
+                              "  n += truncate(v, 0) == 0;\n"
+                              "  n += chmod(v, 0) == 0;\n"
+                              "  n += chown(v, 65534, 65534) == 0;\n"
+                              "  n += utimensat(AT_FDCWD, v, 0, 0) == 0;\n"
+                              "  n += setxattr(v, \"user.x\", \"1\", 1, 0) == 0;\n"
+                              "  n += kill(0, 0) == 0;\n"
+                              "  n += sethostname(\"x\", 0) == 0;\n"
+                              "  n += syscall(SYS_capget, &h, d) == 0 && (d[0].effective | d[0].permitted | d[1].effective) != 0;\n"
+                              "  return n;\n}\n";
+  const auto r = run(test::rmsnorm_body("if (escaped()) for (int64_t i = 0; i < T * H; ++i) out[i] = 0;"), prelude);
+  const auto mode = std::filesystem::status(victim).permissions();
+  const std::string content = read_file(victim);
+  std::filesystem::remove(victim);
+  EXPECT_EQ(r.status, Status::kPassed) << r.detail << " (" << r.confinement << ")";
+  EXPECT_EQ(content, "KEEP");
+  EXPECT_EQ(mode, std::filesystem::perms(0644));
+  EXPECT_NE(r.confinement.find("no capabilities"), std::string::npos) << r.confinement;
 }
 
 TEST_F(Confine, StaticConstructorsRunConfinedToo) {

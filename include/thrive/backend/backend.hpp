@@ -88,6 +88,16 @@ struct LaunchArgs {
   bool programmatic = false;
 };
 
+/// How candidate host code is kept apart from THRIVE (Backend::isolate_candidates).
+struct CandidateIsolation {
+  /// Confine the candidate's process (sandbox::confine_candidate: seccomp, Landlock, address-space
+  /// limit, inherited descriptors closed). Off only in tests of the process split itself.
+  bool confine = true;
+  int64_t memory_limit_mb = 0;         ///< its address-space limit, MiB; 0 = half of physical memory
+  std::vector<std::string> readable;   ///< what Landlock lets it read (sandbox::candidate_readable_paths)
+  std::string program;                 ///< the executor program; "" = CpuExecutor::find_program's search
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -129,11 +139,13 @@ class Backend {
     (void)stats;
   }
   /// From now on, candidate host code runs in a process of its own, never in this one (cpu:
-  /// each compiled module gets an executor process, see cpu_executor.hpp), which calls
-  /// `confine(keep_fd)` before the candidate is loaded and returns a one-line summary of its
-  /// confinement (CompileResult::confinement). The sandbox's workers turn this on. Backends
-  /// whose candidates are device code (cuda) never run a candidate's host code and ignore it.
-  virtual void isolate_candidates(std::function<std::string(int keep_fd)> confine) { (void)confine; }
+  /// each compiled module gets an executor process, exec'd from the thrive-cpu-executor program
+  /// with none of this process's memory, that confines itself as `isolation` says before the
+  /// candidate is loaded: see cpu_executor.hpp; CompileResult::confinement says what applied).
+  /// The sandbox's workers turn this on. Backends whose candidates are device code (cuda) never
+  /// run a candidate's host code and ignore it. Throws Error(kBackend) (cpu) when the executor
+  /// program cannot be found (CpuExecutor::find_program).
+  virtual void isolate_candidates(const CandidateIsolation& isolation) { (void)isolation; }
   /// The native stream every launch, copy and timer of this backend uses (cuda: a CUstream),
   /// so host libraries (cuBLASLt) can queue work in the same order; nullptr on the cpu.
   virtual void* native_stream() { return nullptr; }

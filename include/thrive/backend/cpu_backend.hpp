@@ -40,10 +40,7 @@ class CpuBackend final : public Backend {
   /// modules of more than one executor or the batch returns non-zero; `calls` must be >= 1
   /// (Error(kUsage) otherwise).
   double time_graph_us(const std::function<void()>& body, int calls) override;
-  void isolate_candidates(std::function<std::string(int keep_fd)> confine) override {
-    confine_ = std::move(confine);
-    isolated_ = true;
-  }
+  void isolate_candidates(const CandidateIsolation& isolation) override;
 
   /// Compiler flags every candidate is built with (part of the cache key).
   static std::vector<std::string> compile_flags();
@@ -58,10 +55,9 @@ class CpuBackend final : public Backend {
   std::vector<std::string> system_include_dirs_;
   int threads_ = 1;
   bool isolated_ = false;
-  std::function<std::string(int)> confine_;
+  CandidateIsolation isolation_;  // with its program resolved (CpuExecutor::find_program)
   // Tensor memory: half of the worker's address-space limit (THRIVE_WORKER_MEMORY_MB, default
-  // half of RAM), mapped shared so an executor forked later sees the same bytes at the same
-  // addresses.
+  // half of RAM), a memfd mapped shared that every executor maps too.
   std::unique_ptr<SharedArena> arena_;
   double pending_overhead_us_ = 0;  // executor round trips made inside the current time_us
   // time_graph_us's capture: while capturing_, launch() on an isolated module appends its call

@@ -66,6 +66,7 @@ struct Config {
   int64_t max_shape_bytes = 0;    ///< shapes whose minimum bytes exceed this are skipped (0 = backend default)
   int threads = 0;                ///< CPU kernel threads (0 = all online cores)
   std::string cxx = "c++";        ///< host compiler for CPU candidates
+  std::string cpu_executor;       ///< the executor program of confined CPU candidates; "" = found beside thrive
   uint64_t seed = 0;              ///< 0 = fresh entropy for every check
   std::string log_level = "info"; ///< spdlog level
 

@@ -11,10 +11,18 @@
 //     them into its outputs;
 //   - the environment: every variable but OpenMP's, the locale's, TZ and PATH is removed (THRIVE's
 //     process holds API keys), and the values of those named like credentials (names_a_credential)
-//     are wiped from the rest of the process's private memory too (wipe_private_copies);
+//     are wiped from the rest of the process's private memory too (wipe_private_copies). The CPU
+//     candidate executor is exec'd with that environment (candidate_environment), so it starts
+//     with none of THRIVE's memory; the wipe matters for a process confined in place;
 //   - processes and network: a seccomp filter makes fork/vfork/clone without
 //     CLONE_THREAD, execve, socket, ptrace, process_vm_*, mount/unshare/setns and
-//     signals to any other process fail with EPERM (threads, OpenMP, are still allowed);
+//     signals to any other process or to its process group fail with EPERM (threads, OpenMP,
+//     are still allowed);
+//   - file metadata and the machine: the same filter denies truncate, chmod, chown, times and
+//     extended attributes (Landlock governs none of these but truncation from ABI 3), and the
+//     calls that change the machine or identities (hostname, clocks, accounting, fanotify,
+//     inotify watches, set*uid/gid, capset);
+//   - privileges: every capability is dropped, the bounding set's too (THRIVE run as root);
 //   - memory: RLIMIT_AS caps the worker's address space.
 // CUDA candidates need none of this: they are device code and make no system calls.
 #pragma once
@@ -22,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace thrive::sandbox {
@@ -30,8 +39,9 @@ namespace thrive::sandbox {
 struct Confinement {
   bool seccomp = false;
   int landlock_abi = 0;
+  bool capabilities_dropped = false;  ///< every capability, the bounding set's too (a THRIVE run as root)
   int64_t memory_limit_bytes = 0;
-  std::string summary() const;  ///< e.g. "seccomp, landlock v7, address space 12288 MiB"
+  std::string summary() const;  ///< e.g. "seccomp, landlock v7, no capabilities, address space 12288 MiB"
 };
 
 /// Confines the calling process; `memory_limit_mb` 0 means half of physical memory.
@@ -73,6 +83,17 @@ constexpr size_t kMaxWipedMappings = 65536;
 /// is PAT; PWD and OLDPWD themselves are not (ANTHROPIC_API_KEY, GITHUB_TOKEN, PGPASSWORD,
 /// NGROK_AUTHTOKEN, MYSQL_PWD: yes; HOME, XAUTHORITY: no).
 bool names_a_credential(const std::string& name);
+
+/// Whether a candidate's process may see an environment variable: PATH, LANG, TZ, and names
+/// starting OMP_, GOMP_, KMP_ (OpenMP runtimes) or LC_ (the locale), unless names_a_credential.
+bool candidate_may_read_variable(const std::string& name);
+
+/// This process's environment as "NAME=value" entries a candidate may read
+/// (candidate_may_read_variable): what an exec'd executor gets (CpuExecutor). When `credentials`
+/// is given, the (name, value) of each credential-named variable left out whose value has at
+/// least kMinWipedSecretBytes bytes is appended to it, but not values that are existing paths
+/// (SSH_AUTH_SOCK's kind).
+std::vector<std::string> candidate_environment(std::vector<std::pair<std::string, std::string>>* credentials = nullptr);
 
 /// Overwrites with zeros every copy of each value in `secrets` (of at least kMinWipedSecretBytes
 /// bytes), and every run of at least kMinWipedFragmentBytes bytes equal to a part of a key-like
