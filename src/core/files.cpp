@@ -20,7 +20,7 @@
 namespace thrive {
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, uintmax_t max_bytes) {
   // Only regular files: a FIFO or /dev/zero would block or grow without end.
   std::error_code ec;
   const auto st = fs::status(path, ec);
@@ -28,9 +28,8 @@ std::string read_file(const std::string& path) {
   if (st.type() == fs::file_type::directory) fail(ErrorCategory::kInput, "{}: is a directory; expected a file", path);
   if (st.type() != fs::file_type::regular)
     fail(ErrorCategory::kInput, "{}: not a regular file (a device, FIFO or socket); expected a file", path);
-  constexpr uintmax_t kMaxBytes = uintmax_t(1) << 30;
-  if (const auto size = fs::file_size(path, ec); !ec && size > kMaxBytes)
-    fail(ErrorCategory::kInput, "{}: {} bytes, more than the 1 GiB THRIVE reads into memory", path, size);
+  if (const auto size = fs::file_size(path, ec); !ec && size > max_bytes)
+    fail(ErrorCategory::kInput, "{}: {} bytes; expected at most {} bytes for this file", path, size, max_bytes);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorCategory::kInput, "{}: cannot read ({})", path, std::strerror(errno));
   std::ostringstream s;

@@ -1001,12 +1001,13 @@ ImportSummary Store::import_entries(const nlohmann::json& doc, std::string& wher
              "b.shape_class=? AND b.device_key=?",
              path_);
     cur.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key);
-    if (!cur.step() || time_us < cur.real(0)) {
+    const bool had_best = cur.step();
+    if (!had_best || time_us < cur.real(0)) {
       Stmt s(db_, "INSERT OR REPLACE INTO best(op, shape_class, device_key, kernel_id) VALUES(?,?,?,?)",
              path_);
       s.bind(1, k.op).bind(2, k.shape_class).bind(3, k.device_key).bind(4, k.kernel_id);
       s.step();
-      ++sum.best_replaced;
+      ++(had_best ? sum.best_replaced : sum.best_added);
     } else {
       ++sum.best_kept;
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -16,6 +17,9 @@
 #include "thrive/core/files.hpp"
 #include "thrive/ops/dtype.hpp"
 #include "src/model/parallel_for.hpp"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 namespace thrive::model {
 namespace fs = std::filesystem;
@@ -192,7 +196,11 @@ void Qwen3Config::validate(const std::string& where) const {
          where, heads, kv_heads);
   if (head_dim % 2 != 0) fail(ErrorCategory::kInput, "{}: head_dim {} is odd: RoPE rotates halves", where, head_dim);
   if (!(rope_theta > 1.0)) fail(ErrorCategory::kInput, "{}: rope_theta {} must be > 1", where, rope_theta);
-  if (!(rms_eps > 0.0 && rms_eps < 1.0)) fail(ErrorCategory::kInput, "{}: rms_norm_eps {} must be in (0, 1)", where, rms_eps);
+  // float32's smallest normal number: a smaller eps rounds to 0 or a denormal in the float32 and
+  // bf16 kernels, and a row of zeros then normalizes to 0 x inf = NaN
+  if (!(rms_eps >= 1.17549435e-38 && rms_eps < 1.0))
+    fail(ErrorCategory::kInput, "{}: rms_norm_eps {} must be in [1.18e-38, 1) (at least float32's smallest normal "
+         "number, below 1)", where, rms_eps);
 }
 
 Qwen3Config Qwen3Config::load(const std::string& dir) {
@@ -205,7 +213,7 @@ Qwen3Config Qwen3Config::load(const std::string& dir) {
     fail(ErrorCategory::kInput, "{}: not a directory (expected a checkpoint directory: config.json and *.safetensors)", dir);
   if (!std::filesystem::exists(file)) fail(ErrorCategory::kInput, "{}: missing (a checkpoint directory holds config.json)", file);
   std::string why;
-  auto j = parse_json_bounded(read_file(file), 64, &why);
+  auto j = parse_json_bounded(read_file(file, Qwen3Config::kMaxConfigJsonBytes), 64, &why);
   if (!j.is_object()) fail(ErrorCategory::kInput, "{}: expected a JSON object, got {}", file, json_kind(j, why));
   // What this engine implements: SiLU gating and bias-free attention projections.
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
@@ -222,7 +230,7 @@ Qwen3Config Qwen3Config::load(const std::string& dir) {
     for (const auto& a : j["architectures"]) arch_qwen3 = arch_qwen3 || (a.is_string() && a.get<std::string>() == "Qwen3ForCausalLM");
   if ((!has_type && !has_arch) || (has_type && j["model_type"] != "qwen3") || (has_arch && !arch_qwen3))
     fail(ErrorCategory::kInput, "{}: architectures {} / model_type {}: expected Qwen3ForCausalLM / qwen3", file,
-         j.value("architectures", nlohmann::json()).dump(), j.value("model_type", nlohmann::json()).dump());
+         json_excerpt(j.value("architectures", nlohmann::json()), 200), json_excerpt(j.value("model_type", nlohmann::json()), 200));
   // Variants whose tensors this engine would misread: mixture-of-experts MLPs (Qwen3-MoE's
   // num_experts) and quantized weights (transformers' quantization_config: GPTQ, AWQ, FP8, ...)
   for (const char* key : {"num_experts", "quantization_config"})
@@ -449,7 +457,30 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
   // Every tensor's shape from the headers alone (the layer count is the checkpoint's now, so the
   // layout is small): a config.json that disagrees with the weights is named here, before a KV
   // cache or batch limit computed from its numbers blames the command line.
-  for (const auto& want : cfg.tensor_layout(StDtype::kBF16)) check_tensor_entry(ck, want);
+  const auto layout = cfg.tensor_layout(StDtype::kBF16);
+  for (const auto& want : layout) check_tensor_entry(ck, want);
+  // A tensor of a layer past num_hidden_layers (any of its tensors, not only the input norm the
+  // count was read from) is an error: the checkpoint would run as a shallower model. Any other
+  // tensor the engine does not read (a tied checkpoint's lm_head.weight, rotary buffers) is named
+  // in a warning, as transformers does.
+  std::set<std::string> wanted;
+  for (const auto& t : layout) wanted.insert(t.name);
+  std::vector<std::string> unused;
+  for (const auto& name : names) {
+    if (wanted.count(name) > 0) continue;
+    if (name.starts_with("model.layers.")) {
+      const auto digits = name.substr(13, name.find('.', 13) - 13);
+      if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos &&
+          std::stoll(digits) >= cfg.layers)
+        fail(ErrorCategory::kInput, "{}: tensor '{}' belongs to layer {}: the checkpoint holds more layers than "
+             "config.json's num_hidden_layers {}", ck.file_of(name), utf8_prefix(name, 200), digits, cfg.layers);
+    }
+    unused.push_back(name);
+  }
+  if (!unused.empty())
+    spdlog::warn("{}: {} tensor(s) the Qwen3 engine does not read, ignored: {}{}", dir, unused.size(),
+                 utf8_prefix(fmt::format("{}", fmt::join(unused.begin(), unused.begin() + std::min<size_t>(unused.size(), 5), ", ")), 600),
+                 unused.size() > 5 ? ", ..." : "");
 }
 
 Qwen3Weights load_weights(const Qwen3Config& cfg, const std::string& dir) {

@@ -383,7 +383,9 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     files.push_back("model.safetensors");
   } else if (present(index)) {
     std::string why;
-    auto j = parse_json_bounded(read_file(index), 64, &why);
+    // a real index is at most a few MiB (a weight_map line per tensor); a parse takes about 20
+    // times a file's size in memory
+    auto j = parse_json_bounded(read_file(index, uintmax_t(64) << 20), 64, &why);
     if (!j.is_object()) fail(ErrorCategory::kInput, "{}: expected a JSON object, got {}", index, json_kind(j, why));
     if (!j.contains("weight_map") || !j["weight_map"].is_object())
       fail(ErrorCategory::kInput, "{}: expected a \"weight_map\" object (tensor name -> shard file)", index);

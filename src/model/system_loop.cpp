@@ -279,7 +279,7 @@ LoopResult run_outer_loop(const LoopOptions& o, const SystemConfig& start, const
     r.iterations.push_back(li);
     if (sink) sink(li);
   }
-  if (r.stop_reason.empty()) r.stop_reason = fmt::format("budget of {} changes spent", o.budget);
+  if (r.stop_reason.empty()) r.stop_reason = fmt::format("budget of {} change{} spent", o.budget, o.budget == 1 ? "" : "s");
   return r;
 }
 

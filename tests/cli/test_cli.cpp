@@ -80,6 +80,10 @@ TEST_F(Cli, OpsSpecCreatesNoHome) {
   const auto bad = test::run_thrive({"ops", "--spec", "softmaxx"}, {"THRIVE_HOME=" + fresh});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_FALSE(std::filesystem::exists(fresh));
+  // the common flags work here too: --log-level replaces a bad THRIVE_LOG_LEVEL, --device the variable
+  const auto flagged = test::run_thrive({"ops", "--spec", "softmax", "--device", "cpu", "--log-level", "info"},
+                                        {"THRIVE_HOME=" + fresh, "THRIVE_LOG_LEVEL=loud"});
+  EXPECT_EQ(flagged.exit_code, 0) << flagged.err;
 }
 
 TEST_F(Cli, OpsJsonParses) {
@@ -193,7 +197,12 @@ INSTANTIATE_TEST_SUITE_P(
         // an option given twice: CLI11's "At Most 1 required but received 2", said plainly
         BadInvocation{"option_given_twice", {"e2e", "--model", "/nonexistent", "--batch", "1", "--batch", "2"}, {}, 2,
                       "--batch given 2 times: expected it once"},
+        // --json is a kernel file's result; the memory's kernels' results go to --json-out
+        BadInvocation{"bench_json_without_kernel", {"bench", "--op", "all", "--json"}, {}, 2, "--json-out FILE"},
         BadInvocation{"e2e_dump_is_a_folder", {"e2e", "--model", "/nonexistent", "--dump", "/tmp/"}, {}, 2, "/tmp/"},
+        // a prefix under a regular file: refused before the model is even opened, not after the run
+        BadInvocation{"e2e_dump_under_a_file", {"e2e", "--model", "/nonexistent", "--dump", "/etc/passwd/x"}, {}, 2,
+                      "cannot make its directory /etc/passwd"},
         BadInvocation{"e2e_empty_prompts_file", {"e2e", "--model", "/nonexistent", "--prompts-file", ""}, {}, 2,
                       "--prompts-file"},
         // the flag at fault alone, not the defaults of the others
@@ -355,6 +364,13 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
                                     env());
   EXPECT_EQ(bad.exit_code, 3) << bad.err;
   expect_one_line_error(bad, "--prompts-file");
+  // a file far larger than --batch x --prompt ids can be is refused unread (its parse would take
+  // about 20 times its size in memory)
+  const auto huge = test::write_text(files.path() + "/huge.json", "[[1" + std::string(5000, ' ') + "]]");
+  const auto big = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "3",
+                                     "--prompts-file", huge}, env());
+  EXPECT_EQ(big.exit_code, 3) << big.err;
+  EXPECT_NE(big.err.find("expected at most 4208 bytes"), std::string::npos) << big.err;
   const auto bad_id = test::write_text(files.path() + "/id.json", "[[1, 256], [5]]");
   EXPECT_EQ(test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
                               "--prompts-file", bad_id}, env()).exit_code, 3);
@@ -803,13 +819,16 @@ TEST_F(Cli, VerifyOfAWrongKernelExitsOne) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("incorrect"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("max_rel_err"), std::string::npos) << r.out;
+  // the worst error is said to be over what was compared, beside the failed cases' own lines
+  EXPECT_NE(r.out.find("(over the outputs compared;"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {
   const std::string k = good_rmsnorm_file();
   const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, small_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(rmsnorm_residual): passed"), std::string::npos)
+      << "verify names no shape it did not run: " << r.out;
 }
 
 // bench of a file on the CPU names its two figures for what they are there: a call per executor
@@ -868,7 +887,9 @@ TEST_F(Cli, VerifyOfACompileErrorExitsOneWithTheCompilerOutput) {
     EXPECT_NE(text.find("from " + chain + ":"), std::string::npos) << text;
     EXPECT_EQ(text.find("from kernel.cpp"), std::string::npos) << text;
     EXPECT_EQ(text.find("kernel.cpp"), std::string::npos) << text;
-    if (json) EXPECT_FALSE(nlohmann::json::parse(c.out).contains("verify")) << "a verification that never ran";
+    if (json) {
+      EXPECT_FALSE(nlohmann::json::parse(c.out).contains("verify")) << "a verification that never ran";
+    }
   }
   // a chain's first line names the kernel when it includes the header directly
   const std::string direct = kernel_file("direct.cpp",
@@ -1133,13 +1154,15 @@ TEST_F(Cli, MemoryListingsHaveAHeader) {
   std::vector<std::string> lines;
   for (size_t at = 0, nl; (nl = cards.out.find('\n', at)) != std::string::npos; at = nl + 1)
     lines.push_back(cards.out.substr(at, nl - at));
-  ASSERT_EQ(lines.size(), 3u) << cards.out;
+  ASSERT_EQ(lines.size(), 4u) << cards.out;  // the header, two cards, what the columns mean
   const size_t title = lines[0].find("title, settings"), best_end = lines[0].find("best") + 3;
-  for (size_t i = 1; i < lines.size(); ++i) {
+  for (size_t i = 1; i < 3; ++i) {
     const size_t t = lines[i].find(i == 1 ? "wide loads" : "long id");
     EXPECT_EQ(t, title) << cards.out;
-    EXPECT_EQ(lines[i].rfind("x ", t), best_end) << cards.out;
+    // no evidence yet: "-", not "0.00x", at the column's end
+    EXPECT_EQ(lines[i].rfind("- ", t), best_end) << cards.out;
   }
+  EXPECT_EQ(lines[3].rfind("ok/failed:", 0), 0u) << cards.out;
 }
 
 // What a break-it pass found on the reading commands (2026-12-01): an export through a memory.db

@@ -397,7 +397,8 @@ TEST_F(StoreTest, ExportImportReproducesBestAndEvidence) {
   EXPECT_EQ(sum.cards_added, 2);
   EXPECT_EQ(sum.kernels_added, 4);
   EXPECT_EQ(sum.evidence_merged, 2);
-  EXPECT_EQ(sum.best_replaced, 2);
+  EXPECT_EQ(sum.best_added, 2) << "into an empty memory every best is added, none replaced";
+  EXPECT_EQ(sum.best_replaced, 0);
   Store a(path);
   const auto la = a.leaderboard(), lb = b.leaderboard();
   ASSERT_EQ(lb.size(), la.size());
@@ -427,6 +428,7 @@ TEST_F(StoreTest, ExportImportReproducesBestAndEvidence) {
   EXPECT_EQ(again.cards_added, 0);
   EXPECT_EQ(again.kernels_added, 0);
   EXPECT_EQ(again.best_replaced, 0);
+  EXPECT_EQ(again.best_added, 0);
   EXPECT_EQ(again.best_kept, 2);
   EXPECT_EQ(again.evidence_merged, 0) << "the same snapshot again changes nothing";
   EXPECT_EQ(b.evidence("vec16")[0].successes, 1) << "an observation counts once however often it is imported";

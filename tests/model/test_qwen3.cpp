@@ -356,21 +356,56 @@ TEST(Qwen3Checkpoint, WrongTensorsAndConfigsAreInputErrorsNamingTheCulprit) {
           << e.what();
     }
   }
-  // a Qwen2-style q_proj bias is refused, not dropped (the shards found by their *.safetensors names)
-  {
-    test::TempDir biased;
-    init_checkpoint(cfg, biased.path(), 1);
-    std::filesystem::rename(biased.path() + "/model.safetensors", biased.path() + "/part-1.safetensors");
-    write_safetensors(biased.path() + "/part-2.safetensors",
-                      {{"model.layers.1.self_attn.q_proj.bias", StDtype::kF32, {4}, std::vector<uint8_t>(16)}});
+  // A tiny checkpoint in shards found by their *.safetensors names, part-N holding one small
+  // tensor of the test's choosing; and a load that must be refused with every `mentions`.
+  const auto add_shard = [&](const test::TempDir& d, int part, const std::string& tensor) {
+    if (!std::filesystem::exists(d.path() + "/part-1.safetensors")) {
+      init_checkpoint(cfg, d.path(), 1);
+      std::filesystem::rename(d.path() + "/model.safetensors", d.path() + "/part-1.safetensors");
+    }
+    write_safetensors(d.path() + "/part-" + std::to_string(part) + ".safetensors",
+                      {{tensor, StDtype::kF32, {4}, std::vector<uint8_t>(16)}});
+  };
+  const auto expect_refused = [&](const test::TempDir& d, const std::vector<std::string>& mentions) {
     try {
-      (void)load_weights(cfg, biased.path());
-      FAIL() << "a checkpoint with a bias loaded";
+      (void)load_weights(cfg, d.path());
+      ADD_FAILURE() << "loaded; expected: " << mentions.at(0);
     } catch (const Error& e) {
       EXPECT_EQ(e.category(), ErrorCategory::kInput) << e.what();
-      EXPECT_NE(std::string(e.what()).find("'model.layers.1.self_attn.q_proj.bias' is a bias"), std::string::npos)
-          << e.what();
+      for (const auto& m : mentions) EXPECT_NE(std::string(e.what()).find(m), std::string::npos) << e.what();
     }
+  };
+  // a Qwen2-style q_proj bias is refused, not dropped
+  {
+    test::TempDir biased;
+    add_shard(biased, 2, "model.layers.1.self_attn.q_proj.bias");
+    expect_refused(biased, {"'model.layers.1.self_attn.q_proj.bias' is a bias"});
+  }
+  // any tensor of a layer past num_hidden_layers is refused, not only the input norm the count is
+  // read from; a tensor the engine does not read otherwise is ignored (with a warning)
+  {
+    test::TempDir deeper;
+    add_shard(deeper, 2, "extra.weight");
+    EXPECT_NO_THROW((void)load_weights(cfg, deeper.path()));
+    add_shard(deeper, 3, "model.layers.2.mlp.down_proj.weight");
+    expect_refused(deeper, {"'model.layers.2.mlp.down_proj.weight' belongs to layer 2", "part-3.safetensors"});
+  }
+  // an eps float32 rounds to zero would normalize a zero row to NaN; a huge config.json is refused
+  // unread; a huge architecture name is cut in the message
+  bad_config([](auto& c) { c["rms_norm_eps"] = 1e-100; }, "rms_norm_eps 1e-100 must be in [1.18e-38, 1)");
+  bad_config([](auto& c) { c["padding"] = std::string(size_t(5) << 20, ' '); }, "expected at most 4194304 bytes");
+  {
+    std::string message;
+    bad_config([&](auto& c) { c["model_type"] = std::string(100000, 'q'); }, "expected Qwen3ForCausalLM / qwen3");
+    try {
+      auto c = Qwen3Config::preset("tiny").to_json();
+      c["model_type"] = std::string(100000, 'q');
+      test::write_text(dir.path() + "/config.json", c.dump());
+      (void)Qwen3Config::load(dir.path());
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_LT(message.size(), size_t(1000)) << message.substr(0, 300);
   }
   test::write_text(dir.path() + "/config.json", "{not json");
   try {

@@ -1,15 +1,18 @@
 // Small filesystem helpers shared by the modules that persist artefacts.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
 
 namespace thrive {
 
-/// Reads a whole regular file (at most 1 GiB); throws Error(kInput) naming the path when it
-/// cannot, or when the path is a directory, device, FIFO or socket.
-std::string read_file(const std::string& path);
+/// Reads a whole regular file of at most `max_bytes` (default 1 GiB; a caller that parses the
+/// text passes what that file can sensibly hold: a parse takes about 20 times its size in memory);
+/// throws Error(kInput) naming the path when it cannot, when it is larger (naming its size and the
+/// limit), or when the path is a directory, device, FIFO or socket.
+std::string read_file(const std::string& path, uintmax_t max_bytes = uintmax_t(1) << 30);
 
 /// Writes via a temporary file and rename(2), so readers never see a torn file: a StagedFile
 /// beside the target (a unique name created exclusively, so concurrent writers of one path,

@@ -100,9 +100,10 @@ struct SystemChange {
   std::string verdict, created_at;
 };
 
-/// Counts from import_json.
+/// Counts from import_json. best_added: (op, shape, device) entries that had no best kernel here;
+/// best_replaced: ones whose best an imported, faster kernel replaced; best_kept: ones that kept theirs.
 struct ImportSummary {
-  int cards_added = 0, evidence_merged = 0, kernels_added = 0, best_replaced = 0, best_kept = 0;
+  int cards_added = 0, evidence_merged = 0, kernels_added = 0, best_added = 0, best_replaced = 0, best_kept = 0;
 };
 
 class Store {

@@ -49,8 +49,11 @@ struct Qwen3Config {
   /// RoPE bases that disagree), or asks for what this engine does not implement: a RoPE scaling
   /// other than rope_type "default" (YaRN, linear, dynamic), sliding-window layers
   /// (use_sliding_window true, layer_types other than "full_attention"), attention bias, or an
-  /// activation other than "silu".
+  /// activation other than "silu". A config.json over kMaxConfigJsonBytes is refused unread.
   static Qwen3Config load(const std::string& dir);
+  /// The largest config.json load() reads: a real one is a few KiB, and parsing a file takes
+  /// about 20 times its size in memory.
+  static constexpr uintmax_t kMaxConfigJsonBytes = uintmax_t(4) << 20;
   /// config.json content (HF field names; architectures, model_type, torch_dtype "bfloat16").
   nlohmann::json to_json() const;
   /// Checks ranges and divisibility; Error(kInput) prefixed with `where`.
@@ -89,7 +92,9 @@ struct Qwen3Weights {
 /// biases would otherwise be dropped silently), and every tensor of cfg.tensor_layout present with
 /// the shape config.json implies and a dtype the engine reads, BF16, F16 or F32 (the headers
 /// only: no weight is read; a tensor outside the layout may have any safetensors dtype). The layer count is checked
-/// first, so the tensor layout of an absurd num_hidden_layers is never built.
+/// first, so the tensor layout of an absurd num_hidden_layers is never built. Any tensor of a layer
+/// at or past cfg.layers is an Error(kInput) naming it and its file; any other tensor outside the
+/// layout is named in a warning (spdlog) and ignored.
 void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const std::string& dir);
 /// Loads and checks every tensor of `cfg.tensor_layout` from the checkpoint directory: a missing
 /// tensor, or one whose shape differs or whose dtype is not BF16/F16/F32, is an Error(kInput)

@@ -140,8 +140,8 @@ void write_safetensors(const std::string& path, const std::vector<StTensorOut>& 
 /// All tensors of a checkpoint directory, in transformers' from_pretrained order:
 /// model.safetensors, else the files named by model.safetensors.index.json's weight_map, else
 /// (neither present) every *.safetensors file in the directory. Throws Error(kInput) naming the
-/// directory or file at fault: a tensor present in two files, an empty weight_map, or a tensor
-/// the weight_map places in a shard that does not hold it.
+/// directory or file at fault: a tensor present in two files, an empty weight_map, a tensor
+/// the weight_map places in a shard that does not hold it, or an index file over 64 MiB.
 class Checkpoint {
  public:
   explicit Checkpoint(const std::string& dir);

@@ -164,6 +164,9 @@ void register_bench(CLI::App& app, Context& ctx) {
              "--kernel); with --kernel, --json prints the full result", json_out);
       bench_file(ctx, f);
     } else {
+      if (f.json)
+        fail(ErrorCategory::kUsage, "--json: prints the full result of a kernel file (with --kernel); without "
+             "--kernel, --json-out FILE writes the memory's kernels' results as JSON");
       if (!json_out.empty()) check_results_file(ctx, json_out, "--json-out");
       bench_memory(ctx, f.op, f.shape, json_out);
     }

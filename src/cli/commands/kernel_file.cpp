@@ -78,7 +78,10 @@ nlohmann::json result_json(const sandbox::EvalResult& r, const std::string& path
 }
 
 void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
-  fmt::print("{} ({} at {}): {}\n", k.path, k.kernel.op, k.shape.label, sandbox::status_name(r.status));
+  // the shape is said only when the kernel was timed there: verification runs its own shapes,
+  // listed below, and a large benchmark shape may be none of them
+  fmt::print("{} ({}{}): {}\n", k.path, k.kernel.op, r.bench.reps > 0 ? " at " + k.shape.label : std::string(),
+             sandbox::status_name(r.status));
   // (a failed case's text is the detail itself: its case line below says it once)
   const bool detail_is_a_case = std::any_of(r.verify.cases.begin(), r.verify.cases.end(),
                                             [&](const auto& c) { return !c.passed && c.failure == r.detail; });
@@ -87,8 +90,10 @@ void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
   for (const auto& c : r.verify.cases)
     fmt::print("  case {:<24} {:<12} {}\n", c.shape_label, c.distribution,
                c.passed ? "ok" : "FAIL " + c.failure);
+  const bool any_failed = std::any_of(r.verify.cases.begin(), r.verify.cases.end(), [](const auto& c) { return !c.passed; });
   if (!r.verify.cases.empty())
-    fmt::print("  worst max_rel_err {:.3g}, worst nmse {:.3g}\n", r.verify.max_rel_err, r.verify.nmse);
+    fmt::print("  worst max_rel_err {:.3g}, worst nmse {:.3g}{}\n", r.verify.max_rel_err, r.verify.nmse,
+               any_failed ? " (over the outputs compared; a failed case's reason is on its line)" : "");
 }
 
 }  // namespace thrive::cli

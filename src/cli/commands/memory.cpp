@@ -70,8 +70,10 @@ void register_memory(CLI::App& app, Context& ctx) {
       for (const auto& e : ev)
         if (e.card_id == c.id) s += e.successes, f += e.failures, best = std::max(best, e.best_gain);
       fmt::print("{:<{}} {:<{}} {:>5} {:>6} {:>7}  {} {}\n", c.id, id_w, c.backend, back_w, s, f,
-                 fmt::format("{:.2f}x", best), c.title, c.set.dump());
+                 best > 0 ? fmt::format("{:.2f}x", best) : std::string("-"), c.title, c.set.dump());
     }
+    fmt::print("ok/failed: the card's changes that passed verification and were kept, or not; best: the largest "
+               "parent time / child time one of its changes gave ('-': none measured yet)\n");
   });
 
   static std::string kernels_op;
@@ -119,9 +121,10 @@ void register_memory(CLI::App& app, Context& ctx) {
     if (!std::filesystem::is_regular_file(db) || std::filesystem::file_size(ctx.store_path(), ec) == 0)
       memory::Store(":memory:").import_json(doc);
     auto s = ctx.store().import_json(doc);
-    fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added, "
-               "best replaced {} / kept {}\n",
-               import_path, s.cards_added, s.evidence_merged, s.kernels_added, s.best_replaced, s.best_kept);
+    fmt::print("imported {}: {} cards added, {} evidence rows merged, {} kernels added; best kernels: {} added, "
+               "{} replaced by a faster import, {} kept\n",
+               import_path, s.cards_added, s.evidence_merged, s.kernels_added, s.best_added, s.best_replaced,
+               s.best_kept);
   });
 
   cmd->add_subcommand("reset", "Move memory.db aside (kept as a backup) and start empty")

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -183,7 +184,11 @@ nlohmann::json breakdown(const model::StageTimes& st, double wall_ms) {
 std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t vocab) {
   if (!f.prompts_file.empty()) {
     std::string why;
-    const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file), 64, &why);
+    // at most 16 bytes an id ("151935, " with room for indentation) and 64 a sequence: a file of
+    // --batch x --prompt ids is far smaller, and a huge one is refused before its parse (about 20
+    // times its size in memory)
+    const double most = 16.0 * double(f.batch) * double(f.prompt) + 64.0 * double(f.batch) + 4096.0;
+    const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file, uintmax_t(std::min(most, 1e15))), 64, &why);
     if (j.is_discarded()) fail(ErrorCategory::kInput, "--prompts-file {}: {}", f.prompts_file, json_kind(j, why));
     if (!j.is_array() || int64_t(j.size()) != f.batch)
       fail(ErrorCategory::kInput, "--prompts-file {}: expected a JSON array of {} token-id arrays (one per sequence)",
@@ -232,12 +237,14 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
   const int64_t context = e2e_context(f);
   double weight_gb = 0;  // float32 weights, for the out-of-memory message
   model::Qwen3Weights weights;
+  std::vector<std::vector<int32_t>> prompts;  // a --prompts-file's, read before the weights load
   {  // the checkpoint's files close with the load, before the engine runs
     const model::Checkpoint ck(f.model);
     model::check_checkpoint_fits(ck, cfg, f.model);
     weight_gb = double(cfg.parameters()) * 4 / 1e9;
     if (f.prompts_file.empty()) model::check_cpu_kv_cache(cfg, f.batch, context);
     model::check_cpu_host_memory(cfg, f.batch, f.prompt, f.gen, model::host_available_bytes());
+    if (!f.prompts_file.empty()) prompts = random_prompts(f, cfg.vocab);
     const auto t = std::chrono::steady_clock::now();
     try {
       weights = model::load_weights(cfg, ck);
@@ -247,7 +254,7 @@ E2eResult run_cpu(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cfg
     }
     r.load_ms = ms_since(t);
   }
-  const auto prompts = random_prompts(f, cfg.vocab);
+  if (prompts.empty()) prompts = random_prompts(f, cfg.vocab);
   model::SystemProfile p;
   try {
     p = model::profile_cpu(cfg, std::move(weights), prompts, f.gen, {});
@@ -387,6 +394,9 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   r.bandwidth_gbps = ctx.toolbox().peak_bandwidth_gbps();  // before the engine's CUDA context
   r.act_bytes = r.weight_bytes = 2;
   r.precision = "bf16 (f32 accumulation)";
+  // a --prompts-file is read before the weights load (random prompts after the engine has checked
+  // that batch x context fits)
+  auto prompts = f.prompts_file.empty() ? std::vector<std::vector<int32_t>>() : random_prompts(f, cfg.vocab);
   auto t = std::chrono::steady_clock::now();
   model::CudaQwen3Engine engine(cfg, f.model, run_cfg, o, reg);
   if (f.persistent == "on" && !engine.options().persistent_decode)
@@ -397,7 +407,7 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
          f.batch);
   r.load_ms = ms_since(t);
   r.device = "cuda:" + engine.device().name;
-  const auto prompts = random_prompts(f, cfg.vocab);
+  if (prompts.empty()) prompts = random_prompts(f, cfg.vocab);
   for (const auto& p : prompts) r.prompt_tokens += int64_t(p.size());
   engine.prefill(prompts);  // warm-up: cuBLASLt plans, first-touch of every buffer
   // the skipped logits of the greedy calls whose tokens are not the run's (the engine counts every
@@ -515,6 +525,27 @@ E2eResult run_cuda(Context& ctx, const E2eFlags& f, const model::Qwen3Config& cf
   return r;
 }
 
+// The directory --dump writes into, made now (as the dump would) and probed with a file of its own:
+// a prefix under a regular file, or on a read-only or pseudo file system (/proc, /sys), is then a
+// usage error before the weights load, not a storage error after the whole run.
+void check_dump_directory(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(prefix).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    fail(ErrorCategory::kUsage, "--dump {}: cannot make its directory {} ({}); expected a path prefix in a writable "
+         "directory", prefix, dir.string(), ec ? ec.message() : "not a directory");
+  std::string probe = (dir / ".thrive-dump-probe-XXXXXX").string();
+  const int fd = mkstemp(probe.data());
+  if (fd < 0)
+    fail(ErrorCategory::kUsage, "--dump {}: cannot write in {} ({}); expected a path prefix in a writable directory",
+         prefix, dir.string(), std::strerror(errno));
+  close(fd);
+  unlink(probe.c_str());
+}
+
 // --dump PREFIX: PREFIX.logits.f32 (raw little-endian float32 [B, vocab], each sequence's last
 // prompt token), PREFIX.tokens.json (the greedy tokens), for scripts/hf_compare.py, and on CUDA
 // with --gen >= 2 PREFIX.decode_logits.f32 (the same layout, the first decode step: the outer
@@ -577,9 +608,11 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
                doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, doc["decode_tokens_per_s"].get<double>(),
                doc["decode_ms_per_step"].get<double>(), r.decode_steps, r.load_ms);
   else  // --gen 0 or 1: the one token (if any) comes from prefill
-    fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); no decode step ran (--gen {}: decode runs gen - 1 steps); "
-               "weights loaded in {:.0f} ms\n",
-               doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, f.gen, r.load_ms);
+    fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); no decode step ran ({}); weights loaded in {:.0f} ms\n",
+               doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms,
+               f.gen == 0 ? "--gen 0: prefill only, no token kept"
+                          : "--gen 1: the token comes from prefill; decode runs gen - 1 steps",
+               r.load_ms);
   if (doc.contains("peak_rss_mb")) fmt::print("peak RSS {:.0f} MB\n", doc["peak_rss_mb"].get<double>());
   if (doc.contains("gpu_memory_allocated_bytes"))
     fmt::print("GPU memory: {:.2f} GiB allocated by the engine, {:.2f} GiB in use on the device; graphs {}, kernels "
@@ -784,7 +817,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--model", f.model, "Checkpoint directory (config.json + *.safetensors)")->required();
   cmd->add_option("--batch", f.batch, "Sequences decoded together (default 1)");
   cmd->add_option("--prompt", f.prompt, "Prompt tokens per sequence, random ids (default 16)");
-  cmd->add_option("--gen", f.gen, "Tokens generated per sequence, greedy (default 16)");
+  cmd->add_option("--gen", f.gen, "Tokens generated per sequence, greedy (default 16; the first comes from prefill, "
+                  "so decode runs gen - 1 steps; 0 = prefill only)");
   cmd->add_option("--seed", f.seed, "Seed of the random prompt ids (default 1)");
   cmd->add_option("--device", f.device, "cpu (the float32 reference engine) | cuda | auto (default: cuda when present)");
   cmd->add_option("--graphs", f.graphs, fmt::format("on (default): decode steps replayed as CUDA graphs of {} steps | off", model::CudaQwen3Engine::kGreedyChunk));
@@ -864,7 +898,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--prompts-file", f.prompts_file,
                   "JSON array of token-id arrays, one per sequence, lengths 1..--prompt (default: random ids)");
   cmd->add_option("--dump", f.dump, "Write PREFIX.logits.f32 (prefill logits, float32 [B, vocab]), PREFIX.tokens.json and on CUDA "
-                  "PREFIX.decode_logits.f32 (the first decode step's logits)");
+                  "PREFIX.decode_logits.f32 (the first decode step's logits); PREFIX's directory is created");
   cmd->add_flag("--json", f.json, "Print the full result as JSON");
   add_common_flags(*cmd, ctx.flags, false);  // --home, --log-level (--device is the engine's, above)
   cmd->callback([&ctx, cmd] {
@@ -878,6 +912,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
         if (std::filesystem::is_directory(f.dump + ext))
           fail(ErrorCategory::kUsage, "--dump {}: {}{} is a folder", f.dump, f.dump, ext);
       }
+    if (!f.dump.empty()) check_dump_directory(f.dump);
     std::vector<std::string> engine_flags;  // the CUDA engine's own options given on the command line
     for (const char* flag : {"--graphs", "--kernels", "--attention", "--fusions", "--gemv", "--pdl", "--gemv-rows",
                              "--decode-attention", "--persistent", "--persistent-stages", "--persistent-splits",

@@ -14,6 +14,7 @@ void register_ops(CLI::App& app, Context& ctx) {
   static std::string spec;
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--spec", spec, "Print one op's full contract (tensors in ABI order, params)");
+  add_common_flags(*cmd, ctx.flags, true);  // --device picks --spec's backend template
   cmd->callback([&ctx] {
     auto& cfg = ctx.config();
     if (!spec.empty()) {
