@@ -340,7 +340,8 @@ void CpuExecutor::start(const std::string& program, const SharedArena& arena, co
     text.resize(h.text_bytes);
     if (!read_exact(fd_, text.data(), text.size())) text.clear();
   } else {
-    fail(ErrorCategory::kBackend, "{} did not start: it exited without a reply (is it THRIVE's executor?)", which);
+    fail(ErrorCategory::kBackend, "{} did not start: it closed its socket or sent no valid first reply (is it "
+         "THRIVE's executor?)", which);
   }
   if (h.status != 0) fail(ErrorCategory::kBackend, "{}: {}", which, utf8_prefix(text, 2000));
   confinement_ = text;

@@ -185,6 +185,10 @@ bool drop_capabilities() {
   return ok;
 }
 
+// The first system call number the filter does not know: fchmodat2's (Linux 6.6). Everything
+// from it on returns ENOSYS (apply_seccomp).
+constexpr uint32_t kFirstUnknownSyscall = 452;
+
 // seccomp-BPF: default allow; the listed calls fail with EPERM (clone3 with ENOSYS so
 // the C library falls back to clone, whose flags the filter can read).
 void apply_seccomp() {
@@ -241,9 +245,6 @@ void apply_seccomp() {
 #ifdef __NR_chmod
       __NR_chmod, __NR_chown, __NR_lchown, __NR_utime, __NR_utimes, __NR_futimesat, __NR_mknod,
 #endif
-#ifdef __NR_fchmodat2
-      __NR_fchmodat2,
-#endif
       // the machine's state, other users' identities and file-system watches (root keeps none of
       // its capabilities here, drop_capabilities, but uid 0 still owns root's files): a
       // candidate set the hostname, turned process accounting off and stalled other processes'
@@ -274,13 +275,24 @@ void apply_seccomp() {
   // Signals by file ownership (F_SETOWN + O_ASYNC delivers any signal, SIGKILL included, to
   // any process of this user): no owner, no signal choice.
   arg_rule(__NR_fcntl, 1, {F_SETOWN, F_SETSIG, F_SETOWN_EX}, true);
-  arg_rule(__NR_ioctl, 1, {0x8901u /* FIOSETOWN */, 0x8902u /* SIOCSPGRP */}, true);
+  // ...and inode flags and project attributes of any file it may open for reading (Landlock's
+  // IOCTL_DEV right covers device files only; a candidate set +nodump on another kernel's .so,
+  // 2026-12-07). Numbers: <linux/fs.h> FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR.
+  arg_rule(__NR_ioctl, 1, {0x8901u /* FIOSETOWN */, 0x8902u /* SIOCSPGRP */, 0x40086602u, 0x40046602u, 0x401c5820u},
+           true);
   // A parent-death signal stays (the worker's exit kills the executor).
   arg_rule(__NR_prctl, 0, {PR_SET_PDEATHSIG}, true);
   // Affinity and limits of this process only (0 = self), never of the worker or THRIVE.
   arg_rule(__NR_sched_setaffinity, 0, {0u, self}, false);
   arg_rule(__NR_prlimit64, 0, {0u, self}, false);
   jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(__NR_clone3), 0, 1);
+  stmt(BPF_RET | BPF_K, enosys);
+  // Every system call numbered from fchmodat2 (452) on, and x32's (bit 30 set, x86-64 only):
+  // ENOSYS, as a kernel without them answers (the C library falls back). A denylist cannot name
+  // calls newer than the build's headers: fchmodat2, setxattrat and file_setattr changed modes,
+  // ACLs and flags past it (2026-12-07). Since Linux 5.1 new calls share one number on every
+  // architecture (Linux include/uapi/asm-generic/unistd.h).
+  jump(BPF_JMP | BPF_JGE | BPF_K, kFirstUnknownSyscall, 0, 1);
   stmt(BPF_RET | BPF_K, enosys);
   // clone: threads only (flags are argument 0; CLONE_THREAD is in the low 32 bits).
   jump(BPF_JMP | BPF_JEQ | BPF_K, uint32_t(__NR_clone), 0, 4);

@@ -230,7 +230,7 @@ TEST(CpuExecutor, AnExecutorThatDoesNotStartIsAnErrorNamingIt) {
     ADD_FAILURE() << program << " started as an executor";
     return std::string();
   };
-  EXPECT_NE(start_error("/bin/true").find("exited without a reply"), std::string::npos);
+  EXPECT_NE(start_error("/bin/true").find("closed its socket or sent no valid first reply"), std::string::npos);
   EXPECT_NE(start_error(home.path() + "/missing-program").find("could not be started: execve"), std::string::npos);
 }
 

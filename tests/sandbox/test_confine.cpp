@@ -378,10 +378,12 @@ TEST_F(Confine, KernelsReadNoUserFileAndNoApiKey) {
 // kernel, which zeroes its output when any attempt succeeds, passes (an adversarial helper did
 // all of these from a kernel, 2026-12-07). kill(0, 0) probes the process group: the worker's.
 TEST_F(Confine, FileMetadataTheMachineAndTheProcessGroupAreOutOfReach) {
-  const std::string victim = test::write_text(home.path() + "/../victim-" + std::to_string(getpid()) + ".txt", "KEEP");
+  // in the compiled kernels' directory, which a kernel may read (and so open for an ioctl)
+  std::filesystem::create_directories(home.path() + "/cache/cpu");
+  const std::string victim = test::write_text(home.path() + "/cache/cpu/victim-" + std::to_string(getpid()) + ".txt", "KEEP");
   std::filesystem::permissions(victim, std::filesystem::perms(0644));
   const std::string prelude = "#include <fcntl.h>\n#include <signal.h>\n#include <sys/stat.h>\n#include <sys/syscall.h>\n"
-                              "#include <sys/xattr.h>\n#include <unistd.h>\n#include <linux/capability.h>\n"
+                              "#include <sys/ioctl.h>\n#include <sys/xattr.h>\n#include <unistd.h>\n#include <linux/capability.h>\n"
                               "static int escaped(void) {\n"
                               "  const char* v = \"" + victim + "\";\n"
                               "  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};\n"
@@ -394,6 +396,12 @@ TEST_F(Confine, FileMetadataTheMachineAndTheProcessGroupAreOutOfReach) {
                               "  n += setxattr(v, \"user.x\", \"1\", 1, 0) == 0;\n"
                               "  n += kill(0, 0) == 0;\n"
                               "  n += sethostname(\"x\", 0) == 0;\n"
+                              // calls newer than a denylist could name: fchmodat2, setxattrat
+                              "  n += syscall(452, AT_FDCWD, v, 0, 0) == 0;\n"
+                              "  n += syscall(463, AT_FDCWD, v, 0, \"user.y\", (void*)0, 0) == 0;\n"
+                              "  int fd = open(v, O_RDONLY);\n"
+                              "  long flags = 0;\n"
+                              "  if (fd >= 0) { n += ioctl(fd, 0x40086602 /* FS_IOC_SETFLAGS */, &flags) == 0; close(fd); }\n"
                               "  n += syscall(SYS_capget, &h, d) == 0 && (d[0].effective | d[0].permitted | d[1].effective) != 0;\n"
                               "  return n;\n}\n";
   const auto r = run(test::rmsnorm_body("if (escaped()) for (int64_t i = 0; i < T * H; ++i) out[i] = 0;"), prelude);

@@ -21,7 +21,8 @@
 //   - file metadata and the machine: the same filter denies truncate, chmod, chown, times and
 //     extended attributes (Landlock governs none of these but truncation from ABI 3), and the
 //     calls that change the machine or identities (hostname, clocks, accounting, fanotify,
-//     inotify watches, set*uid/gid, capset);
+//     inotify watches, set*uid/gid, capset), ioctls setting inode flags, and returns ENOSYS
+//     for every call numbered from 452 (fchmodat2) on: newer than a denylist could name;
 //   - privileges: every capability is dropped, the bounding set's too (THRIVE run as root);
 //   - memory: RLIMIT_AS caps the worker's address space.
 // CUDA candidates need none of this: they are device code and make no system calls.
