@@ -34,8 +34,6 @@
 #include "thrive/core/process.hpp"
 #include "thrive/sandbox/confine.hpp"
 
-extern char** environ;
-
 namespace thrive::backend {
 namespace {
 

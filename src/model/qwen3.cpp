@@ -430,18 +430,20 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
   // Before the layout is built: an absurd num_hidden_layers would otherwise allocate gigabytes of
   // tensor names first. A layer left over would run the checkpoint as a shallower model.
   const auto layer_tensor = [](int64_t l) { return "model.layers." + std::to_string(l) + ".input_layernorm.weight"; };
+  // N of a "model.layers.N." name (at most 9 digits), -1 for any other name
+  const auto layer_of = [](const std::string& n) -> int64_t {
+    if (!n.starts_with("model.layers.")) return -1;
+    const auto digits = n.substr(13, n.find('.', 13) - 13);
+    if (digits.empty() || digits.size() >= 10 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoll(digits);
+  };
   const auto names = ck.names();
   if (names.empty())
     fail(ErrorCategory::kInput, "{}: its {} safetensors file(s) hold no tensor at all", dir, ck.file_count());
   if (!ck.has(layer_tensor(cfg.layers - 1))) {
     // what the files do hold: the deepest layer index among "model.layers.N." names
     int64_t deepest = -1;
-    for (const auto& n : names)
-      if (n.starts_with("model.layers.")) {
-        const auto digits = n.substr(13, n.find('.', 13) - 13);
-        if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos)
-          deepest = std::max(deepest, int64_t(std::stoll(digits)));
-      }
+    for (const auto& n : names) deepest = std::max(deepest, layer_of(n));
     fail(ErrorCategory::kInput, "{}: no tensor '{}': config.json's num_hidden_layers {} is more than the checkpoint "
          "holds (its {} tensors in {} file(s) {})", dir, layer_tensor(cfg.layers - 1), cfg.layers, names.size(),
          ck.file_count(), deepest < 0 ? std::string("name no model.layers.N tensor")
@@ -468,13 +470,9 @@ void check_checkpoint_fits(const Checkpoint& ck, const Qwen3Config& cfg, const s
   std::vector<std::string> unused;
   for (const auto& name : names) {
     if (wanted.count(name) > 0) continue;
-    if (name.starts_with("model.layers.")) {
-      const auto digits = name.substr(13, name.find('.', 13) - 13);
-      if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos &&
-          std::stoll(digits) >= cfg.layers)
-        fail(ErrorCategory::kInput, "{}: tensor '{}' belongs to layer {}: the checkpoint holds more layers than "
-             "config.json's num_hidden_layers {}", ck.file_of(name), utf8_prefix(name, 200), digits, cfg.layers);
-    }
+    if (const int64_t layer = layer_of(name); layer >= cfg.layers)
+      fail(ErrorCategory::kInput, "{}: tensor '{}' belongs to layer {}: the checkpoint holds more layers than "
+           "config.json's num_hidden_layers {}", ck.file_of(name), utf8_prefix(name, 200), layer, cfg.layers);
     unused.push_back(name);
   }
   if (!unused.empty())
