@@ -364,12 +364,8 @@ void CpuExecutor::stop() {
 }
 
 std::string CpuExecutor::find_program(const std::string& configured) {
-  const auto executable = [](const std::filesystem::path& p) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
-  };
   if (!configured.empty()) {
-    if (!executable(configured))
+    if (!is_executable_file(configured))
       fail(ErrorCategory::kUsage, "THRIVE_CPU_EXECUTOR={}: expected the thrive-cpu-executor program (an executable file)",
            configured);
     return configured;
@@ -380,7 +376,7 @@ std::string CpuExecutor::find_program(const std::string& configured) {
   if (!ec) places.push_back(self.parent_path() / "thrive-cpu-executor");
   places.push_back(std::filesystem::path(THRIVE_BUILD_DIR) / "thrive-cpu-executor");
   for (const auto& p : places)
-    if (executable(p)) return p.string();
+    if (is_executable_file(p.string())) return p.string();
   std::string looked;
   for (const auto& p : places) looked += (looked.empty() ? "" : ", ") + p.string();
   fail(ErrorCategory::kBackend,

@@ -1,16 +1,14 @@
 #include "thrive/config/config.hpp"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 
 #include <fmt/ranges.h>
 
 #include "thrive/core/error.hpp"
+#include "thrive/core/files.hpp"
 
 namespace thrive::config {
 namespace {
@@ -212,8 +210,7 @@ Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn
   {  // empty = the default (found beside thrive); otherwise an executable file, checked now
     auto [var, value] = get("CPU_EXECUTOR");
     if (!var.empty() && !value.empty()) {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(value, ec) || access(value.c_str(), X_OK) != 0)
+      if (!is_executable_file(value))
         fail(ErrorCategory::kUsage, "{}={}: expected the path of the thrive-cpu-executor program (an executable file)",
              var, value);
       c.cpu_executor = value;

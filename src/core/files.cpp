@@ -188,6 +188,11 @@ std::string utf8_prefix(const std::string& text, size_t max_bytes) {
   return out;
 }
 
+bool is_executable_file(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && access(path.c_str(), X_OK) == 0;
+}
+
 std::string fnv1a_hex(const std::string& data) {
   uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
   for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;

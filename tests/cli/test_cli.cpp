@@ -69,13 +69,22 @@ TEST_F(Cli, OpsListsAllFive) {
 // created for it (it used to open the memory through the toolbox); an unknown op is a usage error.
 TEST_F(Cli, OpsSpecCreatesNoHome) {
   const std::string fresh = home.path() + "/not-yet";
-  const auto r = test::run_thrive({"ops", "--spec", "softmax"}, {"THRIVE_HOME=" + fresh, "THRIVE_DEVICE=cpu"});
+  const auto r = test::run_thrive({"ops", "--spec", "softmax", "--json"}, {"THRIVE_HOME=" + fresh, "THRIVE_DEVICE=cpu"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
   EXPECT_EQ(j.value("op", ""), "softmax");
   EXPECT_EQ(j.value("backend", ""), "cpu");
   EXPECT_FALSE(j["template_params"].empty());
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  // without --json the same contract as text: tensors in ABI order, scalars, tolerances, the header
+  const auto text = test::run_thrive({"ops", "--spec", "softmax"}, {"THRIVE_HOME=" + fresh, "THRIVE_DEVICE=cpu"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(nlohmann::json::parse(text.out, nullptr, false).is_discarded()) << "text, not JSON:\n" << text.out;
+  for (const std::string& want : {std::string("Tensors, in ABI order"), std::string("  0  "),
+                                  j["tensors"][0]["name"].get<std::string>(), std::string("Tolerance"),
+                                  std::string("typedef struct ThriveArgs")})
+    EXPECT_NE(text.out.find(want), std::string::npos) << want << "\n" << text.out;
   EXPECT_FALSE(std::filesystem::exists(fresh));
   const auto bad = test::run_thrive({"ops", "--spec", "softmaxx"}, {"THRIVE_HOME=" + fresh});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;

@@ -70,6 +70,10 @@ void remove_stale_staged_files(const std::string& path);
 /// Returns 0, or the errno of the failure: EEXIST when `to` exists, ENOENT when `from` does not.
 int rename_no_replace(const std::string& from, const std::string& to);
 
+/// True when `path` names a regular file (a symlink followed) that this process may execute
+/// (access(2) X_OK); false for a directory, a missing path or one it cannot stat. Throws nothing.
+bool is_executable_file(const std::string& path);
+
 /// Throws Error(kStorage) naming `path` when it exists and is neither a regular file nor a
 /// symlink (a directory, FIFO, device or socket): what StagedFile::commit must not replace.
 void check_replaceable(const std::string& path);

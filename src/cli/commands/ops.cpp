@@ -1,5 +1,9 @@
 // thrive ops [--json] [--spec OP]: the target ops, shapes, byte/flop model, backends.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <vector>
 
 #include "src/cli/context.hpp"
 #include "thrive/backend/backend.hpp"
@@ -8,12 +12,53 @@
 
 namespace thrive::cli {
 
+namespace {
+
+/// One op's contract (tools::op_spec's JSON) as text: the op and its backend, the tensors in ABI
+/// order, the dims and scalars, the template parameters, the tolerances, the benchmark and verify
+/// shapes, and last the ABI header a kernel includes.
+void print_spec(const nlohmann::json& c) {
+  const auto list = [](const nlohmann::json& a) {
+    std::vector<std::string> v;
+    for (const auto& x : a) v.push_back(x.get<std::string>());
+    return v.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(v, ", "));
+  };
+  fmt::print("{} ({}; backend {})\n  {}\n\n", c["op"].get<std::string>(), c["trait"].get<std::string>(),
+             c["backend"].get<std::string>(), c["summary"].get<std::string>());
+  fmt::print("Tensors, in ABI order (args->tensors[i]):\n");
+  int i = 0;
+  for (const auto& t : c["tensors"])
+    fmt::print("  {}  {:<16} {:<6} {:<5} [{}]\n", i++, t["name"].get<std::string>(), t["role"].get<std::string>(),
+               t["dtype"].get<std::string>(), fmt::join(t["dims"].get<std::vector<std::string>>(), ", "));
+  fmt::print("Dims (args->dims, in order): {}\nScalars (args->scalars, in order): {}\n\n", list(c["dims"]),
+             list(c["scalars"]));
+  if (!c["template_params"].empty()) {
+    fmt::print("Template parameters (the default, and the values the search tries):\n");
+    for (const auto& p : c["template_params"])
+      fmt::print("  {} = {} (of {})\n      {}\n", p["name"].get<std::string>(), p["default"].get<std::string>(),
+                 fmt::join(p["values"].get<std::vector<std::string>>(), " | "), p["doc"].get<std::string>());
+    fmt::print("\n");
+  }
+  fmt::print("Tolerance against the float64 reference:\n");
+  for (const auto& [dtype, t] : c["tolerance"].items())
+    fmt::print("  {:<5} rtol {:g}  nmse {:g}  bias {:g}\n", dtype, t.value("rtol", 0.0), t.value("nmse", 0.0),
+               t.value("bias", 0.0));
+  fmt::print("\nBenchmark shapes:\n  {:<16} {:>14} {:>10} {:>16}\n", "shape", "min bytes", "MFLOP", "workspace bytes");
+  for (const auto& s : c["shapes"])
+    fmt::print("  {:<16} {:>14} {:>10.2f} {:>16}\n", s["label"].get<std::string>(), s["min_bytes"].get<int64_t>(),
+               s["flops"].get<double>() / 1e6, s["workspace_bytes"].get<int64_t>());
+  fmt::print("Verify shapes (ragged ones included): {}\n\nABI header (what a kernel includes):\n{}",
+             list(c["verify_shapes"]), c["abi"].get<std::string>());
+}
+
+}  // namespace
+
 void register_ops(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("ops", "List the target ops with shapes, bytes, flops, backends");
   static bool json = false;
   static std::string spec;
   cmd->add_flag("--json", json, "Machine-readable output");
-  cmd->add_option("--spec", spec, "Print one op's full contract (tensors in ABI order, params)");
+  cmd->add_option("--spec", spec, "Print one op's full contract (tensors in ABI order, params, tolerances, ABI header); JSON with --json");
   add_common_flags(*cmd, ctx.flags, true);  // --device picks --spec's backend template
   cmd->callback([&ctx] {
     auto& cfg = ctx.config();
@@ -21,7 +66,11 @@ void register_ops(CLI::App& app, Context& ctx) {
       ops::find_op(spec);
       // The spec needs no memory: built from the registry and the backend's template, without the
       // toolbox (which opens, and would create, THRIVE_HOME's memory database)
-      fmt::print("{}\n", tools::op_spec(cfg, backend::resolve_backend_name(cfg.device), spec).dump(2));
+      const auto contract = tools::op_spec(cfg, backend::resolve_backend_name(cfg.device), spec);
+      if (json)
+        fmt::print("{}\n", contract.dump(2));
+      else
+        print_spec(contract);
       return;
     }
     const nlohmann::json out = tools::ops_catalog(cfg.model);
