@@ -67,7 +67,9 @@ std::string usage_message(const std::string& cli11_text) {
   std::smatch m;
   if (std::regex_match(cli11_text, m, kNoConversion))
     return fmt::format("{} {}: not a number this flag takes (not a number, or out of its range; integer flags take "
-                       "decimal digits)", m[1].str(), m[2].str());
+                       "decimal digits, at most 2147483647)", m[1].str(), m[2].str());
+  if (cli11_text == "A subcommand is required")
+    return "a command is required";
   if (std::regex_match(cli11_text, m, kAtMostOne))
     return fmt::format("{} given {} times: expected it once", m[1].str(), m[2].str());
   if (std::regex_match(cli11_text, m, kNotExpected)) {

@@ -133,6 +133,14 @@ double Toolbox::peak_bandwidth_gbps(bool remeasure) {
 
 nlohmann::json Toolbox::get_op_spec(const std::string& name) { return op_spec(cfg_, backend_name_, name); }
 
+namespace {
+// The largest minimum traffic of a shape a run takes without it being named: THRIVE_MAX_SHAPE_BYTES,
+// else 256 MiB on the CPU (its float64 reference and host buffers) and no limit on a GPU.
+int64_t shape_bytes_cap(const config::Config& cfg, const std::string& backend_name) {
+  return cfg.max_shape_bytes > 0 ? cfg.max_shape_bytes : backend_name == "cpu" ? (256ll << 20) : INT64_MAX;
+}
+}  // namespace
+
 nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_name, const std::string& name) {
   const auto& op = ops::find_op(name);
   nlohmann::json tensors = nlohmann::json::array();
@@ -147,7 +155,9 @@ nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_nam
                       {"shape", s.shape},
                       {"min_bytes", op.min_bytes(s.shape)},
                       {"flops", op.flops(s.shape)},
-                      {"workspace_bytes", op.workspace_bytes(s.shape)}});
+                      {"workspace_bytes", op.workspace_bytes(s.shape)},
+                      {"scalars", op.scalars(s.shape, cfg.model)},
+                      {"in_default_set", op.min_bytes(s.shape) <= shape_bytes_cap(cfg, backend_name)}});
   nlohmann::json verify_shapes = nlohmann::json::array();
   for (const auto& s : op.verify_shapes(cfg.model)) verify_shapes.push_back(s.label);
   nlohmann::json params = nlohmann::json::array();
@@ -174,13 +184,13 @@ nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_nam
           {"abi", backend::embedded_paths(backend_name + "/thrive_" + backend_name + ".h").empty()
                       ? ""
                       : backend::embedded_file(backend_name + "/thrive_" + backend_name + ".h")},
-          {"backend", backend_name}};
+          {"backend", backend_name},
+          {"max_shape_bytes", shape_bytes_cap(cfg, backend_name) == INT64_MAX ? nlohmann::json()
+                                                                               : nlohmann::json(shape_bytes_cap(cfg, backend_name))}};
 }
 
 std::vector<ops::ShapeCase> Toolbox::shapes_for(const ops::Op& op, const std::string& only) {
-  const int64_t cap = cfg_.max_shape_bytes > 0 ? cfg_.max_shape_bytes
-                      : backend_name_ == "cpu"  ? (256ll << 20)
-                                                : INT64_MAX;
+  const int64_t cap = shape_bytes_cap(cfg_, backend_name_);
   std::vector<ops::ShapeCase> out;
   for (const auto& s : op.bench_shapes(cfg_.model)) {
     if (!only.empty()) {
@@ -267,7 +277,8 @@ bool suspect_timing(const sandbox::EvalResult& r) {
 }
 
 sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::ShapeCase& shape,
-                                 bool verify, bool bench, const backend::KernelSource* paired_baseline) {
+                                 bool verify, bool bench, const backend::KernelSource* paired_baseline,
+                                 bool verify_whole) {
   const auto& op = ops::find_op(k.op);  // throws for an unknown op, before any work
   (void)op;
   if (k.backend != backend_name_)
@@ -275,6 +286,7 @@ sandbox::EvalResult Toolbox::run(const backend::KernelSource& k, const ops::Shap
          backend_name_);
   sandbox::EvalRequest req{k, shape, verify, bench, bench ? peak_bandwidth_gbps() : 0.0, std::nullopt};
   if (paired_baseline != nullptr) req.paired_baseline = *paired_baseline;
+  req.verify_bench_shape = verify_whole;
   auto r = sandbox::evaluate(cfg_, backend_name_, req);
   if (r.bench.below_floor) {
     // Too fast to be true. First suspect the ceiling (measured once per run, maybe on a
@@ -310,8 +322,8 @@ sandbox::EvalResult Toolbox::compile(const backend::KernelSource& k) {
   return run(k, op.bench_shapes(cfg_.model).front(), false, false);
 }
 
-sandbox::EvalResult Toolbox::verify(const backend::KernelSource& k, const ops::ShapeCase& shape) {
-  return run(k, shape, true, false);
+sandbox::EvalResult Toolbox::verify(const backend::KernelSource& k, const ops::ShapeCase& shape, bool whole) {
+  return run(k, shape, true, false, nullptr, whole);
 }
 
 sandbox::EvalResult Toolbox::benchmark(const backend::KernelSource& k, const ops::ShapeCase& shape) {

@@ -43,6 +43,7 @@ struct GuardedBuffer {
 OutputCheck check_output(const ops::HostTensor& got, const std::vector<double>& ref) {
   OutputCheck c;
   c.tensor = got.spec.name;
+  c.elements = int64_t(ref.size());
   const ops::Tolerance tol = ops::tolerance_for(got.spec.dtype);
   double sumsq = 0;
   for (double r : ref) sumsq += std::isfinite(r) ? r * r : 0.0;
@@ -102,14 +103,14 @@ std::string check_call(const ops::Op& op, const ops::Shape& shape, const config:
     const auto c = check_output(after[i], expected[out_index++]);
     if (!c.passed)
       return fmt::format("{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, bias {:.3g} (limit {:.3g}), "
-                         "{} bad / {} NaN elements", c.tensor, c.max_rel_err, c.tolerance, c.nmse, c.bias,
-                         c.bias_limit, c.bad_elements, c.nan_elements);
+                         "{} bad / {} NaN of {} elements", c.tensor, c.max_rel_err, c.tolerance, c.nmse, c.bias,
+                         c.bias_limit, c.bad_elements, c.nan_elements, c.elements);
   }
   return "";
 }
 
 std::vector<ops::ShapeCase> verification_shapes(const ops::Op& op, const config::ModelDims& model,
-                                                const ops::ShapeCase* bench_shape) {
+                                                const ops::ShapeCase* bench_shape, bool whole) {
   auto shapes = op.verify_shapes(model);
   if (bench_shape == nullptr) return shapes;
   auto add = [&](const ops::ShapeCase& c) {
@@ -117,7 +118,7 @@ std::vector<ops::ShapeCase> verification_shapes(const ops::Op& op, const config:
       if (s.shape == c.shape) return;
     shapes.push_back(c);
   };
-  if (op.min_bytes(bench_shape->shape) <= (16ll << 20)) {
+  if (op.min_bytes(bench_shape->shape) <= (whole ? kMaxWholeVerifyBytes : kMaxSmallVerifyBytes)) {
     add(*bench_shape);
   } else if (auto it = bench_shape->shape.find("L"); it != bench_shape->shape.end() && it->second > 33) {
     // Too large to verify whole: the same batch with a short, ragged context, so a kernel
@@ -235,9 +236,9 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
             if (!o.passed) {
               cr.failure = fmt::format(
                   "{}: max_rel_err {:.3g} (tol {:.3g}), nmse {:.3g}, bias {:.3g} (limit {:.3g}), "
-                  "{} bad / {} NaN elements, worst at [{}] got {:.6g} expected {:.6g}",
+                  "{} bad / {} NaN of {} elements, worst at [{}] got {:.6g} expected {:.6g}",
                   o.tensor, o.max_rel_err, o.tolerance, o.nmse, o.bias, o.bias_limit,
-                  o.bad_elements, o.nan_elements, o.worst_index, o.worst_got, o.worst_expected);
+                  o.bad_elements, o.nan_elements, o.elements, o.worst_index, o.worst_got, o.worst_expected);
               break;
             }
         } else if (!cr.deterministic)
@@ -279,7 +280,7 @@ double number_or_nan(const nlohmann::json& j, const char* key) {
 
 void to_json(nlohmann::json& j, const OutputCheck& c) {
   j = {{"tensor", c.tensor},         {"max_rel_err", finite(c.max_rel_err)},
-       {"nmse", finite(c.nmse)},      {"tolerance", c.tolerance},             {"bad_elements", c.bad_elements},
+       {"nmse", finite(c.nmse)},      {"tolerance", c.tolerance},             {"bad_elements", c.bad_elements}, {"elements", c.elements},
        {"bias", finite(c.bias)},      {"bias_limit", c.bias_limit},
        {"nan_elements", c.nan_elements}, {"worst_index", c.worst_index},
        {"worst_got", finite(c.worst_got)},   {"worst_expected", finite(c.worst_expected)},

@@ -198,6 +198,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"e2e_bad_kernels", {"e2e", "--model", "/nonexistent", "--kernels", "fastest"}, {}, 2, "fastest"},
         BadInvocation{"e2e_engine_flags_on_cpu", {"e2e", "--model", "/nonexistent", "--device", "cpu", "--graphs", "off"},
                       {}, 2, "--graphs"},
+        // without --device, THRIVE_DEVICE picks the engine, as for every other command
+        BadInvocation{"e2e_thrive_device_cpu", {"e2e", "--model", "/nonexistent", "--graphs", "off"},
+                      {"THRIVE_DEVICE=cpu"}, 2, "--graphs"},
+        BadInvocation{"no_command", {}, {}, 2, "usage error: a command is required"},
         BadInvocation{"negative_seed", {"model", "init", "--preset", "tiny", "--out", "/tmp/x", "--seed", "-1"}, {}, 2,
                       "--seed -1"},
         BadInvocation{"unknown_flag_is_one_line", {"ops", "--bogus"}, {}, 2, "--bogus"},
@@ -373,6 +377,11 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
                                     env());
   EXPECT_EQ(bad.exit_code, 3) << bad.err;
   expect_one_line_error(bad, "--prompts-file");
+  // a file of another number of prompts says how many it holds and where the count comes from
+  const auto two = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "3",
+                                     "--prompts-file", too_long}, env());
+  EXPECT_EQ(two.exit_code, 3) << two.err;
+  expect_one_line_error(two, "holds 2 arrays; expected a JSON array of 1 token-id arrays (one per sequence: --batch 1)");
   // a file far larger than --batch x --prompt ids can be is refused unread (its parse would take
   // about 20 times its size in memory)
   const auto huge = test::write_text(files.path() + "/huge.json", "[[1" + std::string(5000, ' ') + "]]");
@@ -388,6 +397,9 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("no decode step ran (--gen 1"), std::string::npos) << one.out;
   EXPECT_EQ(one.out.find("ms per step over 0 steps"), std::string::npos) << one.out;
+  // every sequence's greedy tokens are printed, not only the first one's
+  for (const char* seq : {"greedy tokens of sequence 0: [", "greedy tokens of sequence 1: ["})
+    EXPECT_NE(one.out.find(seq), std::string::npos) << seq << "\n" << one.out;
 }
 
 // The context a run needs is the prompt plus one position a decode step: --gen G feeds back G - 1
@@ -669,7 +681,7 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_EQ(r.err.find("--device auto chose cpu"), std::string::npos) << r.err;
   // with --device auto on a machine with no GPU, the message says auto chose the CPU
   if (backend::resolve_backend_name("auto") == "cpu") {
-    r = test::run_thrive({"e2e", "--model", dir, "--kernels", "best"}, env());
+    r = test::run_thrive({"e2e", "--model", dir, "--kernels", "best"}, env({"THRIVE_DEVICE=auto"}));
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("(--device auto chose cpu: no CUDA device here)"), std::string::npos) << r.err;
   }
@@ -1116,11 +1128,17 @@ TEST_F(Cli, ReadingCommandsCreateNoMemoryOnAFreshHome) {
   const auto rows = test::run_thrive({"leaderboard", "--json", "--home", fresh}, env());
   ASSERT_EQ(rows.exit_code, 0) << rows.err;
   EXPECT_EQ(nlohmann::json::parse(rows.out), nlohmann::json::array());
-  const auto show = test::run_thrive({"memory", "--home", fresh, "show"}, env());
+  const auto show = test::run_thrive({"memory", "--home", fresh, "show", "--json"}, env());
   ASSERT_EQ(show.exit_code, 0) << show.err;
   const auto summary = nlohmann::json::parse(show.out);
   EXPECT_EQ(summary["path"], db);
   EXPECT_EQ(summary["kernels"], 0) << show.out;
+  // without --json the same summary as text, the path first and the counts named
+  const auto text = test::run_thrive({"memory", "--home", fresh, "show"}, env());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("memory " + db + "\n", 0), 0u) << text.out;
+  for (const char* want : {"kernels 0", "strategy cards 0", "no device measured yet"})
+    EXPECT_NE(text.out.find(want), std::string::npos) << want << "\n" << text.out;
   for (const char* sub : {"cards", "kernels"}) {  // an empty memory says so (it printed nothing)
     const auto r = test::run_thrive({"memory", "--home", fresh, sub}, env());
     EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.err;
@@ -1303,8 +1321,10 @@ TEST_F(Cli, FlagBeforeTheCommandAndStrayWordsAreNamed) {
     const auto r = test::run_thrive(args, env());
     EXPECT_EQ(r.exit_code, 2) << r.err;
     expect_one_line_error(r, args[0].substr(0, args[0].find('=')) + " before the command");
-    // --home and --log-level are `memory`'s flags (`memory show --help` does not list them)
-    EXPECT_NE(r.err.find("(thrive memory --help lists its flags)"), std::string::npos) << r.err;
+    // --home and --log-level are `memory`'s flags (`memory show --help` does not list them);
+    // --json is `memory show`'s
+    const std::string where = args[0] == "--json" ? "memory show" : "memory";
+    EXPECT_NE(r.err.find("(thrive " + where + " --help lists its flags)"), std::string::npos) << r.err;
   }
   // the hint names the subcommand whose flags they are (the command where the flag is the
   // command's, or not the subcommand's), or the command alone when none follows

@@ -86,6 +86,8 @@ TEST_F(VerifyTest, ZerosFailWithTheErrorReported) {
   EXPECT_TRUE(c.outputs[0].passed) << "residual was right";
   EXPECT_FALSE(c.outputs[1].passed);
   EXPECT_GT(c.outputs[1].bad_elements, 0);
+  EXPECT_GT(c.outputs[1].elements, 0);
+  EXPECT_NE(r.failure.find(fmt::format("NaN of {} elements", c.outputs[1].elements)), std::string::npos) << r.failure;
   EXPECT_EQ(c.outputs[1].worst_got, 0.0);
   EXPECT_NE(r.failure.find("out"), std::string::npos) << r.failure;
   EXPECT_NE(r.failure.find("max_rel_err"), std::string::npos) << r.failure;
@@ -226,6 +228,14 @@ TEST(VerificationShapes, AddsTheBenchShapeOnlyWhenSmall) {
   EXPECT_EQ(verification_shapes(op, model, &huge).size(), base.size());
   const ops::ShapeCase dup = base.front();
   EXPECT_EQ(verification_shapes(op, model, &dup).size(), base.size());
+  // a shape the user named (`thrive verify --shape`) is verified whole up to 512 MiB of traffic
+  const ops::ShapeCase named{"T=4096", {{"T", 4096}, {"H", 2048}}};  // 64 MiB
+  ASSERT_GT(op.min_bytes(named.shape), kMaxSmallVerifyBytes);
+  EXPECT_EQ(verification_shapes(op, model, &named).size(), base.size());
+  const auto whole = verification_shapes(op, model, &named, true);
+  ASSERT_EQ(whole.size(), base.size() + 1);
+  EXPECT_EQ(whole.back().label, "T=4096");
+  EXPECT_EQ(verification_shapes(op, model, &huge, true).size(), base.size()) << "2 GiB: over the whole limit too";
 }
 
 TEST(VerificationShapes, ALargeDecodeShapeIsVerifiedAtItsBatchWithAShortContext) {

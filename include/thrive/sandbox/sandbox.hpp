@@ -34,6 +34,9 @@ struct EvalRequest {
   /// When set (and the candidate passes), the two are also timed paired and interleaved
   /// at bench_shape (result in EvalResult::paired; A = this baseline, B = the candidate).
   std::optional<backend::KernelSource> paired_baseline;
+  /// Verify at bench_shape whole up to verify::kMaxWholeVerifyBytes, not only when small (a
+  /// shape the user named: `thrive verify --shape`).
+  bool verify_bench_shape = false;
 };
 
 /// What happened. `detail` is one line for people; `compile_log` the compiler's text.

@@ -102,8 +102,9 @@ class Toolbox {
 
   /// Compile only (in the sandbox).
   sandbox::EvalResult compile(const backend::KernelSource& k);
-  /// Compile + verify (at the op's verification shapes plus `shape` if small).
-  sandbox::EvalResult verify(const backend::KernelSource& k, const ops::ShapeCase& shape);
+  /// Compile + verify (at the op's verification shapes plus `shape` if small; with `whole`, a
+  /// shape the user named, `shape` up to verify::kMaxWholeVerifyBytes: verification_shapes).
+  sandbox::EvalResult verify(const backend::KernelSource& k, const ops::ShapeCase& shape, bool whole = false);
   /// Compile + verify + benchmark at `shape`; archives the attempt.
   sandbox::EvalResult benchmark(const backend::KernelSource& k, const ops::ShapeCase& shape);
   /// benchmark(), plus paired, interleaved timing against `baseline` in the same worker
@@ -190,7 +191,7 @@ class Toolbox {
  private:
   sandbox::EvalResult run(const backend::KernelSource& k, const ops::ShapeCase& shape,
                           bool verify, bool bench,
-                          const backend::KernelSource* paired_baseline = nullptr);
+                          const backend::KernelSource* paired_baseline = nullptr, bool verify_whole = false);
   config::Config cfg_;
   memory::Store& store_;
   std::string backend_name_;

@@ -37,6 +37,7 @@ struct OutputCheck {
   double bias_limit = 0.0;
   int64_t bad_elements = 0;   ///< elements over tolerance (NaN included)
   int64_t nan_elements = 0;   ///< NaN/Inf where the reference is finite
+  int64_t elements = 0;       ///< elements compared (the tensor's size)
   int64_t worst_index = -1;   ///< flat index of the worst element
   double worst_got = 0.0, worst_expected = 0.0;
   double tolerance = 0.0;     ///< the rtol applied (ops::tolerance_for the tensor's dtype)
@@ -78,10 +79,18 @@ VerifyReport verify_kernel(backend::Backend& backend, const ops::Op& op,
                            const std::vector<ops::ShapeCase>& shapes,
                            const std::vector<ops::Distribution>& distributions, uint64_t seed);
 
+/// Traffic (Op::min_bytes) up to which verification_shapes adds the bench shape itself: 16 MiB,
+/// or with `whole` (a shape the user named) kMaxWholeVerifyBytes, 512 MiB (the host then holds the
+/// inputs, the outputs and the float64 reference, about 8 times that). Larger decode-attention
+/// shapes are verified at the same batch with a ragged context of 33 (when that is at most 64 MiB).
+inline constexpr int64_t kMaxSmallVerifyBytes = int64_t{16} << 20;
+inline constexpr int64_t kMaxWholeVerifyBytes = int64_t{512} << 20;
+
 /// Shapes the verifier uses for `op` when benchmarking at `bench_shape`: the op's
-/// verify_shapes plus the bench shape itself when its traffic is at most 16 MiB.
+/// verify_shapes plus the bench shape itself when its traffic is at most kMaxSmallVerifyBytes
+/// (kMaxWholeVerifyBytes with `whole`), else its reduced form (above), else nothing more.
 std::vector<ops::ShapeCase> verification_shapes(const ops::Op& op, const config::ModelDims& model,
-                                                const ops::ShapeCase* bench_shape);
+                                                const ops::ShapeCase* bench_shape, bool whole = false);
 
 /// Checks one call: the outputs in `after` (every tensor the op writes) against the
 /// float64 reference computed from `before` (its inputs and in/out tensors as they were

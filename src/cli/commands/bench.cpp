@@ -56,7 +56,8 @@ void bench_file(Context& ctx, const KernelFileFlags& f) {
   fmt::print("  traffic {} bytes -> {:.2f} GB/s = {:.1f}% of the {:.1f} GB/s ceiling; {:.4f} TFLOP/s\n",
              b.bytes, b.bandwidth_gbps, b.percent_of_peak, b.peak_bw_gbps, b.tflops);
   fmt::print("  eager  {} -> speedup {:.2f}x{}\n", format_us(k.eager_us), k.speedup,
-             best ? " (new best in memory)" : "");
+             !best ? "" : k.speedup >= 1.0 ? " (new best in memory)"
+                        : " (the best recorded for this shape so far, though slower than eager)");
 }
 
 void bench_memory(Context& ctx, const std::string& which, const std::string& only_shape,

@@ -38,14 +38,15 @@ void register_leaderboard(CLI::App& app, Context& ctx) {
     size_t dev_w = 6;
     for (const auto& k : rows) dev_w = std::max(dev_w, k.device_key.size());
     fmt::print("{:<21} {:<11} {:<{}} {:>11} {:>11} {:>8} {:>9} {:>7}  {}\n", "op", "shape", "device", dev_w,
-               "time", "eager", "speedup", "GB/s", "%peak", "kernel");
+               "time", "eager est.", "speedup", "GB/s", "%peak", "kernel");
     for (const auto& k : rows)
       fmt::print("{:<21} {:<11} {:<{}} {:>11} {:>11} {:>7.2f}x {:>9.2f} {:>6.1f}%  {}\n", k.op,
                  k.shape_class, k.device_key, dev_w, format_us(k.time_us),
                  format_us(k.eager_us), k.speedup, k.bandwidth_gbps, k.percent_of_peak, k.kernel_id);
     // optimize's own table prints the paired medians, which this table does not keep
     fmt::print("time: the kernel's own benchmark, by which kernels are ranked; speedup: paired with the eager baseline "
-               "(interleaved, where optimize confirmed it), and eager = time x speedup. optimize's table prints the paired "
+               "(interleaved, where optimize confirmed it); eager est. = time x speedup, the eager time the speedup implies, "
+               "not a measurement of its own. optimize's table prints the paired "
                "medians themselves, so its figures can differ from these by the run-to-run noise.\n");
   });
 }

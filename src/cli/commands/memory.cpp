@@ -29,10 +29,30 @@ void register_memory(CLI::App& app, Context& ctx) {
   cmd->require_subcommand(1);
   add_common_flags(*cmd, ctx.flags, false);
 
-  cmd->add_subcommand("show", "Counts, devices and ceilings")->callback([&ctx] {
+  static bool show_json = false;
+  auto* show = cmd->add_subcommand("show", "Counts, devices and their copy-bandwidth ceilings");
+  show->add_flag("--json", show_json, "JSON output");
+  show->callback([&ctx] {
     auto summary = ctx.read_store().summary();
     summary["path"] = ctx.store_path();  // the in-memory stand-in's is ":memory:"
-    fmt::print("{}\n", summary.dump(2));
+    if (show_json) {
+      fmt::print("{}\n", summary.dump(2));
+      return;
+    }
+    fmt::print("memory {}\n  runs {}, candidate attempts {}, kernels {}, best-kernel entries {}, strategy cards {} "
+               "(evidence rows {})\n", summary["path"].get<std::string>(), summary["runs"].get<int64_t>(),
+               summary["attempts"].get<int64_t>(), summary["kernels"].get<int64_t>(),
+               summary["best_entries"].get<int64_t>(), summary["cards"].get<int64_t>(),
+               summary["evidence_rows"].get<int64_t>());
+    if (summary["devices"].empty()) {
+      fmt::print("  no device measured yet (its copy-bandwidth ceiling is measured by the first bench or optimize)\n");
+      return;
+    }
+    fmt::print("  {:<40} {:>12}  {}\n", "device", "ceiling", "measured (UTC)");
+    for (const auto& d : summary["devices"])
+      fmt::print("  {:<40} {:>7.1f} GB/s  {}\n", d["device"].get<std::string>(), d["peak_bw_gbps"].get<double>(),
+                 d["measured_at"].get<std::string>());
+    fmt::print("ceiling: the copy bandwidth measured on buffers larger than the last-level cache (DRAM on a CPU, HBM on a GPU), the 100% of every %peak figure\n");
   });
 
   static bool cards_json = false;
@@ -55,7 +75,8 @@ void register_memory(CLI::App& app, Context& ctx) {
       return;
     }
     if (all.empty()) {
-      fmt::print("no strategy cards in {}\n", ctx.store_path());
+      fmt::print("no strategy cards in {} (the built-in ones are written into it by the first verify, bench, tune or "
+                 "optimize)\n", ctx.store_path());
       return;
     }
     // card id, backend, the evidence's successes and failures, its best gain over eager, title,
@@ -77,7 +98,7 @@ void register_memory(CLI::App& app, Context& ctx) {
   });
 
   static std::string kernels_op;
-  auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel measurement");
+  auto* kernels = cmd->add_subcommand("kernels", "Every recorded kernel: its latest measurement per op and shape class");
   kernels->add_option("--op", kernels_op, "Only this op");
   kernels->callback([&ctx] {
     const auto rows = ctx.read_store().kernels(kernels_op);

@@ -191,8 +191,9 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
     const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file, uintmax_t(std::min(most, 1e15))), 64, &why);
     if (j.is_discarded()) fail(ErrorCategory::kInput, "--prompts-file {}: {}", f.prompts_file, json_kind(j, why));
     if (!j.is_array() || int64_t(j.size()) != f.batch)
-      fail(ErrorCategory::kInput, "--prompts-file {}: expected a JSON array of {} token-id arrays (one per sequence)",
-           f.prompts_file, f.batch);
+      fail(ErrorCategory::kInput, "--prompts-file {}: {}; expected a JSON array of {} token-id arrays (one per "
+           "sequence: --batch {})", f.prompts_file,
+           j.is_array() ? fmt::format("holds {} arrays", j.size()) : std::string("not a JSON array"), f.batch, f.batch);
     std::vector<std::vector<int32_t>> prompts;
     for (const auto& p : j) {
       if (!p.is_array() || p.empty() || int64_t(p.size()) > f.prompt)
@@ -603,10 +604,10 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
   fmt::print("Qwen3 engine on {} ({}): {} ({:.1f} M parameters), batch {}, {}, gen {}\n", r.device, r.precision,
              f.model, double(cfg.parameters()) / 1e6, f.batch, prompt_said, f.gen);
   if (r.decode_steps > 0)
-    fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.3f} ms per step over {} steps; "
+    fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); decode {:.1f} tokens/s, {:.3f} ms per step over {} step{}; "
                "weights loaded in {:.0f} ms\n",
                doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms, doc["decode_tokens_per_s"].get<double>(),
-               doc["decode_ms_per_step"].get<double>(), r.decode_steps, r.load_ms);
+               doc["decode_ms_per_step"].get<double>(), r.decode_steps, r.decode_steps == 1 ? "" : "s", r.load_ms);
   else  // --gen 0 or 1: the one token (if any) comes from prefill
     fmt::print("prefill {:.1f} tokens/s ({:.1f} ms); no decode step ran ({}); weights loaded in {:.0f} ms\n",
                doc["prefill_tokens_per_s"].get<double>(), r.prefill_ms,
@@ -665,7 +666,12 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
                  row["ms"].get<double>(), 100.0 * row["share"].get<double>(), row["floor_ms"].get<double>(),
                  row["bound"].get<std::string>(), 100.0 * row["headroom"].get<double>());
   }
-  fmt::print("greedy tokens of sequence 0: {}\n", nlohmann::json(r.tokens[0]).dump());
+  // every sequence's tokens, the first 8 sequences at most (--json has them all)
+  const size_t shown = std::min<size_t>(r.tokens.size(), 8);
+  for (size_t b = 0; b < shown; ++b)
+    fmt::print("greedy tokens of sequence {}: {}\n", b, nlohmann::json(r.tokens[b]).dump());
+  if (shown < r.tokens.size())
+    fmt::print("({} more sequences: --json lists every sequence's tokens)\n", r.tokens.size() - shown);
 }
 
 void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& engine_flags_given) {
@@ -820,7 +826,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
   cmd->add_option("--gen", f.gen, "Tokens generated per sequence, greedy (default 16; the first comes from prefill, "
                   "so decode runs gen - 1 steps; 0 = prefill only)");
   cmd->add_option("--seed", f.seed, "Seed of the random prompt ids (default 1)");
-  cmd->add_option("--device", f.device, "cpu (the float32 reference engine) | cuda | auto (default: cuda when present)");
+  cmd->add_option("--device", f.device, "cpu (the float32 reference engine) | cuda | auto: cuda when present (default: THRIVE_DEVICE, else auto)");
   cmd->add_option("--graphs", f.graphs, fmt::format("on (default): decode steps replayed as CUDA graphs of {} steps | off", model::CudaQwen3Engine::kGreedyChunk));
   cmd->add_option("--kernels", f.kernels,
                   "best (default): the best verified kernel in memory per op and shape, re-verified | baseline: "
@@ -919,6 +925,8 @@ void register_e2e(CLI::App& app, Context& ctx) {
                              "--persistent-blocks", "--persistent-kv-prefetch",
                              "--persistent-attention", "--persistent-softmax", "--persistent-weights", "--lm-head"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
+    // no --device: THRIVE_DEVICE's (checked when read), else auto, as every other command
+    if (cmd->count("--device") == 0) f.device = ctx.config().device;
     run_e2e(ctx, f, engine_flags);
   });
 }

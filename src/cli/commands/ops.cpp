@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,21 @@ void print_spec(const nlohmann::json& c) {
   for (const auto& t : c["tensors"])
     fmt::print("  {}  {:<16} {:<6} {:<5} [{}]\n", i++, t["name"].get<std::string>(), t["role"].get<std::string>(),
                t["dtype"].get<std::string>(), fmt::join(t["dims"].get<std::vector<std::string>>(), ", "));
-  fmt::print("Dims (args->dims, in order): {}\nScalars (args->scalars, in order): {}\n\n", list(c["dims"]),
+  fmt::print("Dims (args->dims, in order): {}\nScalars (args->scalars, in order): {}\n", list(c["dims"]),
              list(c["scalars"]));
+  // a tensor dim that is not passed (swiglu_act's I2 = 2I): its value at the first shape
+  const auto& first = c["shapes"].at(0);
+  std::vector<std::string> derived;
+  for (const auto& t : c["tensors"])
+    for (const auto& d : t["dims"]) {
+      const auto name = d.get<std::string>();
+      const bool passed = std::find(c["dims"].begin(), c["dims"].end(), d) != c["dims"].end();
+      if (!passed && std::find(derived.begin(), derived.end(), name) == derived.end()) derived.push_back(name);
+    }
+  for (const auto& name : derived)
+    fmt::print("  {}: not in args->dims, derived from them ({} = {} at {})\n", name, name,
+               first["shape"].value(name, int64_t{0}), first["label"].get<std::string>());
+  fmt::print("\n");
   if (!c["template_params"].empty()) {
     fmt::print("Template parameters (the default, and the values the search tries):\n");
     for (const auto& p : c["template_params"])
@@ -43,10 +57,21 @@ void print_spec(const nlohmann::json& c) {
   for (const auto& [dtype, t] : c["tolerance"].items())
     fmt::print("  {:<5} rtol {:g}  nmse {:g}  bias {:g}\n", dtype, t.value("rtol", 0.0), t.value("nmse", 0.0),
                t.value("bias", 0.0));
-  fmt::print("\nBenchmark shapes:\n  {:<16} {:>14} {:>10} {:>16}\n", "shape", "min bytes", "MFLOP", "workspace bytes");
-  for (const auto& s : c["shapes"])
-    fmt::print("  {:<16} {:>14} {:>10.2f} {:>16}\n", s["label"].get<std::string>(), s["min_bytes"].get<int64_t>(),
-               s["flops"].get<double>() / 1e6, s["workspace_bytes"].get<int64_t>());
+  fmt::print("\nBenchmark shapes:\n  {:<16} {:>14} {:>10} {:>16}  {}\n", "shape", "min bytes", "MFLOP",
+             "workspace bytes", fmt::join(c["scalars"].get<std::vector<std::string>>(), ", "));
+  bool any_skipped = false;
+  for (const auto& s : c["shapes"]) {
+    const bool skipped = !s.value("in_default_set", true);
+    any_skipped = any_skipped || skipped;
+    std::vector<std::string> values;
+    for (const auto& v : s["scalars"]) values.push_back(fmt::format("{:.6g}", v.get<double>()));
+    fmt::print("  {:<16} {:>14} {:>10.2f} {:>16}  {}{}\n", s["label"].get<std::string>(), s["min_bytes"].get<int64_t>(),
+               s["flops"].get<double>() / 1e6, s["workspace_bytes"].get<int64_t>(), fmt::join(values, ", "),
+               skipped ? " (*)" : "");
+  }
+  if (any_skipped)
+    fmt::print("  (*) over the {} MiB a run takes unless --shape names it (THRIVE_MAX_SHAPE_BYTES)\n",
+               c["max_shape_bytes"].get<int64_t>() >> 20);
   fmt::print("Verify shapes (ragged ones included): {}\n\nABI header (what a kernel includes):\n{}",
              list(c["verify_shapes"]), c["abi"].get<std::string>());
 }

@@ -344,7 +344,10 @@ void run_system(Context& ctx, const SystemFlags& f, bool rt_given, bool at_given
              "budget {}; start {}{}\n", f.model, tb.device_key(), o.metric, o.r_t, o.a_t, o.budget,
              start.to_json().dump(), from_memory ? " (the best system memory holds)" : "");
   auto sink = [&](const model::LoopIteration& it) {
-    fmt::print(out, "\n[{}] ranking:", it.index);
+    // headroom: the weighted share of the step (decode) or pass (prefill) time a stage spends above
+    // its roofline floor (model/attribution.hpp)
+    fmt::print(out, "\n[{}] ranking by headroom (% of the phase's time above the stage's roofline floor, phase-weighted):",
+               it.index);
     int shown = 0;
     for (const auto& r : it.ranking) {
       if (shown++ == 5) break;
