@@ -255,8 +255,9 @@ nlohmann::json Server::call_tool(const std::string& name, const nlohmann::json& 
   if (name == "verify") {
     const auto& op = op_arg();
     auto k = kernel_arg(op.name());
-    const auto shape = tb.shape_or_largest(op, str_arg(args, "shape", false));
-    auto r = tb.verify(k, shape);
+    const std::string named = str_arg(args, "shape", false);
+    const auto shape = tb.shape_or_largest(op, named);
+    auto r = tb.verify(k, shape, !named.empty());  // a named shape verified whole, as `thrive verify --shape`
     record_attempt(k, shape.label, r, 0);
     return tool_result(summary_of(r), verdict(tb, k, shape.label, r),
                        r.status != sandbox::Status::kPassed);

@@ -200,7 +200,9 @@ INSTANTIATE_TEST_SUITE_P(
                       {}, 2, "--graphs"},
         // without --device, THRIVE_DEVICE picks the engine, as for every other command
         BadInvocation{"e2e_thrive_device_cpu", {"e2e", "--model", "/nonexistent", "--graphs", "off"},
-                      {"THRIVE_DEVICE=cpu"}, 2, "--graphs"},
+                      {"THRIVE_DEVICE=cpu"}, 2, "--graphs: the CPU engine"},
+        BadInvocation{"e2e_thrive_device_named", {"e2e", "--model", "/nonexistent", "--graphs", "off"},
+                      {"THRIVE_DEVICE=cpu"}, 2, "they apply to --device cuda (THRIVE_DEVICE=cpu)"},
         BadInvocation{"no_command", {}, {}, 2, "usage error: a command is required"},
         BadInvocation{"negative_seed", {"model", "init", "--preset", "tiny", "--out", "/tmp/x", "--seed", "-1"}, {}, 2,
                       "--seed -1"},
@@ -381,7 +383,7 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
   const auto two = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "3",
                                      "--prompts-file", too_long}, env());
   EXPECT_EQ(two.exit_code, 3) << two.err;
-  expect_one_line_error(two, "holds 2 arrays; expected a JSON array of 1 token-id arrays (one per sequence: --batch 1)");
+  expect_one_line_error(two, "an array of 2 elements; expected a JSON array of 1 token-id array (one per sequence: --batch 1)");
   // a file far larger than --batch x --prompt ids can be is refused unread (its parse would take
   // about 20 times its size in memory)
   const auto huge = test::write_text(files.path() + "/huge.json", "[[1" + std::string(5000, ' ') + "]]");
@@ -681,9 +683,13 @@ TEST_F(Cli, OuterLoopAndE2eRefuseBadOutputsValuesAndStoredData) {
   EXPECT_EQ(r.err.find("--device auto chose cpu"), std::string::npos) << r.err;
   // with --device auto on a machine with no GPU, the message says auto chose the CPU
   if (backend::resolve_backend_name("auto") == "cpu") {
-    r = test::run_thrive({"e2e", "--model", dir, "--kernels", "best"}, env({"THRIVE_DEVICE=auto"}));
+    r = test::run_thrive({"e2e", "--model", dir, "--kernels", "best", "--device", "auto"}, env());
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("(--device auto chose cpu: no CUDA device here)"), std::string::npos) << r.err;
+    // without --device, the message names the variable that chose auto
+    r = test::run_thrive({"e2e", "--model", dir, "--kernels", "best"}, env({"THRIVE_DEVICE=auto"}));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("(THRIVE_DEVICE=auto chose cpu: no CUDA device here)"), std::string::npos) << r.err;
   }
   // the KV prefetch's default (off) may be spelled out with --persistent off: it asks for nothing,
   // so the run goes on to the GPU (a usage error would exit 2 before)
@@ -842,6 +848,24 @@ TEST_F(Cli, VerifyOfAWrongKernelExitsOne) {
   EXPECT_NE(r.out.find("max_rel_err"), std::string::npos) << r.out;
   // the worst error is said to be over what was compared, beside the failed cases' own lines
   EXPECT_NE(r.out.find("(over the outputs compared;"), std::string::npos) << r.out;
+  // a named shape that fits a whole verification is never said to be over its limit, even when
+  // an earlier case failed and it was not reached
+  const auto named = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k, "--shape", "T=16"}, small_env());
+  EXPECT_EQ(named.exit_code, 1) << named.out << named.err;
+  EXPECT_EQ(named.err.find("not verified whole"), std::string::npos) << named.err;
+}
+
+// --shape names a shape to verify whole: rmsnorm_residual T=4096 at Qwen3-1.7B's hidden size is
+// 64 MiB of traffic, over the 16 MiB up to which a shape joins unnamed, within the 512 MiB limit
+TEST_F(Cli, VerifyOfANamedShapeRunsItWhole) {
+  const std::string k = good_rmsnorm_file();
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k, "--shape", "T=4096"}, env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("case T=4096 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("not verified whole"), std::string::npos) << r.err;
+  const auto unnamed = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k}, env());
+  EXPECT_EQ(unnamed.exit_code, 0) << unnamed.out << unnamed.err;
+  EXPECT_EQ(unnamed.out.find("case T=4096 "), std::string::npos) << unnamed.out;
 }
 
 TEST_F(Cli, VerifyOfACorrectKernelExitsZero) {

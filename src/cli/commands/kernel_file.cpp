@@ -91,8 +91,9 @@ void print_verdict(const LoadedKernel& k, const sandbox::EvalResult& r) {
     fmt::print("  case {:<24} {:<12} {}\n", c.shape_label, c.distribution,
                c.passed ? "ok" : "FAIL " + c.failure);
   const bool any_failed = std::any_of(r.verify.cases.begin(), r.verify.cases.end(), [](const auto& c) { return !c.passed; });
-  // (a kernel that declined every shape had no output compared: no error figures to give)
-  if (!r.verify.cases.empty() && r.status != sandbox::Status::kUnsupported)
+  // (a kernel that declined every shape it was given had no output compared: no error figures)
+  const bool any_passed = std::any_of(r.verify.cases.begin(), r.verify.cases.end(), [](const auto& c) { return c.passed; });
+  if (!r.verify.cases.empty() && (r.status != sandbox::Status::kUnsupported || any_passed))
     fmt::print("  worst max_rel_err {:.3g}, worst nmse {:.3g}{}\n", r.verify.max_rel_err, r.verify.nmse,
                any_failed ? " (over the outputs compared; a failed case's reason is on its line)" : "");
 }

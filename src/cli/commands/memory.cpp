@@ -36,7 +36,7 @@ void register_memory(CLI::App& app, Context& ctx) {
     auto summary = ctx.read_store().summary();
     summary["path"] = ctx.store_path();  // the in-memory stand-in's is ":memory:"
     if (show_json) {
-      fmt::print("{}\n", summary.dump(2));
+      fmt::print("{}\n", summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       return;
     }
     fmt::print("memory {}\n  runs {}, candidate attempts {}, kernels {}, best-kernel entries {}, strategy cards {} "
@@ -71,7 +71,7 @@ void register_memory(CLI::App& app, Context& ctx) {
           if (e.card_id == c.id) j["evidence"].push_back(e);
         out.push_back(j);
       }
-      fmt::print("{}\n", out.dump(2));
+      fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       return;
     }
     if (all.empty()) {

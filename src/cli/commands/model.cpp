@@ -45,6 +45,8 @@ struct InitFlags {
 };
 
 struct E2eFlags {
+  // device_from: what set `device`: "--device", the variable (THRIVE_DEVICE or RSI_DEVICE), or "" (the default)
+  std::string device_from = "--device";
   std::string model, device = "auto", graphs = "on", kernels = "best", prompts_file, dump;
   std::string attention = "flash", fusions = "on", gemv = "on", pdl = "on", persistent = "auto";
   int batch = 1, prompt = 16, gen = 16;
@@ -191,9 +193,11 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
     const nlohmann::json j = parse_json_bounded(read_file(f.prompts_file, uintmax_t(std::min(most, 1e15))), 64, &why);
     if (j.is_discarded()) fail(ErrorCategory::kInput, "--prompts-file {}: {}", f.prompts_file, json_kind(j, why));
     if (!j.is_array() || int64_t(j.size()) != f.batch)
-      fail(ErrorCategory::kInput, "--prompts-file {}: {}; expected a JSON array of {} token-id arrays (one per "
+      fail(ErrorCategory::kInput, "--prompts-file {}: {}; expected a JSON array of {} token-id array{} (one per "
            "sequence: --batch {})", f.prompts_file,
-           j.is_array() ? fmt::format("holds {} arrays", j.size()) : std::string("not a JSON array"), f.batch, f.batch);
+           j.is_array() ? fmt::format("an array of {} element{}", j.size(), j.size() == 1 ? "" : "s")
+                        : std::string("not a JSON array"),
+           f.batch, f.batch == 1 ? "" : "s", f.batch);
     std::vector<std::vector<int32_t>> prompts;
     for (const auto& p : j) {
       if (!p.is_array() || p.empty() || int64_t(p.size()) > f.prompt)
@@ -671,7 +675,8 @@ void report(const E2eFlags& f, const model::Qwen3Config& cfg, E2eResult r) {
   for (size_t b = 0; b < shown; ++b)
     fmt::print("greedy tokens of sequence {}: {}\n", b, nlohmann::json(r.tokens[b]).dump());
   if (shown < r.tokens.size())
-    fmt::print("({} more sequences: --json lists every sequence's tokens)\n", r.tokens.size() - shown);
+    fmt::print("({} more sequence{}: --json lists every sequence's tokens)\n", r.tokens.size() - shown,
+               r.tokens.size() - shown == 1 ? "" : "s");
 }
 
 void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& engine_flags_given) {
@@ -772,7 +777,10 @@ void run_e2e(Context& ctx, const E2eFlags& f, const std::vector<std::string>& en
   if (device == "cpu" && !engine_flags_given.empty())
     fail(ErrorCategory::kUsage, "{}: the CPU engine is the float32 reference with none of the CUDA engine's options; "
          "they apply to --device cuda{}", fmt::join(engine_flags_given, " "),
-         f.device == "auto" ? " (--device auto chose cpu: no CUDA device here)" : "");
+         f.device_from == "--device" ? (f.device == "auto" ? " (--device auto chose cpu: no CUDA device here)" : "")
+         : f.device_from.empty()     ? " (the default device, auto, chose cpu: no CUDA device here)"
+         : f.device == "auto"        ? fmt::format(" ({}=auto chose cpu: no CUDA device here)", f.device_from)
+                                     : fmt::format(" ({}={})", f.device_from, f.device));
   const auto& cfg = model_config();
   model::check_decode_context(cfg, f.prompt, f.gen);
   report(f, cfg, device == "cpu" ? run_cpu(ctx, f, cfg) : run_cuda(ctx, f, cfg));
@@ -926,7 +934,10 @@ void register_e2e(CLI::App& app, Context& ctx) {
                              "--persistent-attention", "--persistent-softmax", "--persistent-weights", "--lm-head"})
       if (cmd->count(flag) > 0) engine_flags.emplace_back(flag);
     // no --device: THRIVE_DEVICE's (checked when read), else auto, as every other command
-    if (cmd->count("--device") == 0) f.device = ctx.config().device;
+    if (cmd->count("--device") == 0) {
+      f.device = ctx.config().device;
+      f.device_from = std::getenv("THRIVE_DEVICE") ? "THRIVE_DEVICE" : std::getenv("RSI_DEVICE") ? "RSI_DEVICE" : "";
+    }
     run_e2e(ctx, f, engine_flags);
   });
 }

@@ -57,21 +57,26 @@ void print_spec(const nlohmann::json& c) {
   for (const auto& [dtype, t] : c["tolerance"].items())
     fmt::print("  {:<5} rtol {:g}  nmse {:g}  bias {:g}\n", dtype, t.value("rtol", 0.0), t.value("nmse", 0.0),
                t.value("bias", 0.0));
-  fmt::print("\nBenchmark shapes:\n  {:<16} {:>14} {:>10} {:>16}  {}\n", "shape", "min bytes", "MFLOP",
-             "workspace bytes", fmt::join(c["scalars"].get<std::vector<std::string>>(), ", "));
+  // every dim's value (the label names only those that vary), then the scalars' values
+  const auto scalar_names = c["scalars"].get<std::vector<std::string>>();
+  fmt::print("\nBenchmark shapes:\n  {:<16} {:>14} {:>10} {:>16}  {}{}\n", "shape", "min bytes", "MFLOP",
+             "workspace bytes", "dims", scalar_names.empty() ? "" : fmt::format("; {}", fmt::join(scalar_names, ", ")));
   bool any_skipped = false;
   for (const auto& s : c["shapes"]) {
     const bool skipped = !s.value("in_default_set", true);
     any_skipped = any_skipped || skipped;
-    std::vector<std::string> values;
+    std::vector<std::string> dims, values;
+    for (const auto& [name, v] : s["shape"].items()) dims.push_back(fmt::format("{}={}", name, v.get<int64_t>()));
     for (const auto& v : s["scalars"]) values.push_back(fmt::format("{:.6g}", v.get<double>()));
-    fmt::print("  {:<16} {:>14} {:>10.2f} {:>16}  {}{}\n", s["label"].get<std::string>(), s["min_bytes"].get<int64_t>(),
-               s["flops"].get<double>() / 1e6, s["workspace_bytes"].get<int64_t>(), fmt::join(values, ", "),
-               skipped ? " (*)" : "");
+    fmt::print("  {:<16} {:>14} {:>10.2f} {:>16}  {}{}{}\n", s["label"].get<std::string>(), s["min_bytes"].get<int64_t>(),
+               s["flops"].get<double>() / 1e6, s["workspace_bytes"].get<int64_t>(), fmt::join(dims, " "),
+               values.empty() ? "" : fmt::format("; {}", fmt::join(values, ", ")), skipped ? " (*)" : "");
   }
-  if (any_skipped)
-    fmt::print("  (*) over the {} MiB a run takes unless --shape names it (THRIVE_MAX_SHAPE_BYTES)\n",
-               c["max_shape_bytes"].get<int64_t>() >> 20);
+  if (any_skipped) {
+    const int64_t cap = c["max_shape_bytes"].get<int64_t>();
+    fmt::print("  (*) over the {} a run takes unless --shape names it (THRIVE_MAX_SHAPE_BYTES)\n",
+               cap >= (1 << 20) ? fmt::format("{:.0f} MiB", double(cap) / (1 << 20)) : fmt::format("{} bytes", cap));
+  }
   fmt::print("Verify shapes (ragged ones included): {}\n\nABI header (what a kernel includes):\n{}",
              list(c["verify_shapes"]), c["abi"].get<std::string>());
 }
