@@ -279,6 +279,16 @@ void CpuExecutor::start(const std::string& program, const SharedArena& arena, co
         fail(ErrorCategory::kUsage, "the environment variable {} is named like a credential, and its value is part of "
              "the kernel's path or entry name ({}), where a candidate could read it: move THRIVE_HOME or unset {}",
              name, entry.find(value) != std::string::npos ? "entry" : "path", name);
+  // the spec travels as JSON, which holds only UTF-8: a path of other bytes (THRIVE_HOME's, say) is
+  // refused by name, never mangled into another path
+  for (const std::string* path : {&so, &program})
+    if (utf8_prefix(*path, path->size()) != *path)
+      fail(ErrorCategory::kUsage, "{}: not valid UTF-8; the CPU executor takes UTF-8 paths (move THRIVE_HOME or "
+           "THRIVE_CPU_EXECUTOR to one)", utf8_prefix(*path, path->size()));
+  for (const auto& r : isolation.readable)
+    if (utf8_prefix(r, r.size()) != r)
+      fail(ErrorCategory::kUsage, "{}: not valid UTF-8; a path the candidate may read must be UTF-8",
+           utf8_prefix(r, r.size()));
   const nlohmann::json spec = {{"so", so},
                                {"entry", entry},
                                {"worker", int64_t(getpid())},

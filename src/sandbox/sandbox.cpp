@@ -376,17 +376,19 @@ std::optional<nlohmann::json> run_isolated(const std::function<nlohmann::json()>
     if (null_fd >= 0) dup2(null_fd, 0);  // nor read our stdin (an MCP client's requests)
     close_inherited_fds(fds[1]);
     std::string out;
+    // (an error's text may quote a path that is not UTF-8, such as THRIVE_HOME's)
+    constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
     try {
       // A compiler log cut mid-character must not turn a verdict into a dump error.
-      out = work().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out = work().dump(-1, ' ', false, kReplace);
     } catch (const Error& e) {
-      out = nlohmann::json{{"__error", e.what()}, {"__category", int(e.category())}}.dump();
+      out = nlohmann::json{{"__error", e.what()}, {"__category", int(e.category())}}.dump(-1, ' ', false, kReplace);
     } catch (const std::bad_alloc&) {
       out = nlohmann::json{{"__error", "out of memory in the worker (are the THRIVE_* model "
                                        "dimensions or shapes larger than this machine can hold?)"},
-                           {"__category", int(ErrorCategory::kBackend)}}.dump();
+                           {"__category", int(ErrorCategory::kBackend)}}.dump(-1, ' ', false, kReplace);
     } catch (const std::exception& e) {
-      out = nlohmann::json{{"__error", e.what()}, {"__category", int(ErrorCategory::kInternal)}}.dump();
+      out = nlohmann::json{{"__error", e.what()}, {"__category", int(ErrorCategory::kInternal)}}.dump(-1, ' ', false, kReplace);
     }
     bool ok = write_all(fds[1], out.data(), out.size());
     _exit(ok ? 0 : 3);

@@ -855,6 +855,16 @@ TEST_F(Cli, VerifyOfAWrongKernelExitsOne) {
   EXPECT_EQ(named.err.find("not verified whole"), std::string::npos) << named.err;
 }
 
+// A THRIVE_HOME that is not UTF-8 cannot travel in the CPU executor's JSON spec: a usage error
+// naming the path, not an internal error (exit 70) from the JSON library
+TEST_F(Cli, ANonUtf8HomeIsAUsageErrorForCpuCandidates) {
+  const std::string k = good_rmsnorm_file();
+  const auto r = test::run_thrive({"verify", "--op", "rmsnorm_residual", "--kernel", k},
+                                  {"THRIVE_HOME=" + files.path() + "/h\xff", "THRIVE_DEVICE=cpu"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  expect_one_line_error(r, "not valid UTF-8");
+}
+
 // --shape names a shape to verify whole: rmsnorm_residual T=4096 at Qwen3-1.7B's hidden size is
 // 64 MiB of traffic, over the 16 MiB up to which a shape joins unnamed, within the 512 MiB limit
 TEST_F(Cli, VerifyOfANamedShapeRunsItWhole) {
