@@ -378,7 +378,12 @@ TEST_F(Cli, E2eTakesAPromptsFileAndDumpsLogitsAndTokens) {
                                      "--prompts-file", too_long},
                                     env());
   EXPECT_EQ(bad.exit_code, 3) << bad.err;
-  expect_one_line_error(bad, "--prompts-file");
+  expect_one_line_error(bad, "prompt 0 is 4 ids long; expected a non-empty array of at most --prompt 3 ids");
+  const auto numbers = test::write_text(files.path() + "/numbers.json", "[1, 2]");
+  const auto flat = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "2", "--prompt", "3",
+                                      "--prompts-file", numbers}, env());
+  EXPECT_EQ(flat.exit_code, 3) << flat.err;
+  expect_one_line_error(flat, "prompt 0 is not an array: 1;");
   // a file of another number of prompts says how many it holds and where the count comes from
   const auto two = test::run_thrive({"e2e", "--device", "cpu", "--model", dir, "--batch", "1", "--prompt", "3",
                                      "--prompts-file", too_long}, env());

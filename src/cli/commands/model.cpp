@@ -199,10 +199,15 @@ std::vector<std::vector<int32_t>> random_prompts(const E2eFlags& f, int64_t voca
                         : std::string("not a JSON array"),
            f.batch, f.batch == 1 ? "" : "s", f.batch);
     std::vector<std::vector<int32_t>> prompts;
-    for (const auto& p : j) {
+    for (size_t index = 0; index < j.size(); ++index) {
+      const auto& p = j[index];
       if (!p.is_array() || p.empty() || int64_t(p.size()) > f.prompt)
-        fail(ErrorCategory::kInput, "--prompts-file {}: each prompt must be a non-empty array of at most --prompt {} ids",
-             f.prompts_file, f.prompt);
+        fail(ErrorCategory::kInput, "--prompts-file {}: prompt {} is {}; expected a non-empty array of at most --prompt {} ids",
+             f.prompts_file, index,
+             !p.is_array() ? "not an array: " + json_excerpt(p)
+             : p.empty()   ? std::string("empty")
+                           : fmt::format("{} ids long", p.size()),
+             f.prompt);
       std::vector<int32_t> ids;
       for (const auto& id : p) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
