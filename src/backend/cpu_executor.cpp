@@ -281,14 +281,13 @@ void CpuExecutor::start(const std::string& program, const SharedArena& arena, co
              name, entry.find(value) != std::string::npos ? "entry" : "path", name);
   // the spec travels as JSON, which holds only UTF-8: a path of other bytes (THRIVE_HOME's, say) is
   // refused by name, never mangled into another path
+  const auto require_utf8 = [](const std::string& path, const char* why) {
+    if (const auto valid = utf8_prefix(path, path.size()); valid != path)
+      fail(ErrorCategory::kUsage, "{}: not valid UTF-8; {}", valid, why);
+  };
   for (const std::string* path : {&so, &program})
-    if (utf8_prefix(*path, path->size()) != *path)
-      fail(ErrorCategory::kUsage, "{}: not valid UTF-8; the CPU executor takes UTF-8 paths (move THRIVE_HOME or "
-           "THRIVE_CPU_EXECUTOR to one)", utf8_prefix(*path, path->size()));
-  for (const auto& r : isolation.readable)
-    if (utf8_prefix(r, r.size()) != r)
-      fail(ErrorCategory::kUsage, "{}: not valid UTF-8; a path the candidate may read must be UTF-8",
-           utf8_prefix(r, r.size()));
+    require_utf8(*path, "the CPU executor takes UTF-8 paths (move THRIVE_HOME or THRIVE_CPU_EXECUTOR to one)");
+  for (const auto& r : isolation.readable) require_utf8(r, "a path the candidate may read must be UTF-8");
   const nlohmann::json spec = {{"so", so},
                                {"entry", entry},
                                {"worker", int64_t(getpid())},

@@ -140,15 +140,18 @@ const std::vector<Config::Knob>& Config::other_variables() {
   return table;
 }
 
+std::pair<std::string, std::string> Config::variable(const std::string& name,
+                                                     const std::function<const char*(const char*)>& getenv_fn) {
+  for (const char* prefix : {"THRIVE_", "RSI_"}) {
+    std::string var = prefix + name;
+    const char* v = getenv_fn ? getenv_fn(var.c_str()) : std::getenv(var.c_str());
+    if (v != nullptr) return {var, v};
+  }
+  return {"", ""};
+}
+
 Config Config::from_env(const std::function<const char*(const char*)>& getenv_fn) {
-  auto get = [&](const std::string& name) -> std::pair<std::string, std::string> {
-    for (const char* prefix : {"THRIVE_", "RSI_"}) {
-      std::string var = prefix + name;
-      const char* v = getenv_fn ? getenv_fn(var.c_str()) : std::getenv(var.c_str());
-      if (v != nullptr) return {var, v};
-    }
-    return {"", ""};
-  };
+  auto get = [&](const std::string& name) { return variable(name, getenv_fn); };
   Config c;
   c.home = home_default();
   auto read_int = [&](const char* name, auto& field, int64_t lo, int64_t hi) {

@@ -207,14 +207,13 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
   r.stats = compiled.module->stats;
   backend->shape_stats(*compiled.module, request.bench_shape.shape, r.stats);
   const uint64_t seed = fresh_seed(cfg);
+  const auto shapes = verify::verification_shapes(op, cfg.model, &request.bench_shape, request.verify_bench_shape);
   if (request.verify) {
     auto t = std::chrono::steady_clock::now();
     const std::vector<ops::Distribution> dists = {
         ops::Distribution::kNormal, ops::Distribution::kMixedSigns,
         ops::Distribution::kLargeMagnitude, ops::Distribution::kNearZero};
-    r.verify = verify::verify_kernel(*backend, op, *compiled.module, cfg.model,
-                                     verify::verification_shapes(op, cfg.model, &request.bench_shape, request.verify_bench_shape),
-                                     dists, seed);
+    r.verify = verify::verify_kernel(*backend, op, *compiled.module, cfg.model, shapes, dists, seed);
     r.verify_s = seconds_since(t);
     if (!r.verify.passed) {
       r.status = r.verify.unsupported ? Status::kUnsupported : Status::kIncorrect;
@@ -245,7 +244,6 @@ EvalResult evaluate_here(const config::Config& cfg, const std::string& backend_n
     // go wrong after N calls or keep state between calls.
     if (request.verify) {
       auto t2 = std::chrono::steady_clock::now();
-      auto shapes = verify::verification_shapes(op, cfg.model, &request.bench_shape, request.verify_bench_shape);
       std::vector<ops::ShapeCase> again = {shapes.front()};
       if (shapes.back().label != shapes.front().label) again.push_back(shapes.back());
       r.post_verify = verify::verify_kernel(*backend, op, *compiled.module, cfg.model, again,

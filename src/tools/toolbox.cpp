@@ -143,6 +143,7 @@ int64_t shape_bytes_cap(const config::Config& cfg, const std::string& backend_na
 
 nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_name, const std::string& name) {
   const auto& op = ops::find_op(name);
+  const int64_t cap = shape_bytes_cap(cfg, backend_name);
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : op.tensors())
     tensors.push_back({{"name", t.name},
@@ -157,7 +158,7 @@ nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_nam
                       {"flops", op.flops(s.shape)},
                       {"workspace_bytes", op.workspace_bytes(s.shape)},
                       {"scalars", op.scalars(s.shape, cfg.model)},
-                      {"in_default_set", op.min_bytes(s.shape) <= shape_bytes_cap(cfg, backend_name)}});
+                      {"in_default_set", op.min_bytes(s.shape) <= cap}});
   nlohmann::json verify_shapes = nlohmann::json::array();
   for (const auto& s : op.verify_shapes(cfg.model)) verify_shapes.push_back(s.label);
   nlohmann::json params = nlohmann::json::array();
@@ -185,8 +186,7 @@ nlohmann::json op_spec(const config::Config& cfg, const std::string& backend_nam
                       ? ""
                       : backend::embedded_file(backend_name + "/thrive_" + backend_name + ".h")},
           {"backend", backend_name},
-          {"max_shape_bytes", shape_bytes_cap(cfg, backend_name) == INT64_MAX ? nlohmann::json()
-                                                                               : nlohmann::json(shape_bytes_cap(cfg, backend_name))}};
+          {"max_shape_bytes", cap == INT64_MAX ? nlohmann::json() : nlohmann::json(cap)}};
 }
 
 std::vector<ops::ShapeCase> Toolbox::shapes_for(const ops::Op& op, const std::string& only) {

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace thrive::config {
@@ -88,6 +89,10 @@ struct Config {
   /// THRIVE_ACCEPT_AT: src/cli/commands/system.cpp) and the LLM agents (LlmSettings::from_env),
   /// which check them where they are read.
   static const std::vector<Knob>& other_variables();
+  /// The variable from_env() reads for knob `name` (e.g. "DEVICE") and its value: THRIVE_<name>,
+  /// else its alias RSI_<name>; {"", ""} when neither is set. `getenv_fn` as for from_env().
+  static std::pair<std::string, std::string> variable(const std::string& name,
+                                                      const std::function<const char*(const char*)>& getenv_fn = nullptr);
 };
 
 /// Parses an integer; throws Error(kUsage) "what=value: expected an integer ...".

@@ -941,7 +941,7 @@ void register_e2e(CLI::App& app, Context& ctx) {
     // no --device: THRIVE_DEVICE's (checked when read), else auto, as every other command
     if (cmd->count("--device") == 0) {
       f.device = ctx.config().device;
-      f.device_from = std::getenv("THRIVE_DEVICE") ? "THRIVE_DEVICE" : std::getenv("RSI_DEVICE") ? "RSI_DEVICE" : "";
+      f.device_from = config::Config::variable("DEVICE").first;
     }
     run_e2e(ctx, f, engine_flags);
   });
